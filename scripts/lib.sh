@@ -1,0 +1,72 @@
+# Shared by scripts/run, scripts/test and scripts/bench. Source it; do not run it.
+
+# Debian packages threadcast needs to build, test and run.
+TC_APT_PACKAGES=(
+  gcc pkg-config meson ninja-build
+  libuv1-dev libwebsockets-dev libwebsockets-evlib-uv libhiredis-dev libcjson-dev
+  libcmocka-dev redis-server
+)
+
+tc_log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+
+tc_as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
+    echo "need root (or sudo) to run: $*" >&2; return 1; fi
+}
+
+# Installs whatever of TC_APT_PACKAGES (plus extra arguments) is missing.
+tc_install_apt() {
+  local missing=() p
+  for p in "${TC_APT_PACKAGES[@]}" "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+  done
+  if ! command -v node >/dev/null || ! command -v npm >/dev/null; then missing+=(nodejs npm); fi
+  [ ${#missing[@]} -eq 0 ] && return 0
+  tc_log "installing: ${missing[*]}"
+  tc_as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  tc_as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# Configures (once) and builds a meson build directory: tc_build DIR [meson options...]
+tc_build() {
+  local dir=$1; shift
+  if [ ! -f "$dir/build.ninja" ]; then
+    meson setup "$dir" "$@" >/dev/null
+  fi
+  ninja -C "$dir" >/dev/null
+}
+
+# Prints a TCP port on 127.0.0.1 that nothing listens on.
+tc_free_port() {
+  local p
+  for _ in $(seq 1 200); do
+    p=$(( 20000 + RANDOM % 30000 ))
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then echo "$p"; return 0; fi
+  done
+  return 1
+}
+
+# Starts redis-server on a free port in a temp dir; sets TC_REDIS_PID, TC_REDIS_PORT, TC_REDIS_DIR.
+tc_start_redis() {
+  TC_REDIS_DIR=$(mktemp -d -t threadcast-redis.XXXXXX)
+  TC_REDIS_PORT=$(tc_free_port)
+  redis-server --port "$TC_REDIS_PORT" --bind 127.0.0.1 --dir "$TC_REDIS_DIR" \
+    --save '' --appendonly yes --daemonize no --logfile "$TC_REDIS_DIR/redis.log" &
+  TC_REDIS_PID=$!
+  for _ in $(seq 1 100); do
+    redis-cli -p "$TC_REDIS_PORT" ping >/dev/null 2>&1 && return 0
+    sleep 0.05
+  done
+  echo "redis-server did not start; see $TC_REDIS_DIR/redis.log" >&2
+  return 1
+}
+
+tc_stop_redis() {
+  if [ -n "${TC_REDIS_PID:-}" ]; then
+    kill "$TC_REDIS_PID" 2>/dev/null || true
+    wait "$TC_REDIS_PID" 2>/dev/null || true
+    TC_REDIS_PID=
+  fi
+  [ -n "${TC_REDIS_DIR:-}" ] && rm -rf "$TC_REDIS_DIR"
+  TC_REDIS_DIR=
+}

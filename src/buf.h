@@ -1,0 +1,66 @@
+/*
+ * buf.h — reference-counted outbound frames and the per-connection queue.
+ *
+ * A frame is serialized once into a tc_buf and the same tc_buf is queued on
+ * every connection that must receive it; each queue holds one reference. The
+ * payload is preceded by TC_BUF_HEADROOM spare bytes so libwebsockets can
+ * write its frame header in place (LWS_PRE) without a copy. Writing the same
+ * buffer to several connections is safe because a server-to-client header for
+ * a given length is always the same bytes and lws_write() is synchronous.
+ */
+#ifndef TC_BUF_H
+#define TC_BUF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/** Spare bytes before the payload; at least LWS_PRE (checked in server.c). */
+#define TC_BUF_HEADROOM 16
+
+struct tc_buf {
+	uint32_t refs; /**< owners; the last tc_buf_unref() frees */
+	uint32_t len;  /**< payload bytes */
+	unsigned char mem[]; /**< TC_BUF_HEADROOM spare bytes, then payload */
+};
+
+/** New buffer with room for len payload bytes, one reference. */
+struct tc_buf *tc_buf_new(size_t len);
+/** New buffer holding a copy of data[0..len), one reference. */
+struct tc_buf *tc_buf_copy(const void *data, size_t len);
+/** Payload start (after the headroom). */
+static inline unsigned char *tc_buf_data(struct tc_buf *b)
+{
+	return b->mem + TC_BUF_HEADROOM;
+}
+/** Takes one more reference; returns b. */
+static inline struct tc_buf *tc_buf_ref(struct tc_buf *b)
+{
+	b->refs++;
+	return b;
+}
+/** Drops one reference, freeing the buffer with the last one. NULL is a no-op. */
+void tc_buf_unref(struct tc_buf *b);
+
+/**
+ * FIFO of buffer references with a byte count. The ring grows by doubling;
+ * the *byte* bound is the caller's policy (see server.c), the queue only
+ * counts. Each queued entry owns one reference.
+ */
+struct tc_bufq {
+	struct tc_buf **ring; /**< capacity entries, NULL until first push */
+	uint32_t cap;         /**< power of two, 0 before first push */
+	uint32_t head;        /**< index of the oldest entry */
+	uint32_t count;       /**< entries queued */
+	size_t bytes;         /**< sum of payload lengths queued */
+};
+
+/** Appends b, taking over the caller's reference. */
+void tc_bufq_push(struct tc_bufq *q, struct tc_buf *b);
+/** Oldest entry without removing it, or NULL when empty. */
+struct tc_buf *tc_bufq_peek(const struct tc_bufq *q);
+/** Removes the oldest entry and returns its reference to the caller. */
+struct tc_buf *tc_bufq_pop(struct tc_bufq *q);
+/** Drops every entry and the ring itself; the queue is empty and reusable. */
+void tc_bufq_clear(struct tc_bufq *q);
+
+#endif

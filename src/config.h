@@ -1,0 +1,101 @@
+/*
+ * config.h — every setting of threadcast, in one table.
+ *
+ * Each setting is a command-line flag (--name=value or --name value) and an
+ * environment variable (THREADCAST_NAME); a flag wins over the environment,
+ * the environment over the default. Values are validated at start-up; the
+ * first bad one stops the process with a message naming the flag, the
+ * variable, the value and what was expected (main exits with status 2).
+ */
+#ifndef TC_CONFIG_H
+#define TC_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "log.h"
+
+/**
+ * X(field, flag, ENV_SUFFIX, type, default, min, max, help)
+ * type is INT (long long within [min, max]) or STR (min/max unused).
+ */
+#define TC_CONFIG_MAP(X)                                                                 \
+	X(host, "host", "HOST", STR, "0.0.0.0", 0, 0,                                    \
+	  "address to listen on (0.0.0.0 or :: = every interface)")                     \
+	X(port, "port", "PORT", INT, "8080", 0, 65535,                                   \
+	  "TCP port to listen on (0 = any free port, logged at start)")                 \
+	X(redis_url, "redis-url", "REDIS_URL", STR, "redis://127.0.0.1:6379", 0, 0,      \
+	  "Redis to use: redis://[[user]:password@]host[:port][/db] or unix:///path[?db=N]") \
+	X(log_level, "log-level", "LOG_LEVEL", STR, "info", 0, 0,                        \
+	  "debug, info, warn or error")                                                  \
+	X(max_frame_bytes, "max-frame-bytes", "MAX_FRAME_BYTES", INT, "65536", 256,      \
+	  16777216, "largest inbound WebSocket message; larger ones close with 1009")   \
+	X(max_subscriptions, "max-subscriptions", "MAX_SUBSCRIPTIONS", INT, "64", 1,     \
+	  100000, "subscriptions one connection may hold")                               \
+	X(max_queue_bytes, "max-queue-bytes", "MAX_QUEUE_BYTES", INT, "1048576", 4096,   \
+	  1073741824, "outbound bytes queued per connection before it is cut off")      \
+	X(max_connections, "max-connections", "MAX_CONNECTIONS", INT, "100000", 1,       \
+	  10000000, "WebSocket connections one process accepts")                         \
+	X(handshake_timeout_s, "handshake-timeout", "HANDSHAKE_TIMEOUT", INT, "10", 1,   \
+	  3600, "seconds a client has to complete its HTTP request or upgrade")         \
+	X(redis_backoff_min_ms, "redis-backoff-min", "REDIS_BACKOFF_MIN", INT, "100", 1, \
+	  600000, "first Redis reconnect delay, milliseconds")                           \
+	X(redis_backoff_max_ms, "redis-backoff-max", "REDIS_BACKOFF_MAX", INT, "5000",   \
+	  1, 600000, "longest Redis reconnect delay, milliseconds")                      \
+	X(redis_ping_ms, "redis-ping-interval", "REDIS_PING_INTERVAL", INT, "1000", 50,  \
+	  600000, "Redis health-check period; a PING unanswered for one period marks Redis slow (unready), five periods reconnect")    \
+	X(drain_timeout_ms, "drain-timeout", "DRAIN_TIMEOUT", INT, "5000", 0, 3600000,   \
+	  "on SIGTERM, how long to wait for clients to finish closing, milliseconds")
+
+/** The parsed Redis location. */
+struct tc_redis_addr {
+	char *host;      /**< NULL for a unix socket */
+	int port;
+	char *unix_path; /**< NULL for TCP */
+	char *user;      /**< NULL when the URL has none (AUTH with password only) */
+	char *password;  /**< NULL when the URL has none */
+	int db;          /**< SELECTed after connecting when non-zero */
+};
+
+#define TC__CFG_FIELD_INT(f) long long f;
+#define TC__CFG_FIELD_STR(f) char *f;
+#define TC__CFG_FIELD(f, flag, env, type, def, min, max, help) TC__CFG_FIELD_##type(f)
+
+/** Every setting, plus values derived from them. Owns its strings. */
+struct tc_config {
+	TC_CONFIG_MAP(TC__CFG_FIELD)
+	enum tc_log_level log_threshold; /**< parsed log_level */
+	struct tc_redis_addr redis;      /**< parsed redis_url */
+};
+
+/** Result of tc_config_load(). */
+enum tc_config_status {
+	TC_CONFIG_OK = 0,    /**< cfg is filled in; run */
+	TC_CONFIG_EXIT = 1,  /**< --help or --version was printed; exit 0 */
+	TC_CONFIG_ERROR = -1 /**< err holds the message; exit 2 */
+};
+
+/**
+ * Fills cfg from defaults, the environment (getenv) and argv[1..argc).
+ * On TC_CONFIG_ERROR, err holds one line naming the setting and the problem.
+ * Call tc_config_free() after any result.
+ */
+enum tc_config_status tc_config_load(struct tc_config *cfg, int argc, char **argv, char *err,
+				     size_t errlen);
+
+/** Frees every string cfg owns. */
+void tc_config_free(struct tc_config *cfg);
+
+/**
+ * Parses a Redis URL into addr (freed by tc_redis_addr_free). Returns 0, or -1
+ * with a message in err.
+ */
+int tc_redis_addr_parse(const char *url, struct tc_redis_addr *addr, char *err, size_t errlen);
+/** Frees the strings of addr. */
+void tc_redis_addr_free(struct tc_redis_addr *addr);
+
+/** Prints the flag/env/default table (for --help) to f. */
+void tc_config_usage(FILE *out);
+
+#endif

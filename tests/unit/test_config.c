@@ -1,0 +1,183 @@
+/* Unit tests: config.c — defaults, env, flags, validation, Redis URLs. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "util.h"
+
+static const char *const env_names[] = {
+	"THREADCAST_HOST", "THREADCAST_PORT", "THREADCAST_REDIS_URL", "THREADCAST_LOG_LEVEL",
+	"THREADCAST_MAX_FRAME_BYTES", "THREADCAST_MAX_SUBSCRIPTIONS",
+	"THREADCAST_REDIS_BACKOFF_MIN", "THREADCAST_REDIS_BACKOFF_MAX",
+};
+
+static int clear_env(void **state)
+{
+	for (size_t i = 0; i < sizeof(env_names) / sizeof(env_names[0]); i++)
+		unsetenv(env_names[i]);
+	return 0;
+}
+
+static enum tc_config_status load(struct tc_config *cfg, char *err, int argc, ...)
+{
+	char *argv[16] = { (char *)"threadcast" };
+	va_list ap;
+	va_start(ap, argc);
+	for (int i = 1; i <= argc; i++)
+		argv[i] = va_arg(ap, char *);
+	va_end(ap);
+	err[0] = '\0';
+	return tc_config_load(cfg, argc + 1, argv, err, 256);
+}
+
+static void defaults(void **state)
+{
+	struct tc_config cfg;
+	char err[256];
+	assert_int_equal(load(&cfg, err, 0), TC_CONFIG_OK);
+	assert_int_equal(cfg.port, 8080);
+	assert_string_equal(cfg.host, "0.0.0.0");
+	assert_string_equal(cfg.redis_url, "redis://127.0.0.1:6379");
+	assert_int_equal(cfg.log_threshold, TC_LOG_INFO);
+	assert_int_equal(cfg.max_frame_bytes, 65536);
+	assert_string_equal(cfg.redis.host, "127.0.0.1");
+	assert_int_equal(cfg.redis.port, 6379);
+	assert_null(cfg.redis.password);
+	tc_config_free(&cfg);
+}
+
+static void env_then_flag_precedence(void **state)
+{
+	struct tc_config cfg;
+	char err[256];
+	setenv("THREADCAST_PORT", "9000", 1);
+	setenv("THREADCAST_LOG_LEVEL", "debug", 1);
+	assert_int_equal(load(&cfg, err, 0), TC_CONFIG_OK);
+	assert_int_equal(cfg.port, 9000);
+	assert_int_equal(cfg.log_threshold, TC_LOG_DEBUG);
+	tc_config_free(&cfg);
+
+	/* Both flag spellings; the flag wins over the environment. */
+	assert_int_equal(load(&cfg, err, 3, "--port=9100", "--log-level", "warn"), TC_CONFIG_OK);
+	assert_int_equal(cfg.port, 9100);
+	assert_int_equal(cfg.log_threshold, TC_LOG_WARN);
+	tc_config_free(&cfg);
+}
+
+static void bad_values_name_the_setting(void **state)
+{
+	struct tc_config cfg;
+	char err[256];
+
+	assert_int_equal(load(&cfg, err, 1, "--port=abc"), TC_CONFIG_ERROR);
+	assert_non_null(strstr(err, "--port"));
+	assert_non_null(strstr(err, "abc"));
+	tc_config_free(&cfg);
+
+	assert_int_equal(load(&cfg, err, 1, "--port=65536"), TC_CONFIG_ERROR);
+	assert_non_null(strstr(err, "0 to 65535"));
+	tc_config_free(&cfg);
+
+	assert_int_equal(load(&cfg, err, 1, "--port=12x"), TC_CONFIG_ERROR);
+	tc_config_free(&cfg);
+
+	setenv("THREADCAST_MAX_FRAME_BYTES", "10", 1);
+	assert_int_equal(load(&cfg, err, 0), TC_CONFIG_ERROR);
+	assert_non_null(strstr(err, "THREADCAST_MAX_FRAME_BYTES"));
+	tc_config_free(&cfg);
+	unsetenv("THREADCAST_MAX_FRAME_BYTES");
+
+	assert_int_equal(load(&cfg, err, 1, "--log-level=loud"), TC_CONFIG_ERROR);
+	assert_non_null(strstr(err, "--log-level"));
+	tc_config_free(&cfg);
+
+	assert_int_equal(load(&cfg, err, 1, "--nope=1"), TC_CONFIG_ERROR);
+	assert_non_null(strstr(err, "--nope"));
+	tc_config_free(&cfg);
+
+	assert_int_equal(load(&cfg, err, 1, "--port"), TC_CONFIG_ERROR);
+	assert_non_null(strstr(err, "needs a value"));
+	tc_config_free(&cfg);
+
+	assert_int_equal(load(&cfg, err, 1, "stray"), TC_CONFIG_ERROR);
+	tc_config_free(&cfg);
+
+	assert_int_equal(load(&cfg, err, 2, "--redis-backoff-min=500", "--redis-backoff-max=100"),
+			 TC_CONFIG_ERROR);
+	assert_non_null(strstr(err, "--redis-backoff-max"));
+	tc_config_free(&cfg);
+
+	assert_int_equal(load(&cfg, err, 1, "--redis-url=http://x"), TC_CONFIG_ERROR);
+	assert_non_null(strstr(err, "THREADCAST_REDIS_URL"));
+	tc_config_free(&cfg);
+}
+
+static void redis_urls(void **state)
+{
+	struct tc_redis_addr a;
+	char err[200];
+
+	assert_int_equal(tc_redis_addr_parse("redis://localhost", &a, err, sizeof(err)), 0);
+	assert_string_equal(a.host, "localhost");
+	assert_int_equal(a.port, 6379);
+	assert_int_equal(a.db, 0);
+	tc_redis_addr_free(&a);
+
+	assert_int_equal(tc_redis_addr_parse("redis://:s%40cret@10.0.0.1:6380/3", &a, err, sizeof(err)), 0);
+	assert_null(a.user);
+	assert_string_equal(a.password, "s@cret");
+	assert_string_equal(a.host, "10.0.0.1");
+	assert_int_equal(a.port, 6380);
+	assert_int_equal(a.db, 3);
+	tc_redis_addr_free(&a);
+
+	assert_int_equal(tc_redis_addr_parse("redis://alice:pw@h:1", &a, err, sizeof(err)), 0);
+	assert_string_equal(a.user, "alice");
+	assert_string_equal(a.password, "pw");
+	tc_redis_addr_free(&a);
+
+	assert_int_equal(tc_redis_addr_parse("redis://secret@h", &a, err, sizeof(err)), 0);
+	assert_null(a.user);
+	assert_string_equal(a.password, "secret");
+	tc_redis_addr_free(&a);
+
+	assert_int_equal(tc_redis_addr_parse("redis://[::1]:7000", &a, err, sizeof(err)), 0);
+	assert_string_equal(a.host, "::1");
+	assert_int_equal(a.port, 7000);
+	tc_redis_addr_free(&a);
+
+	assert_int_equal(tc_redis_addr_parse("unix:///tmp/r.sock?db=2", &a, err, sizeof(err)), 0);
+	assert_string_equal(a.unix_path, "/tmp/r.sock");
+	assert_null(a.host);
+	assert_int_equal(a.db, 2);
+	tc_redis_addr_free(&a);
+
+	const char *bad[] = { "http://h", "redis://", "redis://h:0", "redis://h:99999",
+			      "redis://h:12ab", "redis://h/x", "redis://[::1", "redis://:%zz@h",
+			      "unix://relative", "unix:///s?x=1", "rediss://h" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		err[0] = '\0';
+		assert_int_equal(tc_redis_addr_parse(bad[i], &a, err, sizeof(err)), -1);
+		assert_true(strlen(err) > 0);
+		assert_null(a.host);
+		assert_null(a.password);
+	}
+}
+
+int main(void)
+{
+	tc_cjson_init();
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup(defaults, clear_env),
+		cmocka_unit_test_setup(env_then_flag_precedence, clear_env),
+		cmocka_unit_test_setup(bad_values_name_the_setting, clear_env),
+		cmocka_unit_test(redis_urls),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,164 @@
+/* Unit tests: protocol.c — command parsing, error table, response frames. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "protocol.h"
+#include "util.h"
+
+static enum tc_err parse(const char *s, struct tc_command *cmd, struct tc_error *err)
+{
+	return tc_command_parse(s, strlen(s), cmd, err);
+}
+
+static void valid_command(void **state)
+{
+	struct tc_command cmd;
+	struct tc_error err;
+	assert_int_equal(parse(" {\"id\":7,\"method\":\"subscription.subscribe\",\"params\":{\"channels\":[]}}\n",
+			       &cmd, &err), TC_OK);
+	assert_true(cmd.has_id);
+	assert_int_equal(cmd.id, 7);
+	assert_int_equal(cmd.method, TC_METHOD_SUBSCRIBE);
+	assert_string_equal(cmd.method_name, "subscription.subscribe");
+	assert_non_null(cmd.params);
+	tc_command_free(&cmd);
+
+	/* params is optional at this layer; an unknown method still parses. */
+	assert_int_equal(parse("{\"id\":0,\"method\":\"nope\"}", &cmd, &err), TC_OK);
+	assert_int_equal(cmd.method, TC_METHOD_UNKNOWN);
+	assert_null(cmd.params);
+	tc_command_free(&cmd);
+
+	assert_int_equal(parse("{\"id\":9007199254740991,\"method\":\"x\"}", &cmd, &err), TC_OK);
+	assert_int_equal(cmd.id, 9007199254740991ULL);
+	tc_command_free(&cmd);
+}
+
+static void every_method_known(void **state)
+{
+	const char *names[] = { "run.start", "subscription.subscribe", "subscription.unsubscribe",
+				"subscription.reconnect", "agent.getTree", "input.respond",
+				"input.inject", "state.get", "state.listCheckpoints", "state.fork" };
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		enum tc_method m = tc_method_lookup(names[i], strlen(names[i]));
+		assert_int_not_equal(m, TC_METHOD_UNKNOWN);
+		assert_string_equal(tc_method_name(m), names[i]);
+	}
+	assert_int_equal(tc_method_lookup("run.star", 8), TC_METHOD_UNKNOWN);
+	assert_int_equal(tc_method_lookup("run.start2", 10), TC_METHOD_UNKNOWN);
+}
+
+/* Inputs whose reply must carry id null. */
+static void unusable_ids(void **state)
+{
+	const char *frames[] = {
+		"", "   ", "hello", "{\"id\":3", "{\"id\":1}}", "[1,2]", "42", "null",
+		"{\"method\":\"x\"}", "{\"id\":\"1\",\"method\":\"x\"}", "{\"id\":-1,\"method\":\"x\"}",
+		"{\"id\":1.5,\"method\":\"x\"}", "{\"id\":9007199254740992,\"method\":\"x\"}",
+		"{\"id\":null,\"method\":\"x\"}", "{\"id\":true,\"method\":\"x\"}",
+		"{\"id\":1,\"method\":\"x\"} {\"id\":2}",
+	};
+	for (size_t i = 0; i < sizeof(frames) / sizeof(frames[0]); i++) {
+		struct tc_command cmd;
+		struct tc_error err;
+		assert_int_equal(parse(frames[i], &cmd, &err), TC_ERR_INVALID_ARGUMENT);
+		assert_false(cmd.has_id);
+		assert_true(strlen(err.message) > 0);
+		tc_command_free(&cmd);
+	}
+}
+
+static void nul_inside_frame_is_malformed(void **state)
+{
+	struct tc_command cmd;
+	struct tc_error err;
+	const char frame[] = "{\"id\":1,\"method\":\"x\"}\0garbage";
+	assert_int_equal(tc_command_parse(frame, sizeof(frame) - 1, &cmd, &err), TC_ERR_INVALID_ARGUMENT);
+	tc_command_free(&cmd);
+}
+
+/* Inputs where the id is good, so the error carries it. */
+static void errors_with_id(void **state)
+{
+	struct {
+		const char *frame, *needle;
+	} cases[] = {
+		{ "{\"id\":4}", "method is required" },
+		{ "{\"id\":4,\"method\":5}", "method must be a string" },
+		{ "{\"id\":4,\"method\":\"x\",\"params\":[]}", "params must be an object" },
+		{ "{\"id\":4,\"method\":\"x\",\"params\":\"p\"}", "params must be an object" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct tc_command cmd;
+		struct tc_error err;
+		assert_int_equal(parse(cases[i].frame, &cmd, &err), TC_ERR_INVALID_ARGUMENT);
+		assert_true(cmd.has_id);
+		assert_int_equal(cmd.id, 4);
+		assert_non_null(strstr(err.message, cases[i].needle));
+		tc_command_free(&cmd);
+	}
+}
+
+static void error_table(void **state)
+{
+	assert_string_equal(tc_err_code(TC_ERR_INVALID_ARGUMENT), "invalid_argument");
+	assert_string_equal(tc_err_code(TC_ERR_UNKNOWN_COMMAND), "unknown_command");
+	assert_string_equal(tc_err_code(TC_ERR_NO_SUCH_SUBSCRIPTION), "no_such_subscription");
+	assert_string_equal(tc_err_code(TC_ERR_NOT_SUPPORTED), "not_supported");
+	assert_string_equal(tc_err_code(TC_ERR_PERMISSION_DENIED), "permission_denied");
+	assert_true(TC_ERR_INVALID_ARGUMENT < 0);
+	assert_string_equal(tc_err_code((enum tc_err)-999), "unknown_error");
+}
+
+static void frame_is(struct tc_buf *b, const char *expect)
+{
+	assert_int_equal(b->len, strlen(expect));
+	assert_memory_equal(tc_buf_data(b), expect, b->len);
+	tc_buf_unref(b);
+}
+
+static void responses(void **state)
+{
+	frame_is(tc_response_error(true, 1, TC_ERR_UNKNOWN_COMMAND, "unknown method \"nope\""),
+		 "{\"type\":\"error\",\"id\":1,\"error\":\"unknown_command\",\"message\":\"unknown method \\\"nope\\\"\"}");
+	frame_is(tc_response_error(false, 0, TC_ERR_INVALID_ARGUMENT, NULL),
+		 "{\"type\":\"error\",\"id\":null,\"error\":\"invalid_argument\",\"message\":\"the command is malformed\"}");
+	frame_is(tc_response_success(1000000000000000ULL, NULL, -1),
+		 "{\"type\":\"success\",\"id\":1000000000000000,\"result\":{}}");
+	cJSON *r = cJSON_CreateObject();
+	cJSON_AddStringToObject(r, "subscriptionId", "s1.x");
+	frame_is(tc_response_success(9007199254740991ULL, r, 42),
+		 "{\"type\":\"success\",\"id\":9007199254740991,\"result\":{\"subscriptionId\":\"s1.x\"},"
+		 "\"meta\":{\"appliedThroughSeq\":42}}");
+}
+
+static void utf8_prefix(void **state)
+{
+	const char *s = "ab\xc3\xa9" "cd"; /* "abécd" */
+	assert_int_equal(tc_utf8_prefix(s, 6, 10), 6);
+	assert_int_equal(tc_utf8_prefix(s, 6, 3), 2); /* would split é */
+	assert_int_equal(tc_utf8_prefix(s, 6, 4), 4);
+	assert_int_equal(tc_utf8_prefix(s, 6, 0), 0);
+}
+
+int main(void)
+{
+	tc_cjson_init();
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(valid_command),
+		cmocka_unit_test(every_method_known),
+		cmocka_unit_test(unusable_ids),
+		cmocka_unit_test(nul_inside_frame_is_malformed),
+		cmocka_unit_test(errors_with_id),
+		cmocka_unit_test(error_table),
+		cmocka_unit_test(responses),
+		cmocka_unit_test(utf8_prefix),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
