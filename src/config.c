@@ -176,17 +176,6 @@ void tc_config_free(struct tc_config *cfg)
 
 /* ---- Redis URL ---------------------------------------------------------- */
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* Percent-decodes s[0..len) into a new string; NULL on a bad escape. */
 static char *pct_decode(const char *s, size_t len)
 {
@@ -197,8 +186,8 @@ static char *pct_decode(const char *s, size_t len)
 			out[o++] = s[i];
 			continue;
 		}
-		int hi = i + 2 < len ? hexval(s[i + 1]) : -1;
-		int lo = i + 2 < len ? hexval(s[i + 2]) : -1;
+		int hi = i + 2 < len ? tc_hex_value(s[i + 1]) : -1;
+		int lo = i + 2 < len ? tc_hex_value(s[i + 2]) : -1;
 		if (hi < 0 || lo < 0) {
 			free(out);
 			return NULL;

@@ -49,6 +49,8 @@ int tc_event_key_init(struct tc_event_key *key, const char *method, size_t metho
 
 char *tc_namespace_encode(const cJSON *ns, size_t *len)
 {
+	static const char hex[] = "0123456789ABCDEF";
+
 	if (!cJSON_IsArray(ns) || cJSON_GetArraySize(ns) > TC_NAMESPACE_MAX_SEGMENTS)
 		return NULL;
 	size_t cap = 1;
@@ -61,19 +63,44 @@ char *tc_namespace_encode(const cJSON *ns, size_t *len)
 	char *out = tc_xmalloc(cap), *o = out;
 	cJSON_ArrayForEach(seg, ns) {
 		*o++ = '/';
-		for (const char *c = seg->valuestring; *c; c++) {
-			if (*c == '%' || *c == '/') {
+		for (const unsigned char *c = (const unsigned char *)seg->valuestring; *c; c++) {
+			if (*c == '%' || *c == '/' || *c < 0x20 || *c == 0x7f) {
 				*o++ = '%';
-				*o++ = '2';
-				*o++ = *c == '%' ? '5' : 'F';
+				*o++ = hex[*c >> 4];
+				*o++ = hex[*c & 15];
 			} else {
-				*o++ = *c;
+				*o++ = (char)*c;
 			}
 		}
 	}
 	*o = '\0';
 	*len = (size_t)(o - out);
 	return out;
+}
+
+cJSON *tc_namespace_decode(const char *enc, size_t len)
+{
+	cJSON *arr = cJSON_CreateArray();
+	char *seg = tc_xmalloc(len + 1);
+	const char *p = enc, *end = enc + len;
+
+	while (p < end && *p == '/') {
+		size_t n = 0;
+		for (p++; p < end && *p != '/'; p++) {
+			int hi, lo;
+			if (*p == '%' && end - p >= 3 && (hi = tc_hex_value(p[1])) >= 0 &&
+			    (lo = tc_hex_value(p[2])) >= 0) {
+				seg[n++] = (char)(hi << 4 | lo);
+				p += 2;
+			} else {
+				seg[n++] = *p;
+			}
+		}
+		seg[n] = '\0';
+		cJSON_AddItemToArray(arr, cJSON_CreateString(seg));
+	}
+	free(seg);
+	return arr;
 }
 
 /* ---- parsing -------------------------------------------------------------- */
@@ -113,31 +140,6 @@ void tc_filter_free(struct tc_filter *f)
 	free(f);
 }
 
-/* Decodes one encoded namespace back into a JSON array (for canonical text). */
-static cJSON *namespace_decode(const char *enc)
-{
-	cJSON *arr = cJSON_CreateArray();
-	size_t len = strlen(enc);
-	char *seg = tc_xmalloc(len + 1);
-	const char *p = enc;
-
-	while (*p == '/') {
-		size_t n = 0;
-		for (p++; *p && *p != '/'; p++) {
-			if (*p == '%') {
-				seg[n++] = p[2] == '5' ? '%' : '/';
-				p += 2;
-			} else {
-				seg[n++] = *p;
-			}
-		}
-		seg[n] = '\0';
-		cJSON_AddItemToArray(arr, cJSON_CreateString(seg));
-	}
-	free(seg);
-	return arr;
-}
-
 static void build_canonical(struct tc_filter *f, bool has_namespaces)
 {
 	cJSON *o = cJSON_CreateObject();
@@ -150,7 +152,7 @@ static void build_canonical(struct tc_filter *f, bool has_namespaces)
 	if (has_namespaces) {
 		cJSON *ns = cJSON_AddArrayToObject(o, "namespaces");
 		for (size_t i = 0; i < f->nprefixes; i++)
-			cJSON_AddItemToArray(ns, namespace_decode(f->prefixes[i]));
+			cJSON_AddItemToArray(ns, tc_namespace_decode(f->prefixes[i], strlen(f->prefixes[i])));
 	}
 	if (f->depth >= 0)
 		cJSON_AddNumberToObject(o, "depth", f->depth);

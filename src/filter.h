@@ -9,9 +9,10 @@
  * Matching never parses JSON: an event is described by a tc_event_key that is
  * computed once per event (not per recipient) from the channel name and the
  * *encoded namespace* stored beside the event JSON. The encoding writes each
- * segment as "/" + segment with "%" -> "%25" and "/" -> "%2F", so [] is "",
- * [""] is "/", ["a","b/c"] is "/a/b%2Fc": segment-prefix match becomes a byte
- * prefix followed by "/" or the end, and depth is the number of "/".
+ * segment as "/" + segment with "%", "/" and control characters written as
+ * %XX (upper-case hex), so [] is "", [""] is "/", ["a","b/c"] is "/a/b%2Fc":
+ * segment-prefix match becomes a byte prefix followed by "/" or the end, and
+ * depth is the number of "/". protocol/redis/threadcast.lua encodes alike.
  *
  * Pure functions, no I/O.
  */
@@ -104,6 +105,9 @@ bool tc_filter_match(const struct tc_filter *f, const struct tc_event_key *key);
  * at most TC_NAMESPACE_MAX_SEGMENTS strings.
  */
 char *tc_namespace_encode(const cJSON *ns, size_t *len);
+
+/** Decodes an encoded namespace back into a JSON array of strings. */
+cJSON *tc_namespace_decode(const char *enc, size_t len);
 
 /**
  * Self-describing subscription id: "s<nonce>.<base64url(canonical JSON)>".

@@ -14,6 +14,7 @@
 #include <uv.h>
 
 #include "config.h"
+#include "hub.h"
 #include "log.h"
 #include "redis_source.h"
 #include "server.h"
@@ -23,6 +24,8 @@ struct app {
 	uv_loop_t loop;
 	struct tc_config cfg;
 	struct tc_redis *redis;
+	struct tc_hub *hub;
+	struct tc_session_env env;
 	struct tc_server *server;
 	uv_signal_t sigint, sigterm;
 	bool draining, stopping;
@@ -58,6 +61,10 @@ static void on_signal(uv_signal_t *h, int signum)
 	tc_server_drain(app->server, app_stop, app);
 }
 
+/* The producer contract, embedded from protocol/redis/threadcast.lua. */
+extern const char tc_function_source[];
+extern const size_t tc_function_source_len;
+
 int main(int argc, char **argv)
 {
 	struct app app;
@@ -82,11 +89,14 @@ int main(int argc, char **argv)
 	srand((unsigned)uv_hrtime() ^ (unsigned)getpid());
 
 	uv_loop_init(&app.loop);
-	app.redis = tc_redis_new(&app.loop, &app.cfg);
-	app.server = tc_server_new(&app.loop, &app.cfg, app.redis);
+	app.redis = tc_redis_new(&app.loop, &app.cfg, tc_function_source, tc_function_source_len);
+	app.hub = tc_hub_new(&app.cfg, app.redis);
+	app.env = (struct tc_session_env){ .cfg = &app.cfg, .hub = app.hub, .redis = app.redis };
+	app.server = tc_server_new(&app.loop, &app.env);
 	if (!app.server) {
 		tc_redis_stop(app.redis);
 		uv_run(&app.loop, UV_RUN_DEFAULT);
+		tc_hub_free(app.hub);
 		tc_redis_free(app.redis);
 		uv_loop_close(&app.loop);
 		tc_config_free(&app.cfg);
@@ -105,6 +115,7 @@ int main(int argc, char **argv)
 	uv_run(&app.loop, UV_RUN_DEFAULT);
 
 	tc_server_free(app.server);
+	tc_hub_free(app.hub);
 	tc_redis_free(app.redis);
 	rc = uv_loop_close(&app.loop);
 	if (rc)

@@ -40,7 +40,9 @@ struct tc_conn {
 	const char *close_reason; /* static string */
 	uint16_t close_code;     /* nonzero: close once `out` is flushed */
 	bool want_write;         /* lws_callback_on_writable() pending */
-	bool rx_paused;          /* reading stopped until `out` drains */
+	bool queue_full;         /* reading stopped until `out` drains */
+	bool session_busy;       /* reading stopped while the session serves a command */
+	bool rx_off;             /* what lws was last told */
 	struct tc_conn *prev, *next;
 };
 
@@ -52,6 +54,7 @@ struct pss {
 struct tc_server {
 	uv_loop_t *loop;
 	const struct tc_config *cfg;
+	const struct tc_session_env *env;
 	struct tc_redis *redis;
 	struct lws_context *ctx;   /* NULL once lws finished destroying it */
 	struct lws_vhost *vhost;
@@ -91,6 +94,16 @@ static void conn_close(struct tc_conn *c, uint16_t code, const char *reason, boo
 	request_write(c);
 }
 
+/* Reading from the client stops for either reason and resumes when neither holds. */
+static void update_rx(struct tc_conn *c)
+{
+	bool off = c->queue_full || c->session_busy;
+	if (off != c->rx_off) {
+		c->rx_off = off;
+		lws_rx_flow_control(c->wsi, !off);
+	}
+}
+
 /* Transport hook for the session: queue one frame, bounded. */
 static void conn_send(void *ctx, struct tc_buf *b)
 {
@@ -110,14 +123,37 @@ static void conn_send(void *ctx, struct tc_buf *b)
 		return;
 	}
 	tc_bufq_push(&c->out, b);
-	if (!c->rx_paused && c->out.bytes > (size_t)cfg->max_queue_bytes / 2) {
-		c->rx_paused = true;
-		lws_rx_flow_control(c->wsi, 0);
+	if (!c->queue_full && c->out.bytes > (size_t)cfg->max_queue_bytes / 2) {
+		c->queue_full = true;
+		update_rx(c);
 	}
 	request_write(c);
 }
 
-static const struct tc_session_io conn_io = { .send = conn_send };
+static size_t conn_queued(void *ctx)
+{
+	struct tc_conn *c = ctx;
+	return c->out.bytes;
+}
+
+static void conn_set_reading(void *ctx, bool reading)
+{
+	struct tc_conn *c = ctx;
+	c->session_busy = !reading;
+	update_rx(c);
+}
+
+static void conn_session_close(void *ctx, int code, const char *reason)
+{
+	conn_close(ctx, (uint16_t)code, reason, false);
+}
+
+static const struct tc_session_io conn_io = {
+	.send = conn_send,
+	.queued = conn_queued,
+	.set_reading = conn_set_reading,
+	.close = conn_session_close,
+};
 
 static void conn_free(struct tc_conn *c)
 {
@@ -130,7 +166,7 @@ static void conn_free(struct tc_conn *c)
 	if (c->next)
 		c->next->prev = c->prev;
 	srv->nconns--;
-	tc_session_free(c->session);
+	tc_session_close(c->session);
 	tc_bufq_clear(&c->out);
 	free(c->rx);
 	free(c);
@@ -171,9 +207,12 @@ static int conn_writeable(struct tc_conn *c)
 		if (++n == WRITE_BATCH || lws_send_pipe_choked(c->wsi))
 			break;
 	}
-	if (c->rx_paused && c->out.bytes <= low) {
-		c->rx_paused = false;
-		lws_rx_flow_control(c->wsi, 1);
+	if (c->out.bytes <= low) {
+		if (c->queue_full) {
+			c->queue_full = false;
+			update_rx(c);
+		}
+		tc_session_on_drained(c->session); /* a paced replay may go on */
 	}
 	if (c->out.count) {
 		request_write(c);
@@ -379,7 +418,7 @@ static int on_established(struct tc_server *srv, struct lws *wsi, struct pss *ps
 	struct tc_conn *c = tc_xcalloc(1, sizeof(*c));
 	c->srv = srv;
 	c->wsi = wsi;
-	c->session = tc_session_new(srv->cfg, thread, &conn_io, c);
+	c->session = tc_session_new(srv->env, thread, &conn_io, c);
 	c->next = srv->conns;
 	if (c->next)
 		c->next->prev = c;
@@ -441,9 +480,9 @@ static const struct lws_protocols protocols[] = {
 
 /* ==== lifecycle =========================================================================== */
 
-struct tc_server *tc_server_new(uv_loop_t *loop, const struct tc_config *cfg,
-				struct tc_redis *redis)
+struct tc_server *tc_server_new(uv_loop_t *loop, const struct tc_session_env *env)
 {
+	const struct tc_config *cfg = env->cfg;
 	struct tc_server *srv = tc_xcalloc(1, sizeof(*srv));
 	struct lws_context_creation_info info;
 	void *loops[1] = { loop };
@@ -451,7 +490,8 @@ struct tc_server *tc_server_new(uv_loop_t *loop, const struct tc_config *cfg,
 
 	srv->loop = loop;
 	srv->cfg = cfg;
-	srv->redis = redis;
+	srv->env = env;
+	srv->redis = env->redis;
 	uv_timer_init(loop, &srv->drain_timer);
 	srv->drain_timer.data = srv;
 

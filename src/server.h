@@ -20,16 +20,16 @@
 #include <uv.h>
 
 #include "config.h"
-#include "redis_source.h"
+#include "session.h"
 
 struct tc_server;
 
 /**
- * Creates the lws context on loop and starts listening. Returns NULL (after
- * logging why) when the port cannot be bound.
+ * Creates the lws context on loop and starts listening; sessions share env,
+ * which must outlive the server. Returns NULL (after logging why) when the
+ * port cannot be bound.
  */
-struct tc_server *tc_server_new(uv_loop_t *loop, const struct tc_config *cfg,
-				struct tc_redis *redis);
+struct tc_server *tc_server_new(uv_loop_t *loop, const struct tc_session_env *env);
 
 /** The port actually listened on (useful with --port 0). */
 int tc_server_port(const struct tc_server *s);

@@ -2,43 +2,81 @@
  * session.h — one client's protocol state, independent of the transport.
  *
  * A session takes complete text frames (tc_session_on_frame), answers each
- * command exactly once through the transport's send hook, and owns the
- * client's subscriptions. It never sees a socket, so the WebSocket server,
- * the SSE transport and unit tests all drive it the same way.
+ * command exactly once through the transport's send hook, owns the client's
+ * subscriptions, and is the client's member of the thread's fan-out (hub.h).
+ * It never sees a socket, so the WebSocket server, the SSE transport and
+ * unit tests drive it the same way.
+ *
+ * Ordering. The session keeps a cursor: every event of the thread with a seq
+ * at or below it has been sent if the client's subscriptions wanted it.
+ * Subscribing (or reconnecting) replays from the stream, then catches up to
+ * the hub and goes live; while a replay runs the hub sends the session
+ * nothing and later commands wait their turn, so the client sees: the
+ * command's response, its replay, then live events with strictly increasing
+ * seq, no gap, no duplicate. A subscription added after events were already
+ * sent replays the current run's events that match it and that no other
+ * subscription of the connection matched; those come right after its
+ * response, below the connection's position.
  */
 #ifndef TC_SESSION_H
 #define TC_SESSION_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "buf.h"
 #include "config.h"
+#include "hub.h"
+#include "redis_source.h"
 
 /** What a session needs from its transport. */
 struct tc_session_io {
 	/** Queues frame for the client, taking over the caller's reference. */
 	void (*send)(void *ctx, struct tc_buf *frame);
+	/** Bytes queued and not yet written, to pace replays. */
+	size_t (*queued)(void *ctx);
+	/** Stops (false) or resumes (true) reading frames from the client. */
+	void (*set_reading)(void *ctx, bool reading);
+	/** Closes the connection with a WebSocket close code and a reason. */
+	void (*close)(void *ctx, int code, const char *reason);
 };
 
 struct tc_session;
 
+/** What every session of the process shares. */
+struct tc_session_env {
+	const struct tc_config *cfg;
+	struct tc_hub *hub;
+	struct tc_redis *redis;
+};
+
 /**
- * New session for thread_id (already validated) on a transport. cfg, io and
- * ctx must outlive the session.
+ * New session for thread_id (already validated). env, io and ctx must
+ * outlive the session's tc_session_close().
  */
-struct tc_session *tc_session_new(const struct tc_config *cfg, const char *thread_id,
+struct tc_session *tc_session_new(const struct tc_session_env *env, const char *thread_id,
 				  const struct tc_session_io *io, void *ctx);
 
-/** Frees the session and its subscriptions. NULL is a no-op. */
-void tc_session_free(struct tc_session *s);
+/**
+ * The transport is gone: stops everything and drops the transport's
+ * reference. The memory goes when the last Redis reply in flight returns;
+ * io and ctx are never used again. NULL is a no-op.
+ */
+void tc_session_close(struct tc_session *s);
 
-/** Handles one complete text frame: parses it and sends exactly one reply. */
+/** Handles one complete text frame; its reply (exactly one) may come later. */
 void tc_session_on_frame(struct tc_session *s, const char *data, size_t len);
+
+/** The transport's queue shrank below a quarter of its bound. */
+void tc_session_on_drained(struct tc_session *s);
 
 /** The thread this session watches. */
 const char *tc_session_thread(const struct tc_session *s);
 
 /** Number of subscriptions the session holds. */
 size_t tc_session_subscriptions(const struct tc_session *s);
+
+/** WebSocket close code used when a thread's history was reset. */
+#define TC_CLOSE_HISTORY_RESET 1012
 
 #endif

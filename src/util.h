@@ -44,6 +44,9 @@ bool tc_thread_id_valid(const char *s, size_t len);
 /** Maximum length of a thread id. */
 #define TC_THREAD_ID_MAX 128
 
+/** Value of a hex digit (either case), or -1. */
+int tc_hex_value(char c);
+
 /**
  * Encodes len bytes as unpadded base64url into a new string.
  */

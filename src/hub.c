@@ -1,0 +1,599 @@
+#include "hub.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "util.h"
+
+/* Stream entries read per gap-fill round trip. */
+#define FILL_BATCH 512
+
+/*
+ * The doorbell subscription of a thread. At most one SUBSCRIBE or
+ * UNSUBSCRIBE of a channel is in flight at a time, so every confirmation
+ * Redis sends can be matched to the command that caused it.
+ */
+enum sub_state { SUB_NONE, SUB_PENDING, SUB_ACTIVE, SUB_LEAVING };
+
+struct tc_thread {
+	struct tc_hub *hub;
+	char *id;
+	char *channel;             /* "tc:{id}:live" */
+	struct tc_thread *hnext;   /* hash chain */
+	struct tc_member *members;
+	size_t nmembers;
+	unsigned inflight;         /* Redis commands whose callback is pending */
+	bool detached;             /* out of the table; freed when inflight drops to 0 */
+	enum sub_state sub;        /* the doorbell SUBSCRIBE, see on_pubsub_* below */
+	bool synced;               /* head and epoch read since the last SUBSCRIBE */
+	bool syncing, filling;     /* a meta read / an XRANGE fill is in flight */
+	bool rang_while_filling;   /* a doorbell arrived during the fill */
+	uint64_t head;             /* highest seq fanned out */
+	uint64_t heard;            /* highest seq a doorbell announced */
+	char epoch[40];            /* "" until the thread's first event */
+};
+
+struct tc_hub {
+	const struct tc_config *cfg;
+	struct tc_redis *redis;
+	struct tc_thread **buckets;
+	size_t nbuckets, nthreads;
+};
+
+static void sync_thread(struct tc_thread *t);
+static void fill(struct tc_thread *t);
+
+/* ==== helpers ============================================================================ */
+
+int tc_thread_key(char *buf, size_t cap, const char *thread_id, const char *suffix)
+{
+	return snprintf(buf, cap, "tc:{%s}:%s", thread_id, suffix);
+}
+
+struct tc_buf *tc_event_frame(const char *epoch, uint64_t seq, const char *json, size_t jlen)
+{
+	char head[96];
+	int n = snprintf(head, sizeof(head), "{\"type\":\"event\",\"eventId\":\"%s:%llu\",\"seq\":%llu,",
+			 epoch, (unsigned long long)seq, (unsigned long long)seq);
+	/* The stored JSON starts with '{' (the function guarantees it). */
+	struct tc_buf *b = tc_buf_new((size_t)n + jlen - 1);
+	memcpy(tc_buf_data(b), head, (size_t)n);
+	memcpy(tc_buf_data(b) + n, json + 1, jlen - 1);
+	return b;
+}
+
+static int parse_seq(const char *s, size_t len, uint64_t *out)
+{
+	uint64_t v = 0;
+	size_t i = 0;
+	for (; i < len && s[i] >= '0' && s[i] <= '9'; i++) {
+		if (v > (uint64_t)TC_JS_MAX_SAFE / 10)
+			return -1;
+		v = v * 10 + (uint64_t)(s[i] - '0');
+	}
+	if (i == 0)
+		return -1;
+	*out = v;
+	return (int)i;
+}
+
+int tc_stream_entry_parse(const redisReply *e, struct tc_stream_entry *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 ||
+	    e->element[0]->type != REDIS_REPLY_STRING || e->element[1]->type != REDIS_REPLY_ARRAY)
+		return -1;
+	const redisReply *id = e->element[0], *f = e->element[1];
+	int n = parse_seq(id->str, id->len, &out->seq);
+	if (n < 0 || (size_t)n + 2 != id->len || strcmp(id->str + n, "-0"))
+		return -1;
+	for (size_t i = 0; i + 1 < f->elements; i += 2) {
+		const redisReply *k = f->element[i], *v = f->element[i + 1];
+		if (k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING || k->len != 1)
+			continue;
+		if (k->str[0] == 'm') {
+			out->method = v->str;
+			out->method_len = v->len;
+		} else if (k->str[0] == 'n') {
+			out->ns = v->str;
+			out->ns_len = v->len;
+		} else if (k->str[0] == 'e') {
+			out->json = v->str;
+			out->json_len = v->len;
+		}
+	}
+	return out->method && out->ns && out->json && out->json_len >= 2 && out->json[0] == '{' ? 0 : -1;
+}
+
+/* ==== the thread table ======================================================================= */
+
+static uint64_t hash_str(const char *s)
+{
+	uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+	return h;
+}
+
+static struct tc_thread **slot_of(struct tc_hub *hub, const char *id)
+{
+	struct tc_thread **p = &hub->buckets[hash_str(id) & (hub->nbuckets - 1)];
+	while (*p && strcmp((*p)->id, id))
+		p = &(*p)->hnext;
+	return p;
+}
+
+static void grow(struct tc_hub *hub)
+{
+	size_t n = hub->nbuckets * 2;
+	struct tc_thread **b = tc_xcalloc(n, sizeof(*b));
+	for (size_t i = 0; i < hub->nbuckets; i++) {
+		struct tc_thread *t = hub->buckets[i], *next;
+		for (; t; t = next) {
+			next = t->hnext;
+			size_t j = hash_str(t->id) & (n - 1);
+			t->hnext = b[j];
+			b[j] = t;
+		}
+	}
+	free(hub->buckets);
+	hub->buckets = b;
+	hub->nbuckets = n;
+}
+
+/* The thread of a doorbell channel "tc:{<id>}:live", or NULL. */
+static struct tc_thread *thread_of_channel(struct tc_hub *hub, const char *ch, size_t len)
+{
+	char id[TC_THREAD_ID_MAX + 1];
+	if (len < 10 || len - 9 > TC_THREAD_ID_MAX || memcmp(ch, "tc:{", 4) ||
+	    memcmp(ch + len - 6, "}:live", 6))
+		return NULL;
+	memcpy(id, ch + 4, len - 10);
+	id[len - 10] = '\0';
+	return *slot_of(hub, id);
+}
+
+static void thread_free(struct tc_thread *t)
+{
+	free(t->id);
+	free(t->channel);
+	free(t);
+}
+
+/* A Redis callback of t finished; frees t if it was waiting for that. */
+static bool thread_release(struct tc_thread *t)
+{
+	t->inflight--;
+	if (t->detached) {
+		if (!t->inflight)
+			thread_free(t);
+		return true;
+	}
+	return false;
+}
+
+/* ==== fan-out ================================================================================= */
+
+static void deliver(struct tc_thread *t, uint64_t seq, const char *method, size_t mlen,
+		    const char *ns, size_t nlen, const char *json, size_t jlen)
+{
+	struct tc_event_key key;
+	struct tc_buf *frame = NULL;
+
+	t->head = seq;
+	if (tc_event_key_init(&key, method, mlen, ns, nlen))
+		return; /* not an event method: the function never writes one */
+	for (struct tc_member *m = t->members; m; m = m->next) {
+		if (!m->live || seq <= m->cursor)
+			continue;
+		m->cursor = seq;
+		if (!m->ops->match(m, &key))
+			continue;
+		if (!frame)
+			frame = tc_event_frame(t->epoch, seq, json, jlen);
+		m->ops->send(m, tc_buf_ref(frame));
+	}
+	tc_buf_unref(frame);
+}
+
+/* Members that cannot be served the thread's history any more are told so. */
+static void lose_members(struct tc_thread *t, bool only_live, const char *why)
+{
+	for (struct tc_member *m = t->members; m; m = m->next)
+		if (!only_live || m->live)
+			m->ops->lost(m, why);
+}
+
+static void notify_ready(struct tc_thread *t)
+{
+	/* ready() may detach nothing (detaching happens on close, later), so
+	 * iterating is safe. */
+	for (struct tc_member *m = t->members; m; m = m->next)
+		if (!m->live)
+			m->ops->ready(m);
+}
+
+static void new_epoch(struct tc_thread *t, const char *why)
+{
+	tc_log(TC_LOG_WARN, "thread history reset", TC_LS("thread", t->id), TC_LS("why", why));
+	lose_members(t, false, "the thread's history was reset (Redis lost it); reconnect to resync");
+	/* Start over from what Redis holds now. */
+	t->synced = false;
+	t->head = t->heard = 0;
+	t->epoch[0] = '\0';
+	if (t->sub == SUB_ACTIVE && !t->syncing)
+		sync_thread(t);
+}
+
+/* ==== gap fill ==================================================================================== */
+
+static void on_fill(struct tc_redis *r, redisReply *reply, void *privdata)
+{
+	struct tc_thread *t = privdata;
+
+	t->filling = false;
+	if (thread_release(t))
+		return;
+	if (!reply || reply->type != REDIS_REPLY_ARRAY) {
+		/* Redis went away mid-fill; cmd_up resumes it. */
+		return;
+	}
+	for (size_t i = 0; i < reply->elements; i++) {
+		struct tc_stream_entry e;
+		if (tc_stream_entry_parse(reply->element[i], &e) || e.seq <= t->head)
+			continue;
+		if (e.seq != t->head + 1) {
+			/* The stream was trimmed past events we never delivered. */
+			tc_log(TC_LOG_WARN, "events trimmed before delivery", TC_LS("thread", t->id),
+			       TC_LI("from", t->head + 1), TC_LI("to", e.seq - 1));
+			lose_members(t, true, "events were trimmed before they could be delivered; reconnect to resync");
+		}
+		deliver(t, e.seq, e.method, e.method_len, e.ns, e.ns_len, e.json, e.json_len);
+	}
+	/* A short read reached the end of the stream: whatever is newer rings
+	 * its own doorbell. Only a doorbell during the read calls for another. */
+	bool again = reply->elements == FILL_BATCH || t->rang_while_filling;
+	t->rang_while_filling = false;
+	if (again)
+		fill(t);
+	else
+		t->heard = t->head;
+}
+
+static void fill(struct tc_thread *t)
+{
+	char key[TC_THREAD_ID_MAX + 32], start[32], count[16];
+
+	if (t->filling || !t->synced)
+		return;
+	tc_thread_key(key, sizeof(key), t->id, "events");
+	snprintf(start, sizeof(start), "%llu-1", (unsigned long long)t->head); /* exclusive of head */
+	snprintf(count, sizeof(count), "%d", FILL_BATCH);
+	const char *argv[] = { "XRANGE", key, start, "+", "COUNT", count };
+	size_t lens[] = { 6, strlen(key), strlen(start), 1, 5, strlen(count) };
+	tc_log(TC_LOG_DEBUG, "filling gap", TC_LS("thread", t->id), TC_LI("after", t->head),
+	       TC_LI("heard", t->heard));
+	if (tc_redis_command(t->hub->redis, on_fill, t, 6, argv, lens) == 0) {
+		t->filling = true;
+		t->inflight++;
+	}
+}
+
+/* ==== sync: where does the thread stand? ============================================================ */
+
+static void on_sync(struct tc_redis *r, redisReply *reply, void *privdata)
+{
+	struct tc_thread *t = privdata;
+
+	t->syncing = false;
+	if (thread_release(t))
+		return;
+	if (!reply || reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 || t->sub != SUB_ACTIVE)
+		return; /* retried on cmd_up / next subscribe */
+	const redisReply *seq = reply->element[0], *epoch = reply->element[1];
+	uint64_t s = 0;
+	if (seq->type == REDIS_REPLY_STRING && parse_seq(seq->str, seq->len, &s) < 0)
+		s = 0;
+	const char *e = epoch->type == REDIS_REPLY_STRING ? epoch->str : "";
+
+	if (t->epoch[0] && strcmp(t->epoch, e)) {
+		new_epoch(t, *e ? "epoch changed" : "thread vanished from Redis");
+		return;
+	}
+	if (!t->epoch[0] && t->head) {
+		new_epoch(t, "thread vanished from Redis");
+		return;
+	}
+	tc_log(TC_LOG_DEBUG, "thread synced", TC_LS("thread", t->id), TC_LI("seq", s),
+	       TC_LI("head", t->head), TC_LS("epoch", e));
+	snprintf(t->epoch, sizeof(t->epoch), "%s", e);
+	if (!t->synced && !t->head) {
+		/* First sync: members catch up by themselves from here. */
+		t->head = s;
+	}
+	if (s > t->heard)
+		t->heard = s;
+	t->synced = true;
+	notify_ready(t);
+	if (t->heard > t->head)
+		fill(t);
+}
+
+static void sync_thread(struct tc_thread *t)
+{
+	char key[TC_THREAD_ID_MAX + 32];
+
+	if (t->syncing)
+		return;
+	tc_thread_key(key, sizeof(key), t->id, "meta");
+	const char *argv[] = { "HMGET", key, "seq", "epoch" };
+	size_t lens[] = { 5, strlen(key), 3, 5 };
+	if (tc_redis_command(t->hub->redis, on_sync, t, 4, argv, lens) == 0) {
+		t->syncing = true;
+		t->inflight++;
+	}
+}
+
+/* ==== doorbells ===================================================================================== */
+
+/* "<epoch>\n<seq>\n<method>\n<ns>\n<json>": split into its five fields. */
+static int parse_doorbell(const char *p, size_t len, const char *f[5], size_t flen[5])
+{
+	const char *end = p + len;
+	for (int i = 0; i < 4; i++) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		if (!nl)
+			return -1;
+		f[i] = p;
+		flen[i] = (size_t)(nl - p);
+		p = nl + 1;
+	}
+	f[4] = p;
+	flen[4] = (size_t)(end - p);
+	return flen[0] && flen[0] < 40 && flen[4] >= 2 && f[4][0] == '{' ? 0 : -1;
+}
+
+static void on_message(void *ctx, const char *ch, size_t clen, const char *data, size_t dlen)
+{
+	struct tc_hub *hub = ctx;
+	struct tc_thread *t = thread_of_channel(hub, ch, clen);
+	const char *f[5];
+	size_t fl[5];
+	uint64_t seq = 0;
+
+	if (!t || parse_doorbell(data, dlen, f, fl) || parse_seq(f[1], fl[1], &seq) != (int)fl[1]) {
+		if (t)
+			tc_log(TC_LOG_WARN, "malformed doorbell ignored", TC_LS("thread", t->id));
+		return;
+	}
+	if (seq > t->heard)
+		t->heard = seq;
+	if (!t->synced)
+		return; /* the sync that follows every SUBSCRIBE catches up */
+
+	bool same_epoch = strlen(t->epoch) == fl[0] && !memcmp(t->epoch, f[0], fl[0]);
+	if (!same_epoch) {
+		if (t->epoch[0] || t->head) {
+			new_epoch(t, "epoch changed");
+			return;
+		}
+		/* The thread's very first event: adopt its epoch. */
+		memcpy(t->epoch, f[0], fl[0]);
+		t->epoch[fl[0]] = '\0';
+	}
+	if (seq <= t->head)
+		return;
+	if (seq == t->head + 1 && !t->filling) {
+		deliver(t, seq, f[2], fl[2], f[3], fl[3], f[4], fl[4]);
+		return;
+	}
+	if (t->filling)
+		t->rang_while_filling = true;
+	fill(t);
+}
+
+static void thread_unlink(struct tc_thread *t)
+{
+	*slot_of(t->hub, t->id) = t->hnext;
+	t->hub->nthreads--;
+	if (t->inflight)
+		t->detached = true;
+	else
+		thread_free(t);
+}
+
+static void subscribe(struct tc_thread *t)
+{
+	t->synced = false;
+	t->sub = tc_redis_subscribe(t->hub->redis, t->channel) ? SUB_NONE : SUB_PENDING;
+}
+
+static void on_subscribed(void *ctx, const char *ch, size_t clen)
+{
+	struct tc_thread *t = thread_of_channel(ctx, ch, clen);
+	tc_log(TC_LOG_DEBUG, "doorbell subscribed", TC_LS("thread", t ? t->id : NULL),
+	       TC_LI("state", t ? (int)t->sub : -1));
+	if (!t || t->sub != SUB_PENDING)
+		return; /* confirms a SUBSCRIBE already being undone */
+	t->sub = SUB_ACTIVE;
+	sync_thread(t);
+}
+
+static void on_unsubscribed(void *ctx, const char *ch, size_t clen)
+{
+	struct tc_thread *t = thread_of_channel(ctx, ch, clen);
+	if (!t || t->sub != SUB_LEAVING)
+		return;
+	if (t->nmembers)
+		subscribe(t); /* someone came back while we were leaving */
+	else
+		thread_unlink(t);
+}
+
+static void for_each_thread(struct tc_hub *hub, void (*fn)(struct tc_thread *))
+{
+	for (size_t i = 0; i < hub->nbuckets; i++)
+		for (struct tc_thread *t = hub->buckets[i], *next; t; t = next) {
+			next = t->hnext; /* fn may unlink t */
+			fn(t);
+		}
+}
+
+static void resubscribe(struct tc_thread *t)
+{
+	if (t->sub == SUB_NONE)
+		subscribe(t);
+}
+
+static void on_sub_up(void *ctx)
+{
+	for_each_thread(ctx, resubscribe);
+}
+
+static void link_lost(struct tc_thread *t)
+{
+	/* Doorbells are lost until the next SUBSCRIBE; its sync fills the gap. */
+	t->synced = false;
+	t->sub = SUB_NONE;
+	if (!t->nmembers)
+		thread_unlink(t);
+}
+
+static void on_sub_down(void *ctx)
+{
+	for_each_thread(ctx, link_lost);
+}
+
+static void resume(struct tc_thread *t)
+{
+	if (t->sub == SUB_ACTIVE && !t->synced)
+		sync_thread(t);
+	else if (t->synced && t->heard > t->head)
+		fill(t);
+}
+
+static void on_cmd_up(void *ctx)
+{
+	for_each_thread(ctx, resume);
+}
+
+static const struct tc_redis_listener listener = {
+	.sub_up = on_sub_up,
+	.sub_down = on_sub_down,
+	.subscribed = on_subscribed,
+	.unsubscribed = on_unsubscribed,
+	.message = on_message,
+	.cmd_up = on_cmd_up,
+};
+
+/* ==== members ======================================================================================== */
+
+struct tc_hub *tc_hub_new(const struct tc_config *cfg, struct tc_redis *redis)
+{
+	struct tc_hub *hub = tc_xcalloc(1, sizeof(*hub));
+	hub->cfg = cfg;
+	hub->redis = redis;
+	hub->nbuckets = 64;
+	hub->buckets = tc_xcalloc(hub->nbuckets, sizeof(*hub->buckets));
+	tc_redis_set_listener(redis, &listener, hub);
+	return hub;
+}
+
+void tc_hub_free(struct tc_hub *hub)
+{
+	if (!hub)
+		return;
+	/* Threads still in the table have members; that is a caller bug. */
+	for (size_t i = 0; i < hub->nbuckets; i++)
+		for (struct tc_thread *t = hub->buckets[i], *n; t; t = n) {
+			n = t->hnext;
+			if (t->inflight)
+				t->detached = true; /* freed by its last callback */
+			else
+				thread_free(t);
+		}
+	free(hub->buckets);
+	free(hub);
+}
+
+void tc_hub_attach(struct tc_hub *hub, const char *thread_id, struct tc_member *m)
+{
+	struct tc_thread **slot = slot_of(hub, thread_id), *t = *slot;
+
+	if (!t) {
+		if (hub->nthreads >= hub->nbuckets) {
+			grow(hub);
+			slot = slot_of(hub, thread_id);
+		}
+		t = tc_xcalloc(1, sizeof(*t));
+		t->hub = hub;
+		t->id = tc_xstrdup(thread_id);
+		size_t n = strlen(thread_id) + 16;
+		t->channel = tc_xmalloc(n);
+		tc_thread_key(t->channel, n, thread_id, "live");
+		*slot = t;
+		hub->nthreads++;
+		subscribe(t); /* or on_sub_up, when the link is down now */
+	}
+	m->thread = t;
+	m->live = false;
+	m->prev = NULL;
+	m->next = t->members;
+	if (m->next)
+		m->next->prev = m;
+	t->members = m;
+	t->nmembers++;
+}
+
+void tc_hub_detach(struct tc_hub *hub, struct tc_member *m)
+{
+	struct tc_thread *t = m->thread;
+
+	if (!t)
+		return;
+	if (m->prev)
+		m->prev->next = m->next;
+	else
+		t->members = m->next;
+	if (m->next)
+		m->next->prev = m->prev;
+	m->prev = m->next = NULL;
+	m->thread = NULL;
+	m->live = false;
+	if (--t->nmembers)
+		return;
+	/* Last one out: stop watching. The thread stays in the table until
+	 * Redis confirms, so a SUBSCRIBE for a returning member cannot cross
+	 * the UNSUBSCRIBE. */
+	if (t->sub == SUB_LEAVING)
+		return;
+	if ((t->sub == SUB_ACTIVE || t->sub == SUB_PENDING) &&
+	    tc_redis_unsubscribe(hub->redis, t->channel) == 0) {
+		t->sub = SUB_LEAVING;
+		t->synced = false;
+		return;
+	}
+	thread_unlink(t);
+}
+
+bool tc_thread_ready(const struct tc_thread *t)
+{
+	return t->synced;
+}
+
+uint64_t tc_thread_head(const struct tc_thread *t)
+{
+	return t->head;
+}
+
+const char *tc_thread_epoch(const struct tc_thread *t)
+{
+	return t->epoch;
+}
+
+size_t tc_hub_threads(const struct tc_hub *hub)
+{
+	return hub->nthreads;
+}
