@@ -88,6 +88,13 @@ static int validate(struct tc_config *cfg, char *err, size_t errlen)
 		       cfg->log_level);
 		return -1;
 	}
+	if (!strcmp(cfg->commands, "on") || !strcmp(cfg->commands, "off")) {
+		cfg->commands_on = !strcmp(cfg->commands, "on");
+	} else {
+		seterr(err, errlen, "--commands / THREADCAST_COMMANDS: \"%s\" is not valid: expected on or off",
+		       cfg->commands);
+		return -1;
+	}
 	if (!*cfg->host) {
 		seterr(err, errlen, "--host / THREADCAST_HOST: must not be empty");
 		return -1;

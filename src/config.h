@@ -46,7 +46,13 @@
 	X(redis_ping_ms, "redis-ping-interval", "REDIS_PING_INTERVAL", INT, "1000", 50,  \
 	  600000, "Redis health-check period; a PING unanswered for one period marks Redis slow (unready), five periods reconnect")    \
 	X(drain_timeout_ms, "drain-timeout", "DRAIN_TIMEOUT", INT, "5000", 0, 3600000,   \
-	  "on SIGTERM, how long to wait for clients to finish closing, milliseconds")
+	  "on SIGTERM, how long to wait for clients to finish closing, milliseconds")    \
+	X(commands, "commands", "COMMANDS", STR, "on", 0, 0,                             \
+	  "on: forward runtime commands (run.start, input.*, state.*) to agent workers; off: answer not_supported") \
+	X(command_timeout_ms, "command-timeout", "COMMAND_TIMEOUT", INT, "30000", 100,   \
+	  3600000, "how long a runtime command may wait for a worker's answer, milliseconds") \
+	X(max_inflight, "max-inflight-commands", "MAX_INFLIGHT_COMMANDS", INT, "64", 1,  \
+	  100000, "runtime commands one connection may have waiting for answers")
 
 /** The parsed Redis location. */
 struct tc_redis_addr {
@@ -66,6 +72,7 @@ struct tc_redis_addr {
 struct tc_config {
 	TC_CONFIG_MAP(TC__CFG_FIELD)
 	enum tc_log_level log_threshold; /**< parsed log_level */
+	bool commands_on;                /**< parsed commands */
 	struct tc_redis_addr redis;      /**< parsed redis_url */
 };
 

@@ -497,7 +497,7 @@ struct tc_hub *tc_hub_new(const struct tc_config *cfg, struct tc_redis *redis)
 	hub->redis = redis;
 	hub->nbuckets = 64;
 	hub->buckets = tc_xcalloc(hub->nbuckets, sizeof(*hub->buckets));
-	tc_redis_set_listener(redis, &listener, hub);
+	tc_redis_add_listener(redis, &listener, hub);
 	return hub;
 }
 

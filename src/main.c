@@ -13,6 +13,7 @@
 #include <string.h>
 #include <uv.h>
 
+#include "commands.h"
 #include "config.h"
 #include "hub.h"
 #include "log.h"
@@ -25,6 +26,7 @@ struct app {
 	struct tc_config cfg;
 	struct tc_redis *redis;
 	struct tc_hub *hub;
+	struct tc_bridge *bridge;
 	struct tc_session_env env;
 	struct tc_server *server;
 	uv_signal_t sigint, sigterm;
@@ -40,6 +42,7 @@ static void app_stop(void *arg)
 	app->stopping = true;
 	tc_log0(TC_LOG_INFO, "stopping");
 	tc_server_stop(app->server);
+	tc_bridge_stop(app->bridge);
 	tc_redis_stop(app->redis);
 	uv_close((uv_handle_t *)&app->sigint, NULL);
 	uv_close((uv_handle_t *)&app->sigterm, NULL);
@@ -89,13 +92,17 @@ int main(int argc, char **argv)
 	srand((unsigned)uv_hrtime() ^ (unsigned)getpid());
 
 	uv_loop_init(&app.loop);
-	app.redis = tc_redis_new(&app.loop, &app.cfg, tc_function_source, tc_function_source_len);
+	app.redis = tc_redis_new(&app.loop, &app.cfg, tc_function_source, tc_function_source_len, 0);
 	app.hub = tc_hub_new(&app.cfg, app.redis);
-	app.env = (struct tc_session_env){ .cfg = &app.cfg, .hub = app.hub, .redis = app.redis };
+	app.bridge = tc_bridge_new(&app.loop, &app.cfg, app.redis);
+	app.env = (struct tc_session_env){ .cfg = &app.cfg, .hub = app.hub, .redis = app.redis,
+					   .bridge = app.bridge };
 	app.server = tc_server_new(&app.loop, &app.env);
 	if (!app.server) {
+		tc_bridge_stop(app.bridge);
 		tc_redis_stop(app.redis);
 		uv_run(&app.loop, UV_RUN_DEFAULT);
+		tc_bridge_free(app.bridge);
 		tc_hub_free(app.hub);
 		tc_redis_free(app.redis);
 		uv_loop_close(&app.loop);
@@ -115,6 +122,7 @@ int main(int argc, char **argv)
 	uv_run(&app.loop, UV_RUN_DEFAULT);
 
 	tc_server_free(app.server);
+	tc_bridge_free(app.bridge);
 	tc_hub_free(app.hub);
 	tc_redis_free(app.redis);
 	rc = uv_loop_close(&app.loop);

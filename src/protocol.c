@@ -177,3 +177,187 @@ struct tc_buf *tc_response_error(bool has_id, uint64_t id, enum tc_err code, con
 	cJSON_Delete(r);
 	return b;
 }
+
+/* ==== params of the runtime commands (CDDL sections 4a, 10, 11) ============================== */
+
+static enum tc_err need(struct tc_error *err, const char *field, const char *what)
+{
+	return tc_error_set(err, TC_ERR_INVALID_ARGUMENT, "%s %s", field, what);
+}
+
+static bool is_namespace(const cJSON *v)
+{
+	const cJSON *seg;
+	if (!cJSON_IsArray(v))
+		return false;
+	cJSON_ArrayForEach(seg, v)
+		if (!cJSON_IsString(seg))
+			return false;
+	return true;
+}
+
+/* Optional object-valued fields shared by several commands. */
+static enum tc_err optional_objects(const cJSON *p, const char *prefix, const char *const *names,
+				    struct tc_error *err)
+{
+	char field[64];
+	for (; *names; names++) {
+		const cJSON *v = cJSON_GetObjectItemCaseSensitive(p, *names);
+		if (v && !cJSON_IsObject(v)) {
+			snprintf(field, sizeof(field), "%s.%s", prefix, *names);
+			return need(err, field, "must be an object");
+		}
+	}
+	return TC_OK;
+}
+
+static bool is_run_send(const cJSON *v)
+{
+	const cJSON *node = cJSON_GetObjectItemCaseSensitive(v, "node");
+	return cJSON_IsObject(v) && cJSON_IsString(node);
+}
+
+static bool is_goto(const cJSON *v)
+{
+	const cJSON *it;
+	if (cJSON_IsString(v) || is_run_send(v))
+		return true;
+	if (!cJSON_IsArray(v))
+		return false;
+	cJSON_ArrayForEach(it, v)
+		if (!cJSON_IsString(it) && !is_run_send(it))
+			return false;
+	return true;
+}
+
+static enum tc_err string_field(const cJSON *p, const char *name, const char *field, bool required,
+				struct tc_error *err)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(p, name);
+	if (!v)
+		return required ? need(err, field, "is required") : TC_OK;
+	return cJSON_IsString(v) ? TC_OK : need(err, field, "must be a string");
+}
+
+static enum tc_err respond_entry(const cJSON *e, const char *prefix, struct tc_error *err)
+{
+	char field[64];
+	snprintf(field, sizeof(field), "%s.namespace", prefix);
+	const cJSON *ns = cJSON_GetObjectItemCaseSensitive(e, "namespace");
+	if (!ns)
+		return need(err, field, "is required");
+	if (!is_namespace(ns))
+		return need(err, field, "must be an array of strings");
+	snprintf(field, sizeof(field), "%s.interruptId", prefix);
+	if (string_field(e, "interruptId", field, true, err))
+		return err->code;
+	if (!cJSON_GetObjectItemCaseSensitive(e, "response")) {
+		snprintf(field, sizeof(field), "%s.response", prefix);
+		return need(err, field, "is required");
+	}
+	return TC_OK;
+}
+
+enum tc_err tc_params_validate(const struct tc_command *cmd, struct tc_error *err)
+{
+	static const char *const cfg_meta[] = { "config", "metadata", NULL };
+	static const char *const upd_cfg_meta[] = { "update", "config", "metadata", NULL };
+	const cJSON *p = cmd->params, *v;
+
+	if (!p)
+		return need(err, "params", "is required");
+	switch (cmd->method) {
+	case TC_METHOD_RUN_START:
+		if (string_field(p, "assistantId", "params.assistantId", true, err))
+			return err->code;
+		if (!cJSON_GetObjectItemCaseSensitive(p, "input"))
+			return need(err, "params.input", "is required (it may be null)");
+		return optional_objects(p, "params", cfg_meta, err);
+
+	case TC_METHOD_INPUT_RESPOND:
+		v = cJSON_GetObjectItemCaseSensitive(p, "responses");
+		if (v) {
+			char prefix[40];
+			int i = 0;
+			const cJSON *e;
+			if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) == 0)
+				return need(err, "params.responses", "must be a non-empty array");
+			cJSON_ArrayForEach(e, v) {
+				snprintf(prefix, sizeof(prefix), "params.responses[%d]", i++);
+				if (!cJSON_IsObject(e))
+					return need(err, prefix, "must be an object");
+				if (respond_entry(e, prefix, err))
+					return err->code;
+			}
+		} else if (respond_entry(p, "params", err)) {
+			return err->code;
+		}
+		v = cJSON_GetObjectItemCaseSensitive(p, "goto");
+		if (v && !is_goto(v))
+			return need(err, "params.goto", "must be a node name, a {node, input} send, or a list of them");
+		return optional_objects(p, "params", upd_cfg_meta, err);
+
+	case TC_METHOD_INPUT_INJECT: {
+		v = cJSON_GetObjectItemCaseSensitive(p, "namespace");
+		if (!v)
+			return need(err, "params.namespace", "is required");
+		if (!is_namespace(v))
+			return need(err, "params.namespace", "must be an array of strings");
+		const cJSON *m = cJSON_GetObjectItemCaseSensitive(p, "message");
+		if (!m)
+			return need(err, "params.message", "is required");
+		if (!cJSON_IsObject(m))
+			return need(err, "params.message", "must be an object");
+		const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
+		if (!cJSON_IsString(role) || (strcmp(role->valuestring, "user") && strcmp(role->valuestring, "system")))
+			return need(err, "params.message.role", "must be \"user\" or \"system\"");
+		if (string_field(m, "content", "params.message.content", true, err) ||
+		    string_field(m, "name", "params.message.name", false, err))
+			return err->code;
+		return TC_OK;
+	}
+
+	case TC_METHOD_STATE_GET: {
+		v = cJSON_GetObjectItemCaseSensitive(p, "namespace");
+		if (!v)
+			return need(err, "params.namespace", "is required");
+		if (!is_namespace(v))
+			return need(err, "params.namespace", "must be an array of strings");
+		const cJSON *keys = cJSON_GetObjectItemCaseSensitive(p, "keys");
+		if (keys && !is_namespace(keys)) /* same shape: an array of strings */
+			return need(err, "params.keys", "must be an array of strings");
+		return TC_OK;
+	}
+
+	case TC_METHOD_STATE_LIST_CHECKPOINTS: {
+		v = cJSON_GetObjectItemCaseSensitive(p, "namespace");
+		if (v && !is_namespace(v))
+			return need(err, "params.namespace", "must be an array of strings");
+		const cJSON *limit = cJSON_GetObjectItemCaseSensitive(p, "limit");
+		if (limit && (!cJSON_IsNumber(limit) || limit->valuedouble < 0 ||
+			      limit->valuedouble != floor(limit->valuedouble) ||
+			      limit->valuedouble > (double)TC_JS_MAX_SAFE))
+			return need(err, "params.limit", "must be a non-negative integer");
+		return string_field(p, "before", "params.before", false, err);
+	}
+
+	case TC_METHOD_STATE_FORK:
+		if (string_field(p, "checkpointId", "params.checkpointId", true, err))
+			return err->code;
+		v = cJSON_GetObjectItemCaseSensitive(p, "config");
+		if (v && !cJSON_IsObject(v))
+			return need(err, "params.config", "must be an object");
+		return TC_OK;
+
+	default:
+		return tc_error_set(err, TC_ERR_NOT_SUPPORTED, "%s is not a runtime command",
+				    tc_method_name(cmd->method));
+	}
+}
+
+bool tc_method_is_runtime(enum tc_method m)
+{
+	return m == TC_METHOD_RUN_START || m == TC_METHOD_INPUT_RESPOND ||
+	       m == TC_METHOD_INPUT_INJECT || m == TC_METHOD_STATE_GET ||
+	       m == TC_METHOD_STATE_LIST_CHECKPOINTS || m == TC_METHOD_STATE_FORK;
+}

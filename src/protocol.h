@@ -109,6 +109,19 @@ struct tc_buf *tc_response_error(bool has_id, uint64_t id, enum tc_err code, con
 struct tc_buf *tc_json_frame(const cJSON *v);
 
 /**
+ * True for the methods answered by agent workers through the command bridge
+ * (run.start, input.respond, input.inject, state.get, state.listCheckpoints,
+ * state.fork).
+ */
+bool tc_method_is_runtime(enum tc_method m);
+
+/**
+ * Validates the params of a runtime command against the CDDL. On error
+ * returns TC_ERR_INVALID_ARGUMENT with a message naming the field.
+ */
+enum tc_err tc_params_validate(const struct tc_command *cmd, struct tc_error *err);
+
+/**
  * Length of the longest prefix of s[0..len) that is at most max bytes and
  * does not split a UTF-8 sequence. For quoting client text in messages.
  */

@@ -34,12 +34,16 @@ struct tc_redis {
 	uv_timer_t ping;
 	uv_timer_t kick;       /* runs ready waiters from the loop */
 	struct tc_redis_waiter *waiters;
-	const struct tc_redis_listener *listener;
-	void *listener_ctx;
+	struct {
+		const struct tc_redis_listener *l;
+		void *ctx;
+	} listeners[TC_REDIS_MAX_LISTENERS];
+	int nlisteners;
 	unsigned connects;
 	unsigned ping_missed;
 	bool ping_outstanding;
 	bool stopping;
+	bool pubsub;           /* the pub/sub link is wanted */
 };
 
 /* Handshake steps, passed as privdata (hiredis wants a non-const pointer). */
@@ -48,6 +52,20 @@ static char step_auth[] = "AUTH", step_select[] = "SELECT", step_load[] = "FUNCT
 
 static void connect_now(struct link *l);
 static void drop(struct link *l);
+
+/* Calls one event on every listener that handles it. */
+#define NOTIFY(r, ev, ...)                                                              \
+	do {                                                                            \
+		for (int i_ = 0; i_ < (r)->nlisteners; i_++)                             \
+			if ((r)->listeners[i_].l->ev)                                    \
+				(r)->listeners[i_].l->ev((r)->listeners[i_].ctx, __VA_ARGS__); \
+	} while (0)
+#define NOTIFY0(r, ev)                                                                  \
+	do {                                                                            \
+		for (int i_ = 0; i_ < (r)->nlisteners; i_++)                             \
+			if ((r)->listeners[i_].l->ev)                                    \
+				(r)->listeners[i_].l->ev((r)->listeners[i_].ctx);        \
+	} while (0)
 
 /* ==== libuv adapter ====================================================================
  *
@@ -215,8 +233,8 @@ static void link_lost(struct link *l)
 	if (l->kind == LINK_CMD) {
 		r->ping_outstanding = false;
 		r->ping_missed = 0;
-	} else if (was_up && r->listener && !r->stopping) {
-		r->listener->sub_down(r->listener_ctx);
+	} else if (was_up && !r->stopping) {
+		NOTIFY0(r, sub_down);
 	}
 	schedule_retry(l);
 }
@@ -266,17 +284,15 @@ static void link_up(struct link *l)
 	tc_log(TC_LOG_INFO, "redis connected", TC_LS("link", l->name),
 	       TC_LI("after_attempts", l->attempt + 1));
 	l->attempt = 0;
-	if (!r->listener)
-		return;
 	if (l->kind == LINK_CMD) {
 		r->connects++;
 		r->ping_outstanding = false;
 		r->ping_missed = 0;
-		r->listener->cmd_up(r->listener_ctx);
+		NOTIFY0(r, cmd_up);
 		if (r->waiters)
 			uv_timer_start(&r->kick, on_kick, 0, 0);
 	} else {
-		r->listener->sub_up(r->listener_ctx);
+		NOTIFY0(r, sub_up);
 	}
 }
 
@@ -307,19 +323,18 @@ static void on_pubsub(redisAsyncContext *ac, void *reply, void *privdata)
 	struct tc_redis *r = l->r;
 	redisReply *rep = reply;
 
-	if (!rep || l->ac != ac || !r->listener || rep->type != REDIS_REPLY_ARRAY ||
+	if (!rep || l->ac != ac || rep->type != REDIS_REPLY_ARRAY ||
 	    rep->elements < 3 || rep->element[0]->type != REDIS_REPLY_STRING ||
 	    rep->element[1]->type != REDIS_REPLY_STRING)
 		return;
 	const char *kind = rep->element[0]->str;
 	redisReply *ch = rep->element[1];
 	if (!strcmp(kind, "message") && rep->element[2]->type == REDIS_REPLY_STRING)
-		r->listener->message(r->listener_ctx, ch->str, ch->len, rep->element[2]->str,
-				     rep->element[2]->len);
+		NOTIFY(r, message, ch->str, ch->len, rep->element[2]->str, rep->element[2]->len);
 	else if (!strcmp(kind, "subscribe"))
-		r->listener->subscribed(r->listener_ctx, ch->str, ch->len);
+		NOTIFY(r, subscribed, ch->str, ch->len);
 	else if (!strcmp(kind, "unsubscribe"))
-		r->listener->unsubscribed(r->listener_ctx, ch->str, ch->len);
+		NOTIFY(r, unsubscribed, ch->str, ch->len);
 }
 
 static void connect_now(struct link *l)
@@ -403,7 +418,7 @@ static void link_init(struct tc_redis *r, struct link *l, enum link_kind kind, c
 }
 
 struct tc_redis *tc_redis_new(uv_loop_t *loop, const struct tc_config *cfg,
-			      const char *function_source, size_t function_len)
+			      const char *function_source, size_t function_len, unsigned flags)
 {
 	struct tc_redis *r = tc_xcalloc(1, sizeof(*r));
 	r->loop = loop;
@@ -418,15 +433,20 @@ struct tc_redis *tc_redis_new(uv_loop_t *loop, const struct tc_config *cfg,
 	uv_timer_start(&r->ping, on_ping_tick, (uint64_t)cfg->redis_ping_ms,
 		       (uint64_t)cfg->redis_ping_ms);
 	/* Connect from the loop, after the listener is set. */
+	r->pubsub = !(flags & TC_REDIS_NO_PUBSUB);
 	uv_timer_start(&r->cmd.retry, on_retry_timer, 0, 0);
-	uv_timer_start(&r->sub.retry, on_retry_timer, 0, 0);
+	if (r->pubsub)
+		uv_timer_start(&r->sub.retry, on_retry_timer, 0, 0);
 	return r;
 }
 
-void tc_redis_set_listener(struct tc_redis *r, const struct tc_redis_listener *l, void *ctx)
+void tc_redis_add_listener(struct tc_redis *r, const struct tc_redis_listener *l, void *ctx)
 {
-	r->listener = l;
-	r->listener_ctx = ctx;
+	if (r->nlisteners == TC_REDIS_MAX_LISTENERS)
+		abort(); /* a fixed set of components registers; more is a bug */
+	r->listeners[r->nlisteners].l = l;
+	r->listeners[r->nlisteners].ctx = ctx;
+	r->nlisteners++;
 }
 
 bool tc_redis_cmd_up(const struct tc_redis *r)
@@ -436,14 +456,14 @@ bool tc_redis_cmd_up(const struct tc_redis *r)
 
 bool tc_redis_ready(const struct tc_redis *r)
 {
-	return r->cmd.up && r->sub.up && r->ping_missed == 0 && !r->stopping;
+	return r->cmd.up && (r->sub.up || !r->pubsub) && r->ping_missed == 0 && !r->stopping;
 }
 
 const char *tc_redis_status(const struct tc_redis *r)
 {
 	if (!r->cmd.ac && !r->sub.ac)
 		return "down";
-	if (!r->cmd.up || !r->sub.up)
+	if (!r->cmd.up || (r->pubsub && !r->sub.up))
 		return "connecting";
 	return r->ping_missed ? "slow" : "up";
 }

@@ -33,7 +33,10 @@ struct tc_redis;
  */
 typedef void tc_redis_cb(struct tc_redis *r, redisReply *reply, void *privdata);
 
-/** Events of the pub/sub link, delivered to one listener (the hub). */
+/**
+ * Events of the links, delivered to every listener (the hub, the command
+ * bridge); each picks the channels it owns. Any hook may be NULL.
+ */
 struct tc_redis_listener {
 	/** The pub/sub link is (again) usable: SUBSCRIBE what is wanted. */
 	void (*sub_up)(void *ctx);
@@ -59,16 +62,22 @@ struct tc_redis_waiter {
 	bool linked;
 };
 
+/** tc_redis_new() flag: no pub/sub link (a plain command connection). */
+#define TC_REDIS_NO_PUBSUB 1u
+
 /**
  * Starts connecting. function_source is the Redis function library loaded
  * with FUNCTION LOAD REPLACE on every (re)connect of the command link.
  * cfg, loop and function_source must outlive the object. Never NULL.
  */
 struct tc_redis *tc_redis_new(uv_loop_t *loop, const struct tc_config *cfg,
-			      const char *function_source, size_t function_len);
+			      const char *function_source, size_t function_len, unsigned flags);
 
-/** Sets the pub/sub listener (one; the hub). */
-void tc_redis_set_listener(struct tc_redis *r, const struct tc_redis_listener *l, void *ctx);
+/** Listeners a process may register. */
+#define TC_REDIS_MAX_LISTENERS 4
+
+/** Adds a listener; l and ctx must outlive r. */
+void tc_redis_add_listener(struct tc_redis *r, const struct tc_redis_listener *l, void *ctx);
 
 /** True when both links are up, the function is loaded and PINGs are answered. */
 bool tc_redis_ready(const struct tc_redis *r);

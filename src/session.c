@@ -87,7 +87,9 @@ struct tc_session {
 	size_t nsubs, capsubs;
 	uint64_t next_nonce;
 	struct tc_member member;
-	unsigned refs;   /* the transport's + one per Redis reply in flight */
+	struct tc_bridge_caller caller; /* runtime commands waiting for workers */
+	size_t inflight;                /* how many */
+	unsigned refs;   /* the transport's + one per Redis reply or command in flight */
 	bool closed;
 	struct tc_redis_waiter waiter;
 	struct pending *pending, *pending_tail;
@@ -974,6 +976,51 @@ static enum tc_err do_get_tree(struct tc_session *s, const struct tc_command *cm
 	return TC_OK;
 }
 
+/* ---- runtime commands: forwarded to agent workers ---------------------------------- */
+
+#define SESSION_OF_CALLER(c) ((struct tc_session *)((char *)(c) - offsetof(struct tc_session, caller)))
+
+static void caller_answer(struct tc_bridge_caller *c, struct tc_buf *frame)
+{
+	struct tc_session *s = SESSION_OF_CALLER(c);
+	if (s->closed)
+		tc_buf_unref(frame); /* the client left: the answer goes nowhere */
+	else
+		s->io->send(s->ctx, frame);
+}
+
+static void caller_release(struct tc_bridge_caller *c)
+{
+	struct tc_session *s = SESSION_OF_CALLER(c);
+	s->inflight--;
+	release(s);
+}
+
+static enum tc_err do_runtime(struct tc_session *s, const struct tc_command *cmd,
+			      struct tc_error *err)
+{
+	const struct tc_config *cfg = s->env->cfg;
+
+	if (!s->env->bridge || !cfg->commands_on)
+		return tc_error_set(err, TC_ERR_NOT_SUPPORTED,
+				    "%s is not available: agent commands are switched off on this gateway",
+				    tc_method_name(cmd->method));
+	if (tc_params_validate(cmd, err))
+		return err->code;
+	if (s->inflight >= (size_t)cfg->max_inflight)
+		return tc_error_set(err, TC_ERR_UNKNOWN_ERROR,
+				    "this connection already has %zu commands waiting for answers, the "
+				    "limit; wait for some", s->inflight);
+	s->refs++;
+	s->inflight++;
+	if (tc_bridge_submit(s->env->bridge, &s->caller, s->thread_id, cmd, err)) {
+		s->inflight--;
+		s->refs--;
+		return err->code;
+	}
+	return TC_OK;
+}
+
 /* Handles one frame now; returns with s->job.kind set if it started a job. */
 static void handle_frame(struct tc_session *s, const char *data, size_t len)
 {
@@ -1003,9 +1050,7 @@ static void handle_frame(struct tc_session *s, const char *data, size_t len)
 			break;
 		}
 		default:
-			rc = tc_error_set(&err, TC_ERR_NOT_SUPPORTED,
-					  "%s is not supported by this server yet",
-					  tc_method_name(cmd.method));
+			rc = do_runtime(s, &cmd, &err);
 			break;
 		}
 	}
@@ -1075,5 +1120,7 @@ struct tc_session *tc_session_new(const struct tc_session_env *env, const char *
 	s->reading = true;
 	s->member.ops = &member_ops;
 	s->waiter.fn = on_redis_back;
+	s->caller.answer = caller_answer;
+	s->caller.release = caller_release;
 	return s;
 }

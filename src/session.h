@@ -25,6 +25,7 @@
 #include <stddef.h>
 
 #include "buf.h"
+#include "commands.h"
 #include "config.h"
 #include "hub.h"
 #include "redis_source.h"
@@ -48,6 +49,7 @@ struct tc_session_env {
 	const struct tc_config *cfg;
 	struct tc_hub *hub;
 	struct tc_redis *redis;
+	struct tc_bridge *bridge; /**< NULL: runtime commands answer not_supported */
 };
 
 /**

@@ -147,6 +147,61 @@ static void utf8_prefix(void **state)
 	assert_int_equal(tc_utf8_prefix(s, 6, 0), 0);
 }
 
+/* Runtime command params: valid ones pass, each bad one names its field. */
+static void runtime_params(void **state)
+{
+	const char *ok[] = {
+		"{\"id\":1,\"method\":\"run.start\",\"params\":{\"assistantId\":\"a\",\"input\":null}}",
+		"{\"id\":1,\"method\":\"run.start\",\"params\":{\"assistantId\":\"a\",\"input\":{},\"config\":{},\"metadata\":{}}}",
+		"{\"id\":1,\"method\":\"input.respond\",\"params\":{\"namespace\":[],\"interruptId\":\"i\",\"response\":1,\"goto\":\"n\"}}",
+		"{\"id\":1,\"method\":\"input.respond\",\"params\":{\"responses\":[{\"namespace\":[\"a\"],\"interruptId\":\"i\",\"response\":null}],\"goto\":[\"n\",{\"node\":\"m\",\"input\":1}]}}",
+		"{\"id\":1,\"method\":\"input.inject\",\"params\":{\"namespace\":[],\"message\":{\"role\":\"user\",\"content\":\"hi\"}}}",
+		"{\"id\":1,\"method\":\"state.get\",\"params\":{\"namespace\":[],\"keys\":[\"messages\"]}}",
+		"{\"id\":1,\"method\":\"state.listCheckpoints\",\"params\":{}}",
+		"{\"id\":1,\"method\":\"state.listCheckpoints\",\"params\":{\"limit\":5,\"before\":\"c\"}}",
+		"{\"id\":1,\"method\":\"state.fork\",\"params\":{\"checkpointId\":\"c\",\"input\":1,\"config\":{}}}",
+	};
+	struct { const char *frame, *needle; } bad[] = {
+		{ "{\"id\":1,\"method\":\"run.start\"}", "params is required" },
+		{ "{\"id\":1,\"method\":\"run.start\",\"params\":{\"input\":1}}", "params.assistantId is required" },
+		{ "{\"id\":1,\"method\":\"run.start\",\"params\":{\"assistantId\":1,\"input\":1}}", "params.assistantId must be a string" },
+		{ "{\"id\":1,\"method\":\"run.start\",\"params\":{\"assistantId\":\"a\"}}", "params.input is required" },
+		{ "{\"id\":1,\"method\":\"run.start\",\"params\":{\"assistantId\":\"a\",\"input\":1,\"config\":[]}}", "params.config" },
+		{ "{\"id\":1,\"method\":\"input.respond\",\"params\":{\"interruptId\":\"i\",\"response\":1}}", "params.namespace is required" },
+		{ "{\"id\":1,\"method\":\"input.respond\",\"params\":{\"namespace\":[],\"response\":1}}", "params.interruptId" },
+		{ "{\"id\":1,\"method\":\"input.respond\",\"params\":{\"namespace\":[],\"interruptId\":\"i\"}}", "params.response" },
+		{ "{\"id\":1,\"method\":\"input.respond\",\"params\":{\"responses\":[]}}", "params.responses" },
+		{ "{\"id\":1,\"method\":\"input.respond\",\"params\":{\"responses\":[{\"namespace\":[1],\"interruptId\":\"i\",\"response\":1}]}}", "params.responses[0].namespace" },
+		{ "{\"id\":1,\"method\":\"input.respond\",\"params\":{\"namespace\":[],\"interruptId\":\"i\",\"response\":1,\"goto\":5}}", "params.goto" },
+		{ "{\"id\":1,\"method\":\"input.inject\",\"params\":{\"namespace\":[],\"message\":{\"role\":\"ai\",\"content\":\"x\"}}}", "params.message.role" },
+		{ "{\"id\":1,\"method\":\"input.inject\",\"params\":{\"namespace\":[]}}", "params.message is required" },
+		{ "{\"id\":1,\"method\":\"state.get\",\"params\":{}}", "params.namespace is required" },
+		{ "{\"id\":1,\"method\":\"state.get\",\"params\":{\"namespace\":[],\"keys\":\"k\"}}", "params.keys" },
+		{ "{\"id\":1,\"method\":\"state.listCheckpoints\",\"params\":{\"limit\":-1}}", "params.limit" },
+		{ "{\"id\":1,\"method\":\"state.fork\",\"params\":{}}", "params.checkpointId is required" },
+	};
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		struct tc_command cmd;
+		struct tc_error err;
+		assert_int_equal(parse(ok[i], &cmd, &err), TC_OK);
+		assert_true(tc_method_is_runtime(cmd.method));
+		if (tc_params_validate(&cmd, &err))
+			fail_msg("%s: %s", ok[i], err.message);
+		tc_command_free(&cmd);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct tc_command cmd;
+		struct tc_error err;
+		assert_int_equal(parse(bad[i].frame, &cmd, &err), TC_OK);
+		assert_int_equal(tc_params_validate(&cmd, &err), TC_ERR_INVALID_ARGUMENT);
+		if (!strstr(err.message, bad[i].needle))
+			fail_msg("%s: \"%s\" lacks \"%s\"", bad[i].frame, err.message, bad[i].needle);
+		tc_command_free(&cmd);
+	}
+	assert_false(tc_method_is_runtime(TC_METHOD_SUBSCRIBE));
+	assert_false(tc_method_is_runtime(TC_METHOD_AGENT_GET_TREE));
+}
+
 int main(void)
 {
 	tc_cjson_init();
@@ -159,6 +214,7 @@ int main(void)
 		cmocka_unit_test(error_table),
 		cmocka_unit_test(responses),
 		cmocka_unit_test(utf8_prefix),
+		cmocka_unit_test(runtime_params),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

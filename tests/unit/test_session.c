@@ -67,7 +67,7 @@ static int setup(void **state)
 			 (char *)"--redis-url=redis://127.0.0.1:1" };
 	assert_int_equal(tc_config_load(&fx->cfg, 3, argv, err, sizeof(err)), TC_CONFIG_OK);
 	uv_loop_init(&fx->loop);
-	fx->redis = tc_redis_new(&fx->loop, &fx->cfg, "", 0);
+	fx->redis = tc_redis_new(&fx->loop, &fx->cfg, "", 0, 0);
 	fx->hub = tc_hub_new(&fx->cfg, fx->redis);
 	fx->env = (struct tc_session_env){ .cfg = &fx->cfg, .hub = fx->hub, .redis = fx->redis };
 	fx->s = tc_session_new(&fx->env, "t1", &io, &fx->sink);

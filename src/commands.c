@@ -1,0 +1,345 @@
+#include "commands.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "util.h"
+
+/* Stream length kept for workers (approximate trim). */
+#define COMMANDS_MAXLEN "100000"
+/* Commands the whole process may have waiting for an answer. */
+#define MAX_WAITING 100000
+
+/*
+ * A command waiting for its answer. Entries sit in a ring in the order they
+ * were sent, so entry i has correlation number first + i; answered ones stay
+ * (caller NULL) until they reach the head, which keeps lookups O(1) and the
+ * head the next to time out (every command gets the same timeout).
+ */
+struct waiting {
+	uint64_t deadline;                /* uv_now() ms */
+	uint64_t client_id;
+	struct tc_bridge_caller *caller;  /* NULL once answered */
+};
+
+struct tc_bridge {
+	uv_loop_t *loop;
+	const struct tc_config *cfg;
+	struct tc_redis *redis;
+	char instance[24];
+	char reply_ch[48];
+	bool subscribed;
+	struct waiting *ring;
+	size_t cap, head, count, live;
+	uint64_t first;                   /* correlation number of ring[head] */
+	uv_timer_t timer;
+	bool stopping;
+};
+
+static void on_timeout(uv_timer_t *t);
+
+static struct waiting *entry(struct tc_bridge *b, uint64_t n)
+{
+	if (n < b->first || n - b->first >= b->count)
+		return NULL;
+	return &b->ring[(b->head + (n - b->first)) % b->cap];
+}
+
+/* Answers (frame may be NULL: no answer) and releases one waiting command. */
+static void finish(struct tc_bridge *b, struct waiting *w, struct tc_buf *frame)
+{
+	struct tc_bridge_caller *c = w->caller;
+	if (!c) {
+		tc_buf_unref(frame);
+		return;
+	}
+	w->caller = NULL;
+	b->live--;
+	if (frame)
+		c->answer(c, frame);
+	c->release(c);
+}
+
+/* Drops answered entries from the head and re-arms the timeout timer. */
+static void trim(struct tc_bridge *b)
+{
+	while (b->count && !b->ring[b->head].caller) {
+		b->head = (b->head + 1) % b->cap;
+		b->count--;
+		b->first++;
+	}
+	if (b->stopping)
+		return;
+	if (!b->count) {
+		uv_timer_stop(&b->timer);
+		return;
+	}
+	uint64_t now = uv_now(b->loop), due = b->ring[b->head].deadline;
+	uv_timer_start(&b->timer, on_timeout, due > now ? due - now : 0, 0);
+}
+
+static void fail(struct tc_bridge *b, struct waiting *w, enum tc_err code, const char *msg)
+{
+	finish(b, w, tc_response_error(true, w->client_id, code, msg));
+}
+
+static void on_timeout(uv_timer_t *t)
+{
+	struct tc_bridge *b = t->data;
+	uint64_t now = uv_now(b->loop);
+	char msg[160];
+
+	snprintf(msg, sizeof(msg), "no agent worker answered within %lld ms; is a worker running?",
+		 b->cfg->command_timeout_ms);
+	while (b->count) {
+		struct waiting *w = &b->ring[b->head];
+		if (w->caller && w->deadline > now)
+			break;
+		if (w->caller)
+			fail(b, w, TC_ERR_UNKNOWN_ERROR, msg);
+		b->head = (b->head + 1) % b->cap;
+		b->count--;
+		b->first++;
+	}
+	trim(b);
+}
+
+/* ---- worker answers ------------------------------------------------------------------------ */
+
+/*
+ * {"corr":"<instance>:<n>","type":"success","result":{…}} or
+ * {"corr":…,"type":"error","error":<ErrorCode>,"message":…}
+ */
+static void on_answer(struct tc_bridge *b, const char *data, size_t len)
+{
+	cJSON *m = cJSON_ParseWithLength(data, len);
+	const cJSON *corr = cJSON_GetObjectItemCaseSensitive(m, "corr");
+	const cJSON *type = cJSON_GetObjectItemCaseSensitive(m, "type");
+	size_t ilen = strlen(b->instance);
+	struct waiting *w = NULL;
+
+	if (cJSON_IsString(corr) && !strncmp(corr->valuestring, b->instance, ilen) &&
+	    corr->valuestring[ilen] == ':') {
+		char *end;
+		unsigned long long n = strtoull(corr->valuestring + ilen + 1, &end, 10);
+		if (!*end)
+			w = entry(b, n);
+	}
+	if (!w || !w->caller || !cJSON_IsString(type)) {
+		/* Late (timed out), duplicate (redelivered command) or foreign. */
+		tc_log(TC_LOG_DEBUG, "worker answer dropped", TC_LS("corr", cJSON_IsString(corr) ? corr->valuestring : NULL));
+		cJSON_Delete(m);
+		return;
+	}
+	if (!strcmp(type->valuestring, "success")) {
+		cJSON *result = cJSON_DetachItemFromObjectCaseSensitive(m, "result");
+		if (result && !cJSON_IsObject(result)) {
+			cJSON_Delete(result);
+			result = NULL;
+		}
+		finish(b, w, tc_response_success(w->client_id, result, -1));
+	} else {
+		const cJSON *code = cJSON_GetObjectItemCaseSensitive(m, "error");
+		const cJSON *msg = cJSON_GetObjectItemCaseSensitive(m, "message");
+		enum tc_err e = TC_ERR_UNKNOWN_ERROR;
+		for (int i = 0; cJSON_IsString(code) && i < TC__ERRNUM_COUNT; i++)
+			if (!strcmp(code->valuestring, tc_err_code((enum tc_err)(-1 - i))))
+				e = (enum tc_err)(-1 - i);
+		finish(b, w, tc_response_error(true, w->client_id, e,
+					       cJSON_IsString(msg) ? msg->valuestring : NULL));
+	}
+	cJSON_Delete(m);
+	trim(b);
+}
+
+static bool is_reply_channel(struct tc_bridge *b, const char *ch, size_t len)
+{
+	return len == strlen(b->reply_ch) && !memcmp(ch, b->reply_ch, len);
+}
+
+static void on_message(void *ctx, const char *ch, size_t clen, const char *data, size_t dlen)
+{
+	if (is_reply_channel(ctx, ch, clen))
+		on_answer(ctx, data, dlen);
+}
+
+static void on_subscribed(void *ctx, const char *ch, size_t clen)
+{
+	struct tc_bridge *b = ctx;
+	if (is_reply_channel(b, ch, clen))
+		b->subscribed = true;
+}
+
+static void on_sub_up(void *ctx)
+{
+	struct tc_bridge *b = ctx;
+	tc_redis_subscribe(b->redis, b->reply_ch);
+}
+
+static void on_sub_down(void *ctx)
+{
+	struct tc_bridge *b = ctx;
+	/* Answers published meanwhile are lost; those commands time out. */
+	b->subscribed = false;
+}
+
+static void on_group(struct tc_redis *r, redisReply *reply, void *priv)
+{
+	if (reply && reply->type == REDIS_REPLY_ERROR && strncmp(reply->str, "BUSYGROUP", 9))
+		tc_log(TC_LOG_WARN, "cannot create the workers group", TC_LS("error", reply->str));
+}
+
+static void on_cmd_up(void *ctx)
+{
+	struct tc_bridge *b = ctx;
+	const char *argv[] = { "XGROUP", "CREATE", "tc:commands", "workers", "$", "MKSTREAM" };
+	size_t lens[] = { 6, 6, 11, 7, 1, 8 };
+	tc_redis_command(b->redis, on_group, b, 6, argv, lens);
+}
+
+static const struct tc_redis_listener listener = {
+	.sub_up = on_sub_up,
+	.sub_down = on_sub_down,
+	.subscribed = on_subscribed,
+	.message = on_message,
+	.cmd_up = on_cmd_up,
+};
+
+/* ---- submitting ------------------------------------------------------------------------------ */
+
+struct sent {
+	struct tc_bridge *b;
+	uint64_t n;
+};
+
+static void on_xadd(struct tc_redis *r, redisReply *reply, void *priv)
+{
+	struct sent *sent = priv;
+	struct tc_bridge *b = sent->b;
+	struct waiting *w = entry(b, sent->n);
+
+	free(sent);
+	if (!w || !w->caller || (reply && reply->type == REDIS_REPLY_STRING))
+		return;
+	char msg[200];
+	snprintf(msg, sizeof(msg), "the command could not be queued for a worker: %s",
+		 reply && reply->type == REDIS_REPLY_ERROR ? reply->str : "Redis connection lost");
+	fail(b, w, TC_ERR_UNKNOWN_ERROR, msg);
+	trim(b);
+}
+
+enum tc_err tc_bridge_submit(struct tc_bridge *b, struct tc_bridge_caller *caller,
+			     const char *thread, const struct tc_command *cmd, struct tc_error *err)
+{
+	if (!b->subscribed || !tc_redis_cmd_up(b->redis))
+		return tc_error_set(err, TC_ERR_UNKNOWN_ERROR,
+				    "agent commands are unavailable while Redis is unreachable; retry shortly");
+	if (b->live >= MAX_WAITING || b->count >= 4 * MAX_WAITING)
+		return tc_error_set(err, TC_ERR_UNKNOWN_ERROR,
+				    "this gateway has too many commands waiting for workers; retry shortly");
+	if (b->count == b->cap) {
+		size_t ncap = b->cap ? b->cap * 2 : 64;
+		struct waiting *n = tc_xmalloc(ncap * sizeof(*n));
+		for (size_t i = 0; i < b->count; i++)
+			n[i] = b->ring[(b->head + i) % b->cap];
+		free(b->ring);
+		b->ring = n;
+		b->cap = ncap;
+		b->head = 0;
+	}
+	uint64_t n = b->first + b->count;
+	char corr[48], deadline[24], *params;
+	snprintf(corr, sizeof(corr), "%s:%llu", b->instance, (unsigned long long)n);
+	snprintf(deadline, sizeof(deadline), "%lld", (long long)(tc_wall_ms() + b->cfg->command_timeout_ms));
+	params = cmd->params ? cJSON_PrintUnformatted(cmd->params) : tc_xstrdup("{}");
+	const char *argv[] = { "XADD", "tc:commands", "MAXLEN", "~", COMMANDS_MAXLEN, "*",
+			       "thread", thread, "method", tc_method_name(cmd->method),
+			       "params", params, "corr", corr, "reply", b->reply_ch,
+			       "deadline", deadline };
+	size_t lens[sizeof(argv) / sizeof(argv[0])];
+	for (size_t i = 0; i < sizeof(argv) / sizeof(argv[0]); i++)
+		lens[i] = strlen(argv[i]);
+	struct sent *sent = tc_xmalloc(sizeof(*sent));
+	*sent = (struct sent){ b, n };
+	int rc = tc_redis_command(b->redis, on_xadd, sent, (int)(sizeof(argv) / sizeof(argv[0])), argv, lens);
+	free(params);
+	if (rc) {
+		free(sent);
+		return tc_error_set(err, TC_ERR_UNKNOWN_ERROR,
+				    "agent commands are unavailable while Redis is unreachable; retry shortly");
+	}
+	b->ring[(b->head + b->count) % b->cap] = (struct waiting){
+		.deadline = uv_now(b->loop) + (uint64_t)b->cfg->command_timeout_ms,
+		.client_id = cmd->id,
+		.caller = caller,
+	};
+	b->count++;
+	b->live++;
+	if (b->count == 1)
+		trim(b); /* arm the timer */
+	return TC_OK;
+}
+
+/* ---- lifecycle ---------------------------------------------------------------------------------- */
+
+static void random_hex(char *out, size_t n)
+{
+	static const char hex[] = "0123456789abcdef";
+	unsigned char buf[16] = { 0 };
+	int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || read(fd, buf, sizeof(buf)) != (ssize_t)sizeof(buf))
+		for (size_t i = 0; i < sizeof(buf); i++)
+			buf[i] = (unsigned char)rand();
+	if (fd >= 0)
+		close(fd);
+	for (size_t i = 0; i < n; i++)
+		out[i] = hex[buf[i % sizeof(buf)] >> (i & 1 ? 0 : 4) & 15];
+	out[n] = '\0';
+}
+
+struct tc_bridge *tc_bridge_new(uv_loop_t *loop, const struct tc_config *cfg, struct tc_redis *redis)
+{
+	struct tc_bridge *b = tc_xcalloc(1, sizeof(*b));
+	b->loop = loop;
+	b->cfg = cfg;
+	b->redis = redis;
+	random_hex(b->instance, 16);
+	snprintf(b->reply_ch, sizeof(b->reply_ch), "tc:reply:%s", b->instance);
+	b->first = 1;
+	uv_timer_init(loop, &b->timer);
+	b->timer.data = b;
+	tc_redis_add_listener(redis, &listener, b);
+	return b;
+}
+
+size_t tc_bridge_pending(const struct tc_bridge *b)
+{
+	return b->live;
+}
+
+const char *tc_bridge_reply_channel(const struct tc_bridge *b)
+{
+	return b->reply_ch;
+}
+
+void tc_bridge_stop(struct tc_bridge *b)
+{
+	b->stopping = true;
+	for (size_t i = 0; i < b->count; i++)
+		finish(b, &b->ring[(b->head + i) % b->cap], NULL);
+	b->count = 0;
+	uv_timer_stop(&b->timer);
+	uv_close((uv_handle_t *)&b->timer, NULL);
+}
+
+void tc_bridge_free(struct tc_bridge *b)
+{
+	if (!b)
+		return;
+	free(b->ring);
+	free(b);
+}
