@@ -52,7 +52,9 @@
 	X(command_timeout_ms, "command-timeout", "COMMAND_TIMEOUT", INT, "30000", 100,   \
 	  3600000, "how long a runtime command may wait for a worker's answer, milliseconds") \
 	X(max_inflight, "max-inflight-commands", "MAX_INFLIGHT_COMMANDS", INT, "64", 1,  \
-	  100000, "runtime commands one connection may have waiting for answers")
+	  100000, "runtime commands one connection may have waiting for answers")        \
+	X(sse_heartbeat_ms, "sse-heartbeat", "SSE_HEARTBEAT", INT, "15000", 100,         \
+	  3600000, "interval of \": heartbeat\" comments on SSE streams, milliseconds")
 
 /** The parsed Redis location. */
 struct tc_redis_addr {

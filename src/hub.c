@@ -52,16 +52,66 @@ int tc_thread_key(char *buf, size_t cap, const char *thread_id, const char *suff
 	return snprintf(buf, cap, "tc:{%s}:%s", thread_id, suffix);
 }
 
-struct tc_buf *tc_event_frame(const char *epoch, uint64_t seq, const char *json, size_t jlen)
+static struct tc_buf *ws_frame(const struct tc_event *ev)
 {
 	char head[96];
 	int n = snprintf(head, sizeof(head), "{\"type\":\"event\",\"eventId\":\"%s:%llu\",\"seq\":%llu,",
-			 epoch, (unsigned long long)seq, (unsigned long long)seq);
+			 ev->epoch, (unsigned long long)ev->seq, (unsigned long long)ev->seq);
 	/* The stored JSON starts with '{' (the function guarantees it). */
-	struct tc_buf *b = tc_buf_new((size_t)n + jlen - 1);
+	struct tc_buf *b = tc_buf_new((size_t)n + ev->json_len - 1);
 	memcpy(tc_buf_data(b), head, (size_t)n);
-	memcpy(tc_buf_data(b) + n, json + 1, jlen - 1);
+	memcpy(tc_buf_data(b) + n, ev->json + 1, ev->json_len - 1);
 	return b;
+}
+
+/*
+ * SSE: the same envelope as the WebSocket frame, as data lines. A line break
+ * inside the stored JSON (whitespace between tokens) starts a new "data:"
+ * line; EventSource joins them back with "\n", so the JSON is unchanged.
+ */
+static struct tc_buf *sse_frame(struct tc_event *ev)
+{
+	struct tc_buf *ws = tc_event_frame(ev, TC_FRAME_WS);
+	const unsigned char *p = tc_buf_data(ws), *end = p + ws->len;
+	size_t breaks = 0;
+	for (const unsigned char *c = p; c < end; c++)
+		breaks += *c == '\n' || *c == '\r';
+	char head[200];
+	int n = snprintf(head, sizeof(head), "id: %s:%llu\nevent: %.*s\ndata: ", ev->epoch,
+			 (unsigned long long)ev->seq, (int)ev->method_len, ev->method);
+	struct tc_buf *b = tc_buf_new((size_t)n + ws->len + breaks * 6 + 2);
+	unsigned char *o = tc_buf_data(b);
+	memcpy(o, head, (size_t)n);
+	o += n;
+	for (const unsigned char *c = p; c < end; c++) {
+		if (*c == '\r' && c + 1 < end && c[1] == '\n')
+			continue; /* CRLF: one break */
+		if (*c == '\n' || *c == '\r') {
+			memcpy(o, "\ndata: ", 7);
+			o += 7;
+		} else {
+			*o++ = *c;
+		}
+	}
+	*o++ = '\n';
+	*o++ = '\n';
+	b->len = (uint32_t)(o - tc_buf_data(b));
+	return b;
+}
+
+struct tc_buf *tc_event_frame(struct tc_event *ev, enum tc_frame_kind kind)
+{
+	if (!ev->frames[kind])
+		ev->frames[kind] = kind == TC_FRAME_WS ? ws_frame(ev) : sse_frame(ev);
+	return ev->frames[kind];
+}
+
+void tc_event_release(struct tc_event *ev)
+{
+	for (int i = 0; i < TC_FRAME_KINDS; i++) {
+		tc_buf_unref(ev->frames[i]);
+		ev->frames[i] = NULL;
+	}
 }
 
 static int parse_seq(const char *s, size_t len, uint64_t *out)
@@ -180,7 +230,8 @@ static void deliver(struct tc_thread *t, uint64_t seq, const char *method, size_
 		    const char *ns, size_t nlen, const char *json, size_t jlen)
 {
 	struct tc_event_key key;
-	struct tc_buf *frame = NULL;
+	struct tc_event ev = { .epoch = t->epoch, .seq = seq, .method = method, .method_len = mlen,
+			       .ns = ns, .ns_len = nlen, .json = json, .json_len = jlen };
 
 	t->head = seq;
 	if (tc_event_key_init(&key, method, mlen, ns, nlen))
@@ -189,13 +240,10 @@ static void deliver(struct tc_thread *t, uint64_t seq, const char *method, size_
 		if (!m->live || seq <= m->cursor)
 			continue;
 		m->cursor = seq;
-		if (!m->ops->match(m, &key))
-			continue;
-		if (!frame)
-			frame = tc_event_frame(t->epoch, seq, json, jlen);
-		m->ops->send(m, tc_buf_ref(frame));
+		if (m->ops->match(m, &key))
+			m->ops->send(m, &ev); /* frames are built once, on first need */
 	}
-	tc_buf_unref(frame);
+	tc_event_release(&ev);
 }
 
 /* Members that cannot be served the thread's history any more are told so. */

@@ -36,12 +36,39 @@ struct tc_hub;
 struct tc_thread;
 struct tc_member;
 
+/** How a transport frames events. */
+enum tc_frame_kind { TC_FRAME_WS, TC_FRAME_SSE, TC_FRAME_KINDS };
+
+/**
+ * One event on its way to clients: its parts (pointing into a Redis reply)
+ * and, per transport kind, the frame built from them the first time a
+ * client of that kind needs it — shared by every recipient.
+ */
+struct tc_event {
+	const char *epoch;
+	uint64_t seq;
+	const char *method, *ns, *json;
+	size_t method_len, ns_len, json_len;
+	struct tc_buf *frames[TC_FRAME_KINDS];
+};
+
+/**
+ * The frame of ev for kind, built on first use and owned by ev (take a
+ * reference to keep it). WebSocket: {"type":"event","eventId":"<epoch>:<seq>",
+ * "seq":<seq>, + the stored JSON after its opening brace. SSE: "id: <eventId>",
+ * "event: <method>" and the same JSON as "data:" lines.
+ */
+struct tc_buf *tc_event_frame(struct tc_event *ev, enum tc_frame_kind kind);
+
+/** Drops the frames ev built. */
+void tc_event_release(struct tc_event *ev);
+
 /** What the hub needs from a member (implemented by the session). */
 struct tc_member_ops {
 	/** True when the event passes one of the member's subscriptions. */
 	bool (*match)(struct tc_member *m, const struct tc_event_key *key);
-	/** Queues frame for the client, taking over the reference. */
-	void (*send)(struct tc_member *m, struct tc_buf *frame);
+	/** Sends ev to the client (take frames with tc_event_frame). */
+	void (*send)(struct tc_member *m, struct tc_event *ev);
 	/** The thread became ready (subscribed, head known): re-check going live. */
 	void (*ready)(struct tc_member *m);
 	/** Events the member relies on are gone (new epoch, or trimmed before delivery). */
@@ -83,12 +110,6 @@ size_t tc_hub_threads(const struct tc_hub *hub);
 
 /** Redis key of a thread: "tc:{<thread_id>}:<suffix>" into buf. */
 int tc_thread_key(char *buf, size_t cap, const char *thread_id, const char *suffix);
-
-/**
- * Frames an event: {"type":"event","eventId":"<epoch>:<seq>","seq":<seq>, + the
- * stored JSON after its opening brace. json must start with '{'.
- */
-struct tc_buf *tc_event_frame(const char *epoch, uint64_t seq, const char *json, size_t jlen);
 
 /** One stream entry, pointing into a hiredis reply. */
 struct tc_stream_entry {

@@ -14,25 +14,35 @@
 
 _Static_assert(TC_BUF_HEADROOM >= LWS_PRE, "tc_buf headroom must fit the lws frame header");
 
-/* RFC 6455 "try again later"; lws 4.1 has no name for it. */
-#define CLOSE_TRY_AGAIN_LATER ((enum lws_close_status)1013)
-
 /* The close opcode lws uses internally (roles/ws/private-lib-roles-ws.h). */
 #define WRITE_CLOSE ((enum lws_write_protocol)4)
 
 /* Frames written per WRITEABLE callback before yielding to other clients. */
 #define WRITE_BATCH 64
 
+/* SSE writes coalesce queued events into one write of at most this size. */
+#define SSE_WRITE_MAX (64 * 1024)
+
 /* ==== connections ==================================================================== */
 
 /*
- * One WebSocket client. Allocated at LWS_CALLBACK_ESTABLISHED and freed at
- * LWS_CALLBACK_CLOSED (the one close path); nothing else holds a pointer to
- * it across callbacks, so no deferred free is needed yet.
+ * What a connection carries. WebSockets and SSE streams hold a session that
+ * lives as long as the connection; a POST /commands holds one for a single
+ * command and its reply.
+ */
+enum conn_kind { CONN_WS, CONN_SSE, CONN_COMMAND };
+
+/*
+ * One client connection. Allocated when the request is accepted
+ * (LWS_CALLBACK_ESTABLISHED for WebSockets, the end of the request for
+ * HTTP) and freed in LWS_CALLBACK_CLOSED / CLOSED_HTTP or when an HTTP
+ * exchange completes — the one close path, conn_free(). Sessions and the
+ * bridge never hold the conn: they hold the session, which outlives it.
  */
 struct tc_conn {
 	struct tc_server *srv;
 	struct lws *wsi;
+	enum conn_kind kind;
 	struct tc_session *session;
 	struct tc_bufq out;      /* frames not yet handed to lws */
 	char *rx;                /* reassembly of a fragmented message, else NULL */
@@ -43,12 +53,21 @@ struct tc_conn {
 	bool queue_full;         /* reading stopped until `out` drains */
 	bool session_busy;       /* reading stopped while the session serves a command */
 	bool rx_off;             /* what lws was last told */
+	bool headers_sent;       /* HTTP kinds: the response head is out */
+	unsigned status;         /* CONN_COMMAND: HTTP status of the reply */
 	struct tc_conn *prev, *next;
 };
 
-/* lws' per-session data: only a pointer, so lws' allocation stays tiny. */
+/*
+ * lws' per-session data. For HTTP requests with a body, `body` collects it
+ * until the body is complete; then a conn takes over.
+ */
 struct pss {
 	struct tc_conn *conn;
+	char *body;
+	size_t body_len;
+	enum route_kind { REQ_NONE, REQ_SSE, REQ_COMMAND } req;
+	char thread[TC_THREAD_ID_MAX + 1];
 };
 
 struct tc_server {
@@ -59,10 +78,11 @@ struct tc_server {
 	struct lws_context *ctx;   /* NULL once lws finished destroying it */
 	struct lws_vhost *vhost;
 	int port;
-	struct tc_conn *conns;     /* every open WebSocket */
-	size_t nconns;
+	struct tc_conn *conns;     /* every open connection */
+	size_t nconns, nws, nsse;
 	bool draining;
-	uv_timer_t drain_timer;
+	uv_timer_t drain_timer, heartbeat;
+	struct tc_buf *heartbeat_frame;
 	void (*drain_done)(void *);
 	void *drain_arg;
 };
@@ -79,7 +99,7 @@ static void request_write(struct tc_conn *c)
  * Asks for the connection to close with code/reason. With flush, queued
  * frames are written first; without, they are dropped now and the socket is
  * killed if it does not become writable within 2 s (a client that stopped
- * reading never will).
+ * reading never will). SSE and HTTP connections just close.
  */
 static void conn_close(struct tc_conn *c, uint16_t code, const char *reason, bool flush)
 {
@@ -117,9 +137,9 @@ static void conn_send(void *ctx, struct tc_buf *b)
 	if (c->out.bytes + b->len > (size_t)cfg->max_queue_bytes) {
 		tc_buf_unref(b);
 		tc_log(TC_LOG_WARN, "slow consumer cut off", TC_LS("thread", tc_session_thread(c->session)),
+		       TC_LS("transport", c->kind == CONN_SSE ? "sse" : "websocket"),
 		       TC_LI("queued_bytes", c->out.bytes), TC_LI("limit", cfg->max_queue_bytes));
-		conn_close(c, 1013,
-			   "too slow: outbound queue limit exceeded; reconnect and resume", false);
+		conn_close(c, 1013, "too slow: outbound queue limit exceeded; reconnect and resume", false);
 		return;
 	}
 	tc_bufq_push(&c->out, b);
@@ -140,7 +160,8 @@ static void conn_set_reading(void *ctx, bool reading)
 {
 	struct tc_conn *c = ctx;
 	c->session_busy = !reading;
-	update_rx(c);
+	if (c->kind == CONN_WS)
+		update_rx(c);
 }
 
 static void conn_session_close(void *ctx, int code, const char *reason)
@@ -148,12 +169,60 @@ static void conn_session_close(void *ctx, int code, const char *reason)
 	conn_close(ctx, (uint16_t)code, reason, false);
 }
 
-static const struct tc_session_io conn_io = {
+/* SSE: a stream whose history is gone starts with a "resync" event. */
+static void sse_started(void *ctx, bool restored, bool has_missed, uint64_t missed)
+{
+	char msg[160];
+	if (restored)
+		return;
+	int n = has_missed ?
+		snprintf(msg, sizeof(msg), "event: resync\ndata: {\"restored\":false,\"missedEvents\":%llu}\n\n",
+			 (unsigned long long)missed) :
+		snprintf(msg, sizeof(msg), "event: resync\ndata: {\"restored\":false}\n\n");
+	conn_send(ctx, tc_buf_copy(msg, (size_t)n));
+}
+
+static void no_stream(void *ctx, bool restored, bool has_missed, uint64_t missed)
+{
+}
+
+static const struct tc_session_io ws_io = {
+	.kind = TC_FRAME_WS,
 	.send = conn_send,
 	.queued = conn_queued,
 	.set_reading = conn_set_reading,
 	.close = conn_session_close,
+	.stream_started = no_stream,
 };
+
+static const struct tc_session_io sse_io = {
+	.kind = TC_FRAME_SSE,
+	.send = conn_send,
+	.queued = conn_queued,
+	.set_reading = conn_set_reading,
+	.close = conn_session_close,
+	.stream_started = sse_started,
+};
+
+static struct tc_conn *conn_new(struct tc_server *srv, struct lws *wsi, enum conn_kind kind,
+				const char *thread)
+{
+	struct tc_conn *c = tc_xcalloc(1, sizeof(*c));
+	c->srv = srv;
+	c->wsi = wsi;
+	c->kind = kind;
+	c->session = tc_session_new(srv->env, thread, kind == CONN_SSE ? &sse_io : &ws_io, c);
+	c->next = srv->conns;
+	if (c->next)
+		c->next->prev = c;
+	srv->conns = c;
+	srv->nconns++;
+	srv->nws += kind == CONN_WS;
+	srv->nsse += kind == CONN_SSE;
+	return c;
+}
+
+static void drain_finish(struct tc_server *srv);
 
 static void conn_free(struct tc_conn *c)
 {
@@ -166,10 +235,14 @@ static void conn_free(struct tc_conn *c)
 	if (c->next)
 		c->next->prev = c->prev;
 	srv->nconns--;
+	srv->nws -= c->kind == CONN_WS;
+	srv->nsse -= c->kind == CONN_SSE;
 	tc_session_close(c->session);
 	tc_bufq_clear(&c->out);
 	free(c->rx);
 	free(c);
+	if (srv->draining && srv->nconns == 0)
+		drain_finish(srv);
 }
 
 /*
@@ -192,10 +265,29 @@ static int send_close(struct tc_conn *c)
 	return -1;
 }
 
-/* Writes queued frames; returns -1 when lws should close the connection. */
-static int conn_writeable(struct tc_conn *c)
+/* After writing: resume reading, let a paced replay go on, or close. */
+static int after_write(struct tc_conn *c)
 {
-	const size_t low = (size_t)c->srv->cfg->max_queue_bytes / 4;
+	if (c->out.bytes <= (size_t)c->srv->cfg->max_queue_bytes / 4) {
+		if (c->queue_full) {
+			c->queue_full = false;
+			if (c->kind == CONN_WS)
+				update_rx(c);
+		}
+		tc_session_on_drained(c->session); /* a paced replay may go on */
+	}
+	if (c->out.count) {
+		request_write(c);
+		return 0;
+	}
+	if (c->close_code)
+		return c->kind == CONN_WS ? send_close(c) : -1;
+	return 0;
+}
+
+/* WebSocket: one frame per lws_write. Returns -1 when lws should close. */
+static int ws_writeable(struct tc_conn *c)
+{
 	struct tc_buf *b;
 	int n = 0;
 
@@ -207,20 +299,34 @@ static int conn_writeable(struct tc_conn *c)
 		if (++n == WRITE_BATCH || lws_send_pipe_choked(c->wsi))
 			break;
 	}
-	if (c->out.bytes <= low) {
-		if (c->queue_full) {
-			c->queue_full = false;
-			update_rx(c);
+	return after_write(c);
+}
+
+/* SSE: events are plain bytes, so queued ones leave together in one write. */
+static int sse_writeable(struct tc_conn *c)
+{
+	static unsigned char buf[LWS_PRE + SSE_WRITE_MAX];
+	struct tc_buf *b;
+
+	c->want_write = false;
+	while ((b = tc_bufq_peek(&c->out)) && !lws_send_pipe_choked(c->wsi)) {
+		size_t n = 0;
+		if (b->len >= SSE_WRITE_MAX) {
+			/* A big event goes on its own, straight from its buffer. */
+			if (lws_write(c->wsi, tc_buf_data(b), b->len, LWS_WRITE_HTTP) < 0)
+				return -1;
+			tc_buf_unref(tc_bufq_pop(&c->out));
+			continue;
 		}
-		tc_session_on_drained(c->session); /* a paced replay may go on */
+		while ((b = tc_bufq_peek(&c->out)) && n + b->len <= SSE_WRITE_MAX) {
+			memcpy(buf + LWS_PRE + n, tc_buf_data(b), b->len);
+			n += b->len;
+			tc_buf_unref(tc_bufq_pop(&c->out));
+		}
+		if (lws_write(c->wsi, buf + LWS_PRE, n, LWS_WRITE_HTTP) < 0)
+			return -1;
 	}
-	if (c->out.count) {
-		request_write(c);
-		return 0;
-	}
-	if (c->close_code)
-		return send_close(c);
-	return 0;
+	return after_write(c);
 }
 
 /* Closes from inside a RECEIVE callback: the caller returns -1 next. */
@@ -230,7 +336,7 @@ static int close_now(struct lws *wsi, enum lws_close_status code, const char *re
 	return -1;
 }
 
-static int conn_receive(struct tc_conn *c, const char *in, size_t len)
+static int ws_receive(struct tc_conn *c, const char *in, size_t len)
 {
 	const size_t max = (size_t)c->srv->cfg->max_frame_bytes;
 
@@ -272,48 +378,70 @@ static int conn_receive(struct tc_conn *c, const char *in, size_t len)
 
 /* ==== HTTP ============================================================================ */
 
-enum route { ROUTE_NOT_FOUND, ROUTE_HEALTHZ, ROUTE_READYZ, ROUTE_STREAM, ROUTE_BAD_THREAD };
+enum route {
+	ROUTE_NOT_FOUND, ROUTE_HEALTHZ, ROUTE_READYZ, ROUTE_STREAM, ROUTE_COMMANDS, ROUTE_BAD_THREAD
+};
 
-/* Maps a request path to a route; for streams, copies the thread id. */
+/* Maps a request path to a route; for thread routes, copies the thread id. */
 static enum route route_of(const char *path, char thread[TC_THREAD_ID_MAX + 1])
 {
-	static const char pre[] = "/threads/", suf[] = "/stream";
+	static const char pre[] = "/threads/";
+	static const struct { const char *suffix; enum route route; } tails[] = {
+		{ "/stream", ROUTE_STREAM }, { "/commands", ROUTE_COMMANDS },
+	};
 	size_t len = strlen(path);
 
 	if (!strcmp(path, "/healthz"))
 		return ROUTE_HEALTHZ;
 	if (!strcmp(path, "/readyz"))
 		return ROUTE_READYZ;
-	if (len < sizeof(pre) - 1 + sizeof(suf) - 1 || strncmp(path, pre, sizeof(pre) - 1) ||
-	    strcmp(path + len - (sizeof(suf) - 1), suf))
+	if (strncmp(path, pre, sizeof(pre) - 1))
 		return ROUTE_NOT_FOUND;
-	const char *id = path + sizeof(pre) - 1;
-	size_t idlen = len - (sizeof(pre) - 1) - (sizeof(suf) - 1);
-	if (!tc_thread_id_valid(id, idlen))
-		return ROUTE_BAD_THREAD;
-	memcpy(thread, id, idlen);
-	thread[idlen] = '\0';
-	return ROUTE_STREAM;
+	for (size_t i = 0; i < sizeof(tails) / sizeof(tails[0]); i++) {
+		size_t sl = strlen(tails[i].suffix);
+		if (len < sizeof(pre) - 1 + sl || strcmp(path + len - sl, tails[i].suffix))
+			continue;
+		const char *id = path + sizeof(pre) - 1;
+		size_t idlen = len - (sizeof(pre) - 1) - sl;
+		if (!tc_thread_id_valid(id, idlen))
+			return ROUTE_BAD_THREAD;
+		memcpy(thread, id, idlen);
+		thread[idlen] = '\0';
+		return tails[i].route;
+	}
+	return ROUTE_NOT_FOUND;
+}
+
+/* Writes a response head; content_len LWS_ILLEGAL_HTTP_CONTENT_LEN streams. */
+static int http_head(struct lws *wsi, unsigned status, const char *type, lws_filepos_t content_len)
+{
+	unsigned char buf[LWS_PRE + 512];
+	unsigned char *start = buf + LWS_PRE, *p = start, *end = buf + sizeof(buf) - 1;
+
+	if (lws_add_http_common_headers(wsi, status, type, content_len, &p, end) ||
+	    lws_add_http_header_by_name(wsi, (const unsigned char *)"cache-control:",
+					(const unsigned char *)"no-store", 8, &p, end))
+		return -1;
+	if (content_len == LWS_ILLEGAL_HTTP_CONTENT_LEN &&
+	    lws_add_http_header_by_name(wsi, (const unsigned char *)"x-accel-buffering:",
+					(const unsigned char *)"no", 2, &p, end))
+		return -1; /* proxies must pass events through at once */
+	return lws_finalize_write_http_header(wsi, start, &p, end) ? -1 : 0;
 }
 
 /* Sends a complete JSON response. Returns what the lws callback should return. */
 static int http_json(struct lws *wsi, unsigned status, const char *body)
 {
-	unsigned char buf[LWS_PRE + 1024];
-	unsigned char *start = buf + LWS_PRE, *p = start, *end = buf + sizeof(buf) - 1;
 	size_t len = strlen(body);
+	unsigned char *buf = tc_xmalloc(LWS_PRE + len);
+	int rc = -1;
 
-	if (lws_add_http_common_headers(wsi, status, "application/json", len, &p, end) ||
-	    lws_add_http_header_by_name(wsi, (const unsigned char *)"cache-control:",
-					(const unsigned char *)"no-store", 8, &p, end) ||
-	    lws_finalize_write_http_header(wsi, start, &p, end))
-		return -1;
-	if (len > sizeof(buf) - LWS_PRE)
-		return -1;
 	memcpy(buf + LWS_PRE, body, len);
-	if (lws_write(wsi, buf + LWS_PRE, len, LWS_WRITE_HTTP_FINAL) != (int)len)
-		return -1;
-	return lws_http_transaction_completed(wsi) ? -1 : 0;
+	if (!http_head(wsi, status, "application/json", len) &&
+	    lws_write(wsi, buf + LWS_PRE, len, LWS_WRITE_HTTP_FINAL) == (int)len)
+		rc = lws_http_transaction_completed(wsi) ? -1 : 0;
+	free(buf);
+	return rc;
 }
 
 static int http_error(struct lws *wsi, unsigned status, const char *code, const char *message)
@@ -328,18 +456,140 @@ static int http_error(struct lws *wsi, unsigned status, const char *code, const 
 	return rc;
 }
 
+static const char bad_thread_msg[] = "a thread id is 1 to 128 characters of A-Z a-z 0-9 . _ : -";
+
 static int http_readyz(struct tc_server *srv, struct lws *wsi)
 {
 	bool ready = !srv->draining && tc_redis_ready(srv->redis);
-	char body[256];
+	char body[320];
 	snprintf(body, sizeof(body),
-		 "{\"ready\":%s,\"redis\":\"%s\",\"draining\":%s,\"connections\":%zu}",
+		 "{\"ready\":%s,\"redis\":\"%s\",\"draining\":%s,\"connections\":%zu,"
+		 "\"websockets\":%zu,\"sse\":%zu}",
 		 ready ? "true" : "false", tc_redis_status(srv->redis),
-		 srv->draining ? "true" : "false", srv->nconns);
+		 srv->draining ? "true" : "false", srv->nconns, srv->nws, srv->nsse);
 	return http_json(wsi, ready ? 200 : 503, body);
 }
 
-static int http_request(struct tc_server *srv, struct lws *wsi, const char *path)
+/* An admission check shared by every kind of client connection. */
+static int refuse_if_full(struct tc_server *srv, struct lws *wsi)
+{
+	if (srv->draining)
+		return http_error(wsi, 503, "draining", "this instance is shutting down; reconnect");
+	if (srv->nconns >= (size_t)srv->cfg->max_connections)
+		return http_error(wsi, 503, "too_many_connections",
+				  "this instance is at its connection limit; retry elsewhere");
+	return 1; /* admitted */
+}
+
+/* Value of header token, or NULL; buf holds it. */
+static const char *header(struct lws *wsi, enum lws_token_indexes tok, char *buf, int len)
+{
+	return lws_hdr_copy(wsi, buf, len, tok) > 0 ? buf : NULL;
+}
+
+/* The Last-Event-ID header (not one lws knows by name), or NULL. */
+static const char *last_event_id(struct lws *wsi, char *buf, int len)
+{
+	static const char *const names[] = { "last-event-id:", "Last-Event-ID:", "Last-Event-Id:" };
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (lws_hdr_custom_copy(wsi, buf, len, names[i], (int)strlen(names[i])) > 0)
+			return buf;
+	return NULL;
+}
+
+/* Starts an SSE stream for request (an EventStreamRequest object). */
+static int sse_start(struct tc_server *srv, struct lws *wsi, struct pss *pss, const char *thread,
+		     const cJSON *request)
+{
+	char leid[128];
+	struct tc_error err;
+
+	int admitted = refuse_if_full(srv, wsi);
+	if (admitted != 1)
+		return admitted;
+	struct tc_conn *c = conn_new(srv, wsi, CONN_SSE, thread);
+	/* Browsers resend the last id on reconnect; it wins over `since`. */
+	const char *last = last_event_id(wsi, leid, sizeof(leid));
+	if (tc_session_open_stream(c->session, request, last, &err)) {
+		conn_free(c);
+		return http_error(wsi, 400, "invalid_argument", err.message);
+	}
+	pss->conn = c;
+	if (http_head(wsi, 200, "text/event-stream", LWS_ILLEGAL_HTTP_CONTENT_LEN))
+		return -1;
+	c->headers_sent = true;
+	lws_http_mark_sse(wsi);
+	tc_log(TC_LOG_DEBUG, "sse open", TC_LS("thread", thread), TC_LI("connections", srv->nconns));
+	return 0;
+}
+
+/*
+ * GET /threads/:id/stream with Accept: text/event-stream, for EventSource:
+ * channels=a,b  namespaces=<JSON array of arrays>  depth=N  since=N
+ */
+static int sse_from_query(struct tc_server *srv, struct lws *wsi, struct pss *pss, const char *thread)
+{
+	char buf[2048];
+	const char *v;
+	cJSON *req = cJSON_CreateObject();
+	int rc;
+
+	/* lws_get_urlarg_by_name() copies "name=value" and points past "name=". */
+	if ((v = lws_get_urlarg_by_name(wsi, "channels=", buf, sizeof(buf)))) {
+		cJSON *ch = cJSON_AddArrayToObject(req, "channels");
+		char *list = (char *)(uintptr_t)v, *save = NULL;
+		for (char *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+			cJSON_AddItemToArray(ch, cJSON_CreateString(tok));
+	}
+	if ((v = lws_get_urlarg_by_name(wsi, "namespaces=", buf, sizeof(buf)))) {
+		cJSON *ns = cJSON_Parse(v);
+		if (!ns) {
+			cJSON_Delete(req);
+			return http_error(wsi, 400, "invalid_argument",
+					  "the namespaces query parameter must be a JSON array of arrays of strings");
+		}
+		cJSON_AddItemToObject(req, "namespaces", ns);
+	}
+	static const char *const nums[] = { "depth=", "since=" };
+	for (int i = 0; i < 2; i++) {
+		if (!(v = lws_get_urlarg_by_name(wsi, nums[i], buf, sizeof(buf))))
+			continue;
+		char *end;
+		double d = strtod(v, &end);
+		if (end == v || *end) {
+			char msg[80];
+			snprintf(msg, sizeof(msg), "the %.5s query parameter must be a number", nums[i]);
+			cJSON_Delete(req);
+			return http_error(wsi, 400, "invalid_argument", msg);
+		}
+		cJSON_AddNumberToObject(req, i ? "since" : "depth", d);
+	}
+	rc = sse_start(srv, wsi, pss, thread, req);
+	cJSON_Delete(req);
+	return rc;
+}
+
+static bool accepts_event_stream(struct lws *wsi)
+{
+	char accept[256];
+	return header(wsi, WSI_TOKEN_HTTP_ACCEPT, accept, sizeof(accept)) &&
+	       strstr(accept, "text/event-stream");
+}
+
+/* Bodies are read for POST /stream and POST /commands, up to --max-frame-bytes. */
+static int expect_body(struct tc_server *srv, struct lws *wsi, struct pss *pss, int req,
+		       const char *thread)
+{
+	char cl[32];
+	if (header(wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH, cl, sizeof(cl)) &&
+	    strtoull(cl, NULL, 10) > (unsigned long long)srv->cfg->max_frame_bytes)
+		return http_error(wsi, 413, "payload_too_large", "the request body exceeds --max-frame-bytes");
+	pss->req = req;
+	snprintf(pss->thread, sizeof(pss->thread), "%s", thread);
+	return 0; /* lws delivers the body next */
+}
+
+static int http_request(struct tc_server *srv, struct lws *wsi, struct pss *pss, const char *path)
 {
 	char thread[TC_THREAD_ID_MAX + 1];
 	char *uri;
@@ -347,22 +597,129 @@ static int http_request(struct tc_server *srv, struct lws *wsi, const char *path
 	int method = lws_http_get_uri_and_method(wsi, &uri, &urilen);
 	enum route r = route_of(path, thread);
 
-	if (r == ROUTE_NOT_FOUND)
-		return http_error(wsi, 404, "not_found", "no such route");
-	if (method != LWSHUMETH_GET)
-		return http_error(wsi, 405, "method_not_allowed", "only GET is served here");
 	switch (r) {
-	case ROUTE_HEALTHZ:
-		return http_json(wsi, 200, "{\"status\":\"ok\",\"version\":\"" TC_VERSION "\"}");
-	case ROUTE_READYZ:
-		return http_readyz(srv, wsi);
+	case ROUTE_NOT_FOUND:
+		return http_error(wsi, 404, "not_found", "no such route");
 	case ROUTE_BAD_THREAD:
-		return http_error(wsi, 400, "invalid_thread_id",
-				  "a thread id is 1 to 128 characters of A-Z a-z 0-9 . _ : -");
-	default:
+		return http_error(wsi, 400, "invalid_thread_id", bad_thread_msg);
+	case ROUTE_HEALTHZ:
+	case ROUTE_READYZ:
+		if (method != LWSHUMETH_GET)
+			return http_error(wsi, 405, "method_not_allowed", "only GET is served here");
+		if (r == ROUTE_READYZ)
+			return http_readyz(srv, wsi);
+		return http_json(wsi, 200, "{\"status\":\"ok\",\"version\":\"" TC_VERSION "\"}");
+	case ROUTE_STREAM:
+		if (method == LWSHUMETH_POST)
+			return expect_body(srv, wsi, pss, REQ_SSE, thread);
+		if (method != LWSHUMETH_GET)
+			return http_error(wsi, 405, "method_not_allowed", "GET (WebSocket or SSE) or POST (SSE)");
+		if (accepts_event_stream(wsi))
+			return sse_from_query(srv, wsi, pss, thread);
 		return http_error(wsi, 426, "upgrade_required",
-				  "this endpoint is a WebSocket: send an Upgrade: websocket request");
+				  "this endpoint is a WebSocket (send Upgrade: websocket) or an SSE stream "
+				  "(send Accept: text/event-stream, or POST an EventStreamRequest)");
+	case ROUTE_COMMANDS:
+		if (method != LWSHUMETH_POST)
+			return http_error(wsi, 405, "method_not_allowed", "POST one command as JSON");
+		return expect_body(srv, wsi, pss, REQ_COMMAND, thread);
 	}
+	return -1;
+}
+
+static int on_body(struct tc_server *srv, struct lws *wsi, struct pss *pss, const char *in, size_t len)
+{
+	if (!pss->req)
+		return 0; /* a body nobody asked for is ignored */
+	if (pss->body_len + len > (size_t)srv->cfg->max_frame_bytes) {
+		free(pss->body);
+		pss->body = NULL;
+		pss->req = REQ_NONE;
+		return http_error(wsi, 413, "payload_too_large", "the request body exceeds --max-frame-bytes");
+	}
+	pss->body = tc_xrealloc(pss->body, pss->body_len + len + 1);
+	memcpy(pss->body + pss->body_len, in, len);
+	pss->body_len += len;
+	return 0;
+}
+
+/* The reply of a POST /commands: 200 with the response, 400 if no command. */
+static int command_writeable(struct tc_conn *c)
+{
+	struct tc_buf *b = tc_bufq_pop(&c->out);
+	c->want_write = false;
+	if (!b)
+		return 0;
+	int rc = -1;
+	if (!http_head(c->wsi, c->status, "application/json", b->len) &&
+	    lws_write(c->wsi, tc_buf_data(b), b->len, LWS_WRITE_HTTP_FINAL) == (int)b->len)
+		rc = 0;
+	tc_buf_unref(b);
+	struct lws *wsi = c->wsi;
+	struct pss *pss = lws_wsi_user(wsi);
+	pss->conn = NULL;
+	conn_free(c); /* the exchange is over; the connection may carry another */
+	if (rc)
+		return -1;
+	return lws_http_transaction_completed(wsi) ? -1 : 0;
+}
+
+static int run_command(struct tc_server *srv, struct lws *wsi, struct pss *pss)
+{
+	struct tc_command cmd;
+	struct tc_error err;
+
+	if (tc_command_parse(pss->body ? pss->body : "", pss->body_len, &cmd, &err)) {
+		struct tc_buf *b = tc_response_error(cmd.has_id, cmd.id, err.code, err.message);
+		tc_command_free(&cmd);
+		int rc = http_json(wsi, 400, (const char *)tc_buf_data(b));
+		tc_buf_unref(b);
+		return rc;
+	}
+	if (cmd.method == TC_METHOD_SUBSCRIBE || cmd.method == TC_METHOD_UNSUBSCRIBE ||
+	    cmd.method == TC_METHOD_RECONNECT) {
+		struct tc_buf *b = tc_response_error(true, cmd.id, TC_ERR_NOT_SUPPORTED,
+			"subscriptions live on a connection: use the WebSocket, or POST "
+			"/threads/:thread_id/stream for SSE");
+		tc_command_free(&cmd);
+		int rc = http_json(wsi, 200, (const char *)tc_buf_data(b));
+		tc_buf_unref(b);
+		return rc;
+	}
+	tc_command_free(&cmd);
+	int admitted = refuse_if_full(srv, wsi);
+	if (admitted != 1)
+		return admitted;
+	struct tc_conn *c = conn_new(srv, wsi, CONN_COMMAND, pss->thread);
+	c->status = 200;
+	pss->conn = c;
+	/* The session answers through conn_send; command_writeable sends it. */
+	tc_session_on_frame(c->session, pss->body, pss->body_len);
+	return 0;
+}
+
+static int on_body_complete(struct tc_server *srv, struct lws *wsi, struct pss *pss)
+{
+	int req = pss->req, rc;
+	pss->req = REQ_NONE;
+	if (req == REQ_COMMAND) {
+		rc = run_command(srv, wsi, pss);
+	} else if (req == REQ_SSE) {
+		cJSON *body = cJSON_ParseWithLength(pss->body ? pss->body : "", pss->body_len);
+		if (!cJSON_IsObject(body))
+			rc = http_error(wsi, 400, "invalid_argument",
+					"the body must be an EventStreamRequest: {\"channels\":[…], "
+					"\"namespaces\"?, \"depth\"?, \"since\"?}");
+		else
+			rc = sse_start(srv, wsi, pss, pss->thread, body);
+		cJSON_Delete(body);
+	} else {
+		rc = 0;
+	}
+	free(pss->body);
+	pss->body = NULL;
+	pss->body_len = 0;
+	return rc;
 }
 
 /* Decides on an upgrade request. 0 = proceed, >0 = we answered, <0 = hang up. */
@@ -377,17 +734,12 @@ static int confirm_upgrade(struct tc_server *srv, struct lws *wsi, const char *p
 		rc = http_error(wsi, 404, "not_found", "no such route");
 	else switch (route_of(path, thread)) {
 	case ROUTE_STREAM:
-		if (srv->draining)
-			rc = http_error(wsi, 503, "draining", "this instance is shutting down; reconnect");
-		else if (srv->nconns >= (size_t)srv->cfg->max_connections)
-			rc = http_error(wsi, 503, "too_many_connections",
-					"this instance is at its connection limit; retry elsewhere");
-		else
+		rc = refuse_if_full(srv, wsi);
+		if (rc == 1)
 			return 0;
 		break;
 	case ROUTE_BAD_THREAD:
-		rc = http_error(wsi, 400, "invalid_thread_id",
-				"a thread id is 1 to 128 characters of A-Z a-z 0-9 . _ : -");
+		rc = http_error(wsi, 400, "invalid_thread_id", bad_thread_msg);
 		break;
 	default:
 		rc = http_error(wsi, 404, "not_found", "no WebSocket endpoint at this path");
@@ -415,16 +767,7 @@ static int on_established(struct tc_server *srv, struct lws *wsi, struct pss *ps
 	if (lws_hdr_copy(wsi, path, sizeof(path), WSI_TOKEN_GET_URI) < 0 ||
 	    route_of(path, thread) != ROUTE_STREAM)
 		return -1;
-	struct tc_conn *c = tc_xcalloc(1, sizeof(*c));
-	c->srv = srv;
-	c->wsi = wsi;
-	c->session = tc_session_new(srv->env, thread, &conn_io, c);
-	c->next = srv->conns;
-	if (c->next)
-		c->next->prev = c;
-	srv->conns = c;
-	srv->nconns++;
-	pss->conn = c;
+	pss->conn = conn_new(srv, wsi, CONN_WS, thread);
 	tc_log(TC_LOG_DEBUG, "websocket open", TC_LS("thread", thread),
 	       TC_LI("connections", srv->nconns));
 	return 0;
@@ -434,13 +777,25 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 		    size_t len)
 {
 	struct tc_server *srv = lws_context_user(lws_get_context(wsi));
+	/* `user` is only our pss in the callbacks below that use it. */
 	struct pss *pss = user;
-	/* `user` is only our pss in the WebSocket callbacks below. */
 	struct tc_conn *c;
 
 	switch (reason) {
 	case LWS_CALLBACK_HTTP:
-		return http_request(srv, wsi, in);
+		return http_request(srv, wsi, pss, in);
+
+	case LWS_CALLBACK_HTTP_BODY:
+		return on_body(srv, wsi, pss, in, len);
+
+	case LWS_CALLBACK_HTTP_BODY_COMPLETION:
+		return on_body_complete(srv, wsi, pss);
+
+	case LWS_CALLBACK_HTTP_WRITEABLE:
+		c = pss ? pss->conn : NULL;
+		if (!c)
+			return 0;
+		return c->kind == CONN_SSE ? sse_writeable(c) : command_writeable(c);
 
 	case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:
 		return confirm_upgrade(srv, wsi, in);
@@ -450,19 +805,21 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 
 	case LWS_CALLBACK_RECEIVE:
 		c = pss->conn;
-		return c ? conn_receive(c, in, len) : -1;
+		return c ? ws_receive(c, in, len) : -1;
 
 	case LWS_CALLBACK_SERVER_WRITEABLE:
 		c = pss->conn;
-		return c ? conn_writeable(c) : 0;
+		return c ? ws_writeable(c) : 0;
 
 	case LWS_CALLBACK_CLOSED:
-		c = pss->conn;
-		if (c) {
-			pss->conn = NULL;
-			conn_free(c);
-			if (srv->draining && srv->nconns == 0)
-				drain_finish(srv);
+	case LWS_CALLBACK_CLOSED_HTTP:
+		if (pss) {
+			free(pss->body);
+			pss->body = NULL;
+			if ((c = pss->conn)) {
+				pss->conn = NULL;
+				conn_free(c);
+			}
 		}
 		return 0;
 
@@ -480,6 +837,15 @@ static const struct lws_protocols protocols[] = {
 
 /* ==== lifecycle =========================================================================== */
 
+static void on_heartbeat(uv_timer_t *t)
+{
+	struct tc_server *srv = t->data;
+	/* One shared buffer for every stream; proxies see traffic and keep them. */
+	for (struct tc_conn *c = srv->conns; c; c = c->next)
+		if (c->kind == CONN_SSE && c->headers_sent && !c->out.count)
+			conn_send(c, tc_buf_ref(srv->heartbeat_frame));
+}
+
 struct tc_server *tc_server_new(uv_loop_t *loop, const struct tc_session_env *env)
 {
 	const struct tc_config *cfg = env->cfg;
@@ -493,7 +859,9 @@ struct tc_server *tc_server_new(uv_loop_t *loop, const struct tc_session_env *en
 	srv->env = env;
 	srv->redis = env->redis;
 	uv_timer_init(loop, &srv->drain_timer);
-	srv->drain_timer.data = srv;
+	uv_timer_init(loop, &srv->heartbeat);
+	srv->drain_timer.data = srv->heartbeat.data = srv;
+	srv->heartbeat_frame = tc_buf_copy(": heartbeat\n\n", 13);
 
 	memset(&info, 0, sizeof(info));
 	info.options = LWS_SERVER_OPTION_LIBUV | LWS_SERVER_OPTION_VALIDATE_UTF8 |
@@ -514,12 +882,16 @@ struct tc_server *tc_server_new(uv_loop_t *loop, const struct tc_session_env *en
 		tc_log(TC_LOG_ERROR, "cannot start the server (is the port in use?)",
 		       TC_LS("host", host), TC_LI("port", cfg->port));
 		uv_close((uv_handle_t *)&srv->drain_timer, NULL);
+		uv_close((uv_handle_t *)&srv->heartbeat, NULL);
 		uv_run(loop, UV_RUN_NOWAIT);
+		tc_buf_unref(srv->heartbeat_frame);
 		free(srv);
 		return NULL;
 	}
 	srv->vhost = lws_get_vhost_by_name(srv->ctx, "threadcast");
 	srv->port = srv->vhost ? lws_get_vhost_listen_port(srv->vhost) : (int)cfg->port;
+	uv_timer_start(&srv->heartbeat, on_heartbeat, (uint64_t)cfg->sse_heartbeat_ms,
+		       (uint64_t)cfg->sse_heartbeat_ms);
 	return srv;
 }
 
@@ -548,7 +920,8 @@ void tc_server_drain(struct tc_server *srv, void (*done)(void *), void *arg)
 	srv->drain_done = done;
 	srv->drain_arg = arg;
 	for (struct tc_conn *c = srv->conns; c; c = c->next)
-		conn_close(c, LWS_CLOSE_STATUS_GOINGAWAY, "server shutting down; reconnect", true);
+		if (c->kind != CONN_COMMAND)
+			conn_close(c, LWS_CLOSE_STATUS_GOINGAWAY, "server shutting down; reconnect", true);
 	uv_timer_start(&srv->drain_timer, on_drain_timeout,
 		       srv->nconns ? (uint64_t)srv->cfg->drain_timeout_ms : 0, 0);
 }
@@ -558,7 +931,9 @@ void tc_server_stop(struct tc_server *srv)
 	srv->draining = true;
 	srv->drain_done = NULL;
 	uv_timer_stop(&srv->drain_timer);
+	uv_timer_stop(&srv->heartbeat);
 	uv_close((uv_handle_t *)&srv->drain_timer, NULL);
+	uv_close((uv_handle_t *)&srv->heartbeat, NULL);
 	if (srv->ctx)
 		lws_context_destroy(srv->ctx);
 }
@@ -570,5 +945,6 @@ void tc_server_free(struct tc_server *srv)
 	/* A context that needed a second pass (lws' two-stage destroy) gets it. */
 	if (srv->ctx)
 		lws_context_destroy(srv->ctx);
+	tc_buf_unref(srv->heartbeat_frame);
 	free(srv);
 }

@@ -69,8 +69,10 @@ struct job {
 	struct tc_bufq baseline; /* subscribe: values snapshots, sent after the reply */
 	struct tc_bufq prefetch; /* subscribe: the whole replay, when small */
 	bool prefetch_ok;
+	bool stream;      /* an SSE stream: stream_started() instead of a reply */
 	/* reconnect */
 	bool has_last;
+	bool last_any_epoch; /* SSE `since`: a bare seq of the current epoch */
 	uint64_t last_seq;
 	char last_epoch[40];
 	/* agent.getTree */
@@ -197,10 +199,10 @@ static bool member_match(struct tc_member *m, const struct tc_event_key *k)
 	return match_subs(SESSION_OF(m), k, ANY);
 }
 
-static void member_send(struct tc_member *m, struct tc_buf *frame)
+static void member_send(struct tc_member *m, struct tc_event *ev)
 {
 	struct tc_session *s = SESSION_OF(m);
-	s->io->send(s->ctx, frame);
+	s->io->send(s->ctx, tc_buf_ref(tc_event_frame(ev, s->io->kind)));
 }
 
 static void member_ready(struct tc_member *m)
@@ -256,7 +258,10 @@ static void job_fail(struct tc_session *s, enum tc_err code, const char *message
 		if (s->subs[i].fresh)
 			remove_sub(s, i);
 	tc_error_set(&err, code, "%s", message);
-	send_error(s, true, s->job.cmd_id, &err);
+	if (s->job.stream)
+		s->io->close(s->ctx, 1011, "the event store (Redis) is unavailable; retry shortly");
+	else
+		send_error(s, true, s->job.cmd_id, &err);
 	job_done(s);
 }
 
@@ -351,6 +356,17 @@ static void queue_frame(struct tc_session *s, struct tc_buf *b)
 	tc_bufq_push(&s->job.out, b);
 }
 
+/* A replayed event framed for this session's transport (one reference). */
+static struct tc_buf *replay_frame(struct tc_session *s, uint64_t seq, const char *method,
+				   size_t mlen, const char *json, size_t jlen)
+{
+	struct tc_event ev = { .epoch = s->job.epoch, .seq = seq, .method = method,
+			       .method_len = mlen, .json = json, .json_len = jlen };
+	struct tc_buf *b = tc_buf_ref(tc_event_frame(&ev, s->io->kind));
+	tc_event_release(&ev);
+	return b;
+}
+
 /* ==== job steps ======================================================================================= */
 
 static void on_meta(struct tc_redis *r, redisReply *reply, void *priv)
@@ -427,7 +443,7 @@ static void on_values(struct tc_redis *r, redisReply *reply, void *priv)
 	/* Oldest first, so the connection's seqs still rise. */
 	qsort(base, nbase, sizeof(*base), cmp_snapshot);
 	for (size_t i = 0; i < nbase; i++)
-		tc_bufq_push(&j->baseline, tc_event_frame(j->epoch, base[i].seq, base[i].json, base[i].len));
+		tc_bufq_push(&j->baseline, replay_frame(s, base[i].seq, "values", 6, base[i].json, base[i].len));
 	j->counted += nbase;
 	free(base);
 	j->step = ST_COUNT;
@@ -441,10 +457,14 @@ static void respond_subscribe(struct tc_session *s)
 	struct job *j = &s->job;
 	struct tc_buf *b;
 
-	cJSON *res = cJSON_CreateObject();
-	cJSON_AddStringToObject(res, "subscriptionId", s->subs[s->nsubs - 1].id);
-	cJSON_AddNumberToObject(res, "replayedEvents", (double)j->counted);
-	send_success(s, j->cmd_id, res, (int64_t)j->end);
+	if (j->stream) {
+		s->io->stream_started(s->ctx, true, false, 0);
+	} else {
+		cJSON *res = cJSON_CreateObject();
+		cJSON_AddStringToObject(res, "subscriptionId", s->subs[s->nsubs - 1].id);
+		cJSON_AddNumberToObject(res, "replayedEvents", (double)j->counted);
+		send_success(s, j->cmd_id, res, (int64_t)j->end);
+	}
 	j->responded = true;
 	while ((b = tc_bufq_pop(&j->baseline)))
 		queue_frame(s, b);
@@ -487,7 +507,7 @@ static void on_count(struct tc_redis *r, redisReply *reply, void *priv)
 			j->prefetch_ok = false;
 			continue;
 		}
-		tc_bufq_push(&j->prefetch, tc_event_frame(j->epoch, e.seq, e.json, e.json_len));
+		tc_bufq_push(&j->prefetch, replay_frame(s, e.seq, e.method, e.method_len, e.json, e.json_len));
 	}
 	if (reply->elements == SCAN_BATCH && j->pos < j->end) {
 		advance(s); /* more to count */
@@ -526,7 +546,7 @@ static void on_scan(struct tc_redis *r, redisReply *reply, void *priv)
 			s->member.cursor = e.seq;
 		if (!tc_event_key_init(&key, e.method, e.method_len, e.ns, e.ns_len) &&
 		    job_wants(s, &key, e.seq))
-			queue_frame(s, tc_event_frame(j->epoch, e.seq, e.json, e.json_len));
+			queue_frame(s, replay_frame(s, e.seq, e.method, e.method_len, e.json, e.json_len));
 	}
 	if (!stopped && reply->elements < SCAN_BATCH)
 		j->step = ST_LIVE;
@@ -643,6 +663,8 @@ static void on_tree(struct tc_redis *r, redisReply *reply, void *priv)
 	/* subscription.reconnect: decide, answer, then replay. */
 	cJSON *res = cJSON_CreateObject();
 	bool restored = true;
+	if (j->last_any_epoch)
+		snprintf(j->last_epoch, sizeof(j->last_epoch), "%s", j->epoch);
 	if (j->has_last) {
 		if (!j->epoch[0] || strcmp(j->epoch, j->last_epoch)) {
 			/* Redis lost the history the client knew: the count is unknowable. */
@@ -680,7 +702,14 @@ static void on_tree(struct tc_redis *r, redisReply *reply, void *priv)
 	if (j->fresh_member)
 		j->hist_end = j->start - 1;
 	j->pos = (j->hist_end + 1 < j->start ? j->hist_end + 1 : j->start) - 1;
-	send_success(s, j->cmd_id, res, (int64_t)j->head);
+	if (j->stream) {
+		const cJSON *missed = cJSON_GetObjectItemCaseSensitive(res, "missedEvents");
+		s->io->stream_started(s->ctx, restored, missed != NULL,
+				      missed ? (uint64_t)missed->valuedouble : 0);
+		cJSON_Delete(res);
+	} else {
+		send_success(s, j->cmd_id, res, (int64_t)j->head);
+	}
 	j->responded = true;
 	j->step = ST_SCAN;
 	advance(s);
@@ -1018,6 +1047,46 @@ static enum tc_err do_runtime(struct tc_session *s, const struct tc_command *cmd
 		s->refs--;
 		return err->code;
 	}
+	return TC_OK;
+}
+
+enum tc_err tc_session_open_stream(struct tc_session *s, const cJSON *request,
+				   const char *last_event_id, struct tc_error *err)
+{
+	struct tc_filter *f;
+	char epoch[40] = "";
+	uint64_t seq = 0;
+	bool has_since = false;
+
+	if (last_event_id) {
+		if (!parse_event_id(last_event_id, epoch, &seq))
+			return tc_error_set(err, TC_ERR_INVALID_ARGUMENT,
+					    "Last-Event-ID must be an eventId this server sent (\"<epoch>:<seq>\")");
+		has_since = true;
+	} else {
+		const cJSON *since = cJSON_GetObjectItemCaseSensitive(request, "since");
+		if (since && !cJSON_IsNull(since)) {
+			if (!cJSON_IsNumber(since) || since->valuedouble < 0 ||
+			    since->valuedouble > (double)TC_JS_MAX_SAFE ||
+			    since->valuedouble != (double)(uint64_t)since->valuedouble)
+				return tc_error_set(err, TC_ERR_INVALID_ARGUMENT,
+						    "since must be a non-negative integer (a seq)");
+			seq = (uint64_t)since->valuedouble;
+			has_since = true;
+		}
+	}
+	if (tc_filter_parse(request, &f, err) || add_sub(s, f, NULL, err))
+		return err->code;
+	struct job *j = job_new(s, has_since ? JOB_RECONNECT : JOB_SUBSCRIBE, 0);
+	j->stream = true;
+	if (has_since) {
+		j->has_last = true;
+		j->last_seq = seq;
+		j->last_any_epoch = !last_event_id;
+		memcpy(j->last_epoch, epoch, sizeof(epoch));
+	}
+	/* No commands on a stream: reading stays off, the transport reads none. */
+	job_begin(s);
 	return TC_OK;
 }
 

@@ -32,6 +32,8 @@
 
 /** What a session needs from its transport. */
 struct tc_session_io {
+	/** How this transport frames events. */
+	enum tc_frame_kind kind;
 	/** Queues frame for the client, taking over the caller's reference. */
 	void (*send)(void *ctx, struct tc_buf *frame);
 	/** Bytes queued and not yet written, to pace replays. */
@@ -40,6 +42,12 @@ struct tc_session_io {
 	void (*set_reading)(void *ctx, bool reading);
 	/** Closes the connection with a WebSocket close code and a reason. */
 	void (*close)(void *ctx, int code, const char *reason);
+	/**
+	 * Stream mode only (tc_session_open_stream): the replay is about to
+	 * start. restored is false when the requested history is gone; then
+	 * has_missed says whether the number of missed events is known.
+	 */
+	void (*stream_started)(void *ctx, bool restored, bool has_missed, uint64_t missed);
 };
 
 struct tc_session;
@@ -65,6 +73,17 @@ struct tc_session *tc_session_new(const struct tc_session_env *env, const char *
  * io and ctx are never used again. NULL is a no-op.
  */
 void tc_session_close(struct tc_session *s);
+
+/**
+ * Stream mode, for SSE: one connection-scoped subscription from an
+ * EventStreamRequest object (channels, namespaces, depth, since). Replays
+ * the current run, or — with since, or last_event_id (which wins) — every
+ * matching event after it, then goes live. No command replies are sent;
+ * io->stream_started() marks the start. On a bad request returns
+ * invalid_argument with a message naming the field, and nothing started.
+ */
+enum tc_err tc_session_open_stream(struct tc_session *s, const cJSON *request,
+				   const char *last_event_id, struct tc_error *err);
 
 /** Handles one complete text frame; its reply (exactly one) may come later. */
 void tc_session_on_frame(struct tc_session *s, const char *data, size_t len);

@@ -111,7 +111,7 @@ static cJSON *ns_child(const char *seg)
 struct step {
 	char *json;
 	long delay_ms;
-	int kind; /* 0 event, 1 values, 2 checkpoint */
+	int kind; /* 0 event, 1 values, 2 checkpoint, 3 interrupt request */
 };
 
 struct run {
@@ -121,6 +121,7 @@ struct run {
 	bool ask;
 	struct step *steps;
 	int nsteps, k, step_no, ck_no;
+	bool pause_recorded;
 	uv_timer_t timer;
 	char ckpt_prev[64];
 	char interrupt_id[64];
@@ -358,11 +359,13 @@ static void build_run(struct run *r)
 
 	if (r->ask) {
 		snprintf(r->interrupt_id, sizeof(r->interrupt_id), "int-%s", r->run_id);
+		lifecycle(r, ns_root(), "interrupted", NULL, NULL);
 		d = obj("interruptId", r->interrupt_id);
 		cJSON *pl = cJSON_AddObjectToObject(d, "payload");
 		cJSON_AddStringToObject(pl, "question", "Shall I write the final answer?");
-		add(r, 0, 0, "input.requested", ns_root(), d);
-		lifecycle(r, ns_root(), "interrupted", NULL, NULL);
+		/* Recorded as interrupted before anyone can see the request
+		 * (kind 3), so an input.respond can never arrive too early. */
+		add(r, 0, 3, "input.requested", ns_root(), d);
 		add_pause(r);
 		lifecycle(r, ns_root(), "running", NULL, NULL);
 	}
@@ -419,6 +422,8 @@ static void next_step(struct run *r, long delay)
 static void on_appended(struct tc_redis *rr, redisReply *reply, void *priv)
 {
 	struct run *r = priv;
+	if (r->a->stopping)
+		return; /* the run is being closed; its memory goes in run_closed */
 	if (!reply) {
 		next_step(r, 200); /* Redis away: the same event again, later */
 		return;
@@ -426,7 +431,7 @@ static void on_appended(struct tc_redis *rr, redisReply *reply, void *priv)
 	if (reply->type == REDIS_REPLY_ERROR)
 		tc_log(TC_LOG_ERROR, "event refused", TC_LS("thread", r->thread), TC_LS("error", reply->str));
 	struct step *s = &r->steps[r->k];
-	if (s->kind && reply->type == REDIS_REPLY_INTEGER) {
+	if ((s->kind == 1 || s->kind == 2) && reply->type == REDIS_REPLY_INTEGER) {
 		/* Remember state for state.get / state.listCheckpoints / state.fork. */
 		cJSON *ev = cJSON_Parse(s->json);
 		cJSON *data = cJSON_GetObjectItem(cJSON_GetObjectItem(ev, "params"), "data");
@@ -455,6 +460,19 @@ static void on_appended(struct tc_redis *rr, redisReply *reply, void *priv)
 	next_step(r, r->k < r->nsteps ? r->steps[r->k].delay_ms : 0);
 }
 
+static void on_paused(struct tc_redis *rr, redisReply *reply, void *priv)
+{
+	struct run *r = priv;
+	if (r->a->stopping)
+		return;
+	if (!reply || reply->type == REDIS_REPLY_ERROR) {
+		next_step(r, 200); /* try recording again */
+		return;
+	}
+	r->pause_recorded = true;
+	emit(r);
+}
+
 static void emit(struct run *r)
 {
 	if (r->a->stopping)
@@ -468,12 +486,16 @@ static void emit(struct run *r)
 	}
 	struct step *s = &r->steps[r->k];
 	if (!s->json) {
-		char phase[16];
-		snprintf(phase, sizeof(phase), "%d", r->k + 1);
-		const char *args[] = { "pause", phase, r->interrupt_id };
-		state_op(r->a, r->thread, ignore_reply, NULL, 3, args);
 		tc_log(TC_LOG_INFO, "run interrupted", TC_LS("thread", r->thread), TC_LS("run", r->run_id));
 		run_end(r);
+		return;
+	}
+	if (s->kind == 3 && !r->pause_recorded) {
+		char phase[16];
+		snprintf(phase, sizeof(phase), "%d", r->k + 2); /* after the request and the pause */
+		const char *args[] = { "pause", phase, r->interrupt_id };
+		if (state_op(r->a, r->thread, on_paused, r, 3, args))
+			next_step(r, 200);
 		return;
 	}
 	const char *argv[] = { "FCALL", "threadcast_append", "1", r->thread, s->json, "RUN", r->run_id };

@@ -44,6 +44,7 @@ static void sink_close(void *ctx, int code, const char *reason)
 }
 
 static const struct tc_session_io io = {
+	.kind = TC_FRAME_WS,
 	.send = sink_send, .queued = sink_queued, .set_reading = sink_set_reading, .close = sink_close,
 };
 
