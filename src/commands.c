@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "metrics.h"
 #include "util.h"
 
 /* Stream length kept for workers (approximate trim). */
@@ -22,6 +23,7 @@
  */
 struct waiting {
 	uint64_t deadline;                /* uv_now() ms */
+	uint64_t sent_ns;                 /* uv_hrtime() at submit */
 	uint64_t client_id;
 	struct tc_bridge_caller *caller;  /* NULL once answered */
 };
@@ -59,8 +61,10 @@ static void finish(struct tc_bridge *b, struct waiting *w, struct tc_buf *frame)
 	}
 	w->caller = NULL;
 	b->live--;
-	if (frame)
+	if (frame) {
+		tc_hist_observe(&tc_metrics.command_latency, (double)(uv_hrtime() - w->sent_ns) / 1e9);
 		c->answer(c, frame);
+	}
 	c->release(c);
 }
 
@@ -274,6 +278,7 @@ enum tc_err tc_bridge_submit(struct tc_bridge *b, struct tc_bridge_caller *calle
 	}
 	b->ring[(b->head + b->count) % b->cap] = (struct waiting){
 		.deadline = uv_now(b->loop) + (uint64_t)b->cfg->command_timeout_ms,
+		.sent_ns = uv_hrtime(),
 		.client_id = cmd->id,
 		.caller = caller,
 	};

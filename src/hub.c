@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "metrics.h"
 #include "util.h"
 
 /* Stream entries read per gap-fill round trip. */
@@ -324,6 +325,7 @@ static void fill(struct tc_thread *t)
 	tc_log(TC_LOG_DEBUG, "filling gap", TC_LS("thread", t->id), TC_LI("after", t->head),
 	       TC_LI("heard", t->heard));
 	if (tc_redis_command(t->hub->redis, on_fill, t, 6, argv, lens) == 0) {
+		tc_metrics.gap_fills++;
 		t->filling = true;
 		t->inflight++;
 	}

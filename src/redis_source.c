@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "metrics.h"
 #include "util.h"
 
 /* PING periods a reply may be late before both links are dropped. */
@@ -41,6 +42,7 @@ struct tc_redis {
 	int nlisteners;
 	unsigned connects;
 	unsigned ping_missed;
+	uint64_t ping_sent_ns;
 	bool ping_outstanding;
 	bool stopping;
 	bool pubsub;           /* the pub/sub link is wanted */
@@ -286,6 +288,7 @@ static void link_up(struct link *l)
 	l->attempt = 0;
 	if (l->kind == LINK_CMD) {
 		r->connects++;
+		tc_metrics.redis_reconnects++;
 		r->ping_outstanding = false;
 		r->ping_missed = 0;
 		NOTIFY0(r, cmd_up);
@@ -381,6 +384,7 @@ static void on_ping_reply(redisAsyncContext *ac, void *reply, void *privdata)
 {
 	struct link *l = ac->data;
 	if (reply && l->ac == ac) {
+		tc_hist_observe(&tc_metrics.redis_rtt, (double)(uv_hrtime() - l->r->ping_sent_ns) / 1e9);
 		l->r->ping_outstanding = false;
 		l->r->ping_missed = 0;
 	}
@@ -405,6 +409,7 @@ static void on_ping_tick(uv_timer_t *t)
 		return;
 	}
 	r->ping_outstanding = true;
+	r->ping_sent_ns = uv_hrtime();
 	redisAsyncCommand(r->cmd.ac, on_ping_reply, NULL, "PING");
 }
 

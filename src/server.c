@@ -9,6 +9,7 @@
 
 #include "buf.h"
 #include "log.h"
+#include "metrics.h"
 #include "session.h"
 #include "util.h"
 
@@ -136,6 +137,7 @@ static void conn_send(void *ctx, struct tc_buf *b)
 	}
 	if (c->out.bytes + b->len > (size_t)cfg->max_queue_bytes) {
 		tc_buf_unref(b);
+		tc_metrics.slow_consumer_cuts++;
 		tc_log(TC_LOG_WARN, "slow consumer cut off", TC_LS("thread", tc_session_thread(c->session)),
 		       TC_LS("transport", c->kind == CONN_SSE ? "sse" : "websocket"),
 		       TC_LI("queued_bytes", c->out.bytes), TC_LI("limit", cfg->max_queue_bytes));
@@ -295,6 +297,7 @@ static int ws_writeable(struct tc_conn *c)
 	while ((b = tc_bufq_peek(&c->out))) {
 		if (lws_write(c->wsi, tc_buf_data(b), b->len, LWS_WRITE_TEXT) < 0)
 			return -1;
+		tc_metrics.bytes_out += b->len;
 		tc_buf_unref(tc_bufq_pop(&c->out));
 		if (++n == WRITE_BATCH || lws_send_pipe_choked(c->wsi))
 			break;
@@ -315,6 +318,7 @@ static int sse_writeable(struct tc_conn *c)
 			/* A big event goes on its own, straight from its buffer. */
 			if (lws_write(c->wsi, tc_buf_data(b), b->len, LWS_WRITE_HTTP) < 0)
 				return -1;
+			tc_metrics.bytes_out += b->len;
 			tc_buf_unref(tc_bufq_pop(&c->out));
 			continue;
 		}
@@ -325,6 +329,7 @@ static int sse_writeable(struct tc_conn *c)
 		}
 		if (lws_write(c->wsi, buf + LWS_PRE, n, LWS_WRITE_HTTP) < 0)
 			return -1;
+		tc_metrics.bytes_out += n;
 	}
 	return after_write(c);
 }
@@ -379,7 +384,8 @@ static int ws_receive(struct tc_conn *c, const char *in, size_t len)
 /* ==== HTTP ============================================================================ */
 
 enum route {
-	ROUTE_NOT_FOUND, ROUTE_HEALTHZ, ROUTE_READYZ, ROUTE_STREAM, ROUTE_COMMANDS, ROUTE_BAD_THREAD
+	ROUTE_NOT_FOUND, ROUTE_HEALTHZ, ROUTE_READYZ, ROUTE_METRICS, ROUTE_STREAM, ROUTE_COMMANDS,
+	ROUTE_BAD_THREAD
 };
 
 /* Maps a request path to a route; for thread routes, copies the thread id. */
@@ -395,6 +401,8 @@ static enum route route_of(const char *path, char thread[TC_THREAD_ID_MAX + 1])
 		return ROUTE_HEALTHZ;
 	if (!strcmp(path, "/readyz"))
 		return ROUTE_READYZ;
+	if (!strcmp(path, "/metrics"))
+		return ROUTE_METRICS;
 	if (strncmp(path, pre, sizeof(pre) - 1))
 		return ROUTE_NOT_FOUND;
 	for (size_t i = 0; i < sizeof(tails) / sizeof(tails[0]); i++) {
@@ -429,19 +437,24 @@ static int http_head(struct lws *wsi, unsigned status, const char *type, lws_fil
 	return lws_finalize_write_http_header(wsi, start, &p, end) ? -1 : 0;
 }
 
-/* Sends a complete JSON response. Returns what the lws callback should return. */
-static int http_json(struct lws *wsi, unsigned status, const char *body)
+/* Sends a complete response. Returns what the lws callback should return. */
+static int http_send(struct lws *wsi, unsigned status, const char *type, const char *body)
 {
 	size_t len = strlen(body);
 	unsigned char *buf = tc_xmalloc(LWS_PRE + len);
 	int rc = -1;
 
 	memcpy(buf + LWS_PRE, body, len);
-	if (!http_head(wsi, status, "application/json", len) &&
+	if (!http_head(wsi, status, type, len) &&
 	    lws_write(wsi, buf + LWS_PRE, len, LWS_WRITE_HTTP_FINAL) == (int)len)
 		rc = lws_http_transaction_completed(wsi) ? -1 : 0;
 	free(buf);
 	return rc;
+}
+
+static int http_json(struct lws *wsi, unsigned status, const char *body)
+{
+	return http_send(wsi, status, "application/json", body);
 }
 
 static int http_error(struct lws *wsi, unsigned status, const char *code, const char *message)
@@ -468,6 +481,22 @@ static int http_readyz(struct tc_server *srv, struct lws *wsi)
 		 ready ? "true" : "false", tc_redis_status(srv->redis),
 		 srv->draining ? "true" : "false", srv->nconns, srv->nws, srv->nsse);
 	return http_json(wsi, ready ? 200 : 503, body);
+}
+
+static int http_metrics(struct tc_server *srv, struct lws *wsi)
+{
+	struct tc_metrics_gauges g = {
+		.websockets = srv->nws,
+		.sse = srv->nsse,
+		.http_commands = srv->nconns - srv->nws - srv->nsse,
+		.threads = tc_hub_threads(srv->env->hub),
+		.pending_commands = srv->env->bridge ? tc_bridge_pending(srv->env->bridge) : 0,
+		.redis_up = tc_redis_ready(srv->redis),
+	};
+	char *text = tc_metrics_render(&g);
+	int rc = http_send(wsi, 200, "text/plain; version=0.0.4", text);
+	free(text);
+	return rc;
 }
 
 /* An admission check shared by every kind of client connection. */
@@ -604,10 +633,13 @@ static int http_request(struct tc_server *srv, struct lws *wsi, struct pss *pss,
 		return http_error(wsi, 400, "invalid_thread_id", bad_thread_msg);
 	case ROUTE_HEALTHZ:
 	case ROUTE_READYZ:
+	case ROUTE_METRICS:
 		if (method != LWSHUMETH_GET)
 			return http_error(wsi, 405, "method_not_allowed", "only GET is served here");
 		if (r == ROUTE_READYZ)
 			return http_readyz(srv, wsi);
+		if (r == ROUTE_METRICS)
+			return http_metrics(srv, wsi);
 		return http_json(wsi, 200, "{\"status\":\"ok\",\"version\":\"" TC_VERSION "\"}");
 	case ROUTE_STREAM:
 		if (method == LWSHUMETH_POST)

@@ -6,6 +6,7 @@
 
 #include "filter.h"
 #include "log.h"
+#include "metrics.h"
 #include "protocol.h"
 #include "util.h"
 
@@ -124,6 +125,7 @@ static void session_free(struct tc_session *s)
 		free(s->subs[i].id);
 		tc_filter_free(s->subs[i].filter);
 	}
+	tc_metrics.subscriptions -= s->nsubs;
 	free(s->subs);
 	job_clear(&s->job);
 	while (s->pending) {
@@ -202,6 +204,7 @@ static bool member_match(struct tc_member *m, const struct tc_event_key *k)
 static void member_send(struct tc_member *m, struct tc_event *ev)
 {
 	struct tc_session *s = SESSION_OF(m);
+	tc_metrics.events_delivered++;
 	s->io->send(s->ctx, tc_buf_ref(tc_event_frame(ev, s->io->kind)));
 }
 
@@ -226,6 +229,7 @@ static const struct tc_member_ops member_ops = {
 
 static void send_error(struct tc_session *s, bool has_id, uint64_t id, const struct tc_error *err)
 {
+	tc_metrics.command_errors++;
 	s->io->send(s->ctx, tc_response_error(has_id, id, err->code, err->message));
 }
 
@@ -236,6 +240,7 @@ static void send_success(struct tc_session *s, uint64_t id, cJSON *result, int64
 
 static void remove_sub(struct tc_session *s, size_t i)
 {
+	tc_metrics.subscriptions--;
 	free(s->subs[i].id);
 	tc_filter_free(s->subs[i].filter);
 	s->subs[i] = s->subs[--s->nsubs];
@@ -353,6 +358,8 @@ void tc_session_on_drained(struct tc_session *s)
 
 static void queue_frame(struct tc_session *s, struct tc_buf *b)
 {
+	tc_metrics.events_delivered++;
+	tc_metrics.replayed_events++;
 	tc_bufq_push(&s->job.out, b);
 }
 
@@ -816,6 +823,7 @@ static struct job *job_new(struct tc_session *s, enum job_kind kind, uint64_t id
 	j->cmd_id = id;
 	j->step = ST_META;
 	if (kind != JOB_TREE) {
+		tc_metrics.replay_requests++;
 		if (!s->member.thread) {
 			s->member.cursor = 0;
 			tc_hub_attach(s->env->hub, s->thread_id, &s->member);
@@ -868,6 +876,7 @@ static enum tc_err add_sub(struct tc_session *s, struct tc_filter *f, const char
 			free(id);
 	}
 	s->subs[s->nsubs++] = (struct subscription){ .id = id, .filter = f, .fresh = true };
+	tc_metrics.subscriptions++;
 	return TC_OK;
 }
 
@@ -1096,6 +1105,8 @@ static void handle_frame(struct tc_session *s, const char *data, size_t len)
 	struct tc_command cmd;
 	struct tc_error err;
 	enum tc_err rc = tc_command_parse(data, len, &cmd, &err);
+
+	tc_metrics.commands_total++;
 
 	if (rc == TC_OK) {
 		switch (cmd.method) {
