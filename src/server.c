@@ -696,12 +696,13 @@ static int command_writeable(struct tc_conn *c)
 	return lws_http_transaction_completed(wsi) ? -1 : 0;
 }
 
-static int run_command(struct tc_server *srv, struct lws *wsi, struct pss *pss)
+static int run_command(struct tc_server *srv, struct lws *wsi, struct pss *pss, const char *body,
+		       size_t len)
 {
 	struct tc_command cmd;
 	struct tc_error err;
 
-	if (tc_command_parse(pss->body ? pss->body : "", pss->body_len, &cmd, &err)) {
+	if (tc_command_parse(body, len, &cmd, &err)) {
 		struct tc_buf *b = tc_response_error(cmd.has_id, cmd.id, err.code, err.message);
 		tc_command_free(&cmd);
 		int rc = http_json(wsi, 400, (const char *)tc_buf_data(b));
@@ -726,31 +727,38 @@ static int run_command(struct tc_server *srv, struct lws *wsi, struct pss *pss)
 	c->status = 200;
 	pss->conn = c;
 	/* The session answers through conn_send; command_writeable sends it. */
-	tc_session_on_frame(c->session, pss->body, pss->body_len);
+	tc_session_on_frame(c->session, body, len);
 	return 0;
 }
 
+/*
+ * The body is complete. Whatever answers the request may complete the HTTP
+ * transaction, and lws then frees the pss: take what is needed out first.
+ */
 static int on_body_complete(struct tc_server *srv, struct lws *wsi, struct pss *pss)
 {
-	int req = pss->req, rc;
+	int req = pss->req, rc = 0;
+	char *body = pss->body;
+	size_t len = pss->body_len;
+	char thread[TC_THREAD_ID_MAX + 1];
+
+	memcpy(thread, pss->thread, sizeof(thread));
 	pss->req = REQ_NONE;
+	pss->body = NULL;
+	pss->body_len = 0;
 	if (req == REQ_COMMAND) {
-		rc = run_command(srv, wsi, pss);
+		rc = run_command(srv, wsi, pss, body ? body : "", len);
 	} else if (req == REQ_SSE) {
-		cJSON *body = cJSON_ParseWithLength(pss->body ? pss->body : "", pss->body_len);
-		if (!cJSON_IsObject(body))
+		cJSON *request = cJSON_ParseWithLength(body ? body : "", len);
+		if (!cJSON_IsObject(request))
 			rc = http_error(wsi, 400, "invalid_argument",
 					"the body must be an EventStreamRequest: {\"channels\":[…], "
 					"\"namespaces\"?, \"depth\"?, \"since\"?}");
 		else
-			rc = sse_start(srv, wsi, pss, pss->thread, body);
-		cJSON_Delete(body);
-	} else {
-		rc = 0;
+			rc = sse_start(srv, wsi, pss, thread, request);
+		cJSON_Delete(request);
 	}
-	free(pss->body);
-	pss->body = NULL;
-	pss->body_len = 0;
+	free(body);
 	return rc;
 }
 

@@ -54,8 +54,8 @@ function exited(proc) {
 }
 
 /** Starts redis-server on a free port in a fresh temp dir. */
-export async function startRedis({ appendonly = false, port } = {}) {
-  const dir = mkdtempSync(path.join(tmpdir(), 'tc-redis-'));
+export async function startRedis({ appendonly = false, port, dir } = {}) {
+  dir = dir || mkdtempSync(path.join(tmpdir(), 'tc-redis-'));
   port = port || (await freePort());
   const args = ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir,
     '--save', '', '--appendonly', appendonly ? 'yes' : 'no', '--daemonize', 'no'];
@@ -173,4 +173,161 @@ export function connect(url, opts = {}) {
     });
     ws.once('error', reject);
   });
+}
+
+/* ---- producers, agents, SSE --------------------------------------------------------- */
+
+export const produceBin = path.join(path.dirname(threadcastBin), 'threadcast-produce');
+export const agentBin = path.join(path.dirname(threadcastBin), 'threadcast-agent');
+
+/**
+ * Appends events (objects) to thread with threadcast-produce; resolves with
+ * the seqs it printed. Rejects when it exits non-zero (unless allowFail).
+ */
+export function produce(redisUrl, thread, events, { args = [], allowFail = false } = {}) {
+  return new Promise((resolve, reject) => {
+    const p = track(spawn(produceBin, ['--redis-url', redisUrl, ...args, thread],
+      { stdio: ['pipe', 'pipe', 'pipe'] }));
+    let out = '';
+    let err = '';
+    p.stdout.on('data', (d) => { out += d; });
+    p.stderr.on('data', (d) => { err += d; });
+    p.on('exit', (code) => {
+      const seqs = out.split('\n').filter(Boolean).map(Number);
+      if (code !== 0 && !allowFail) reject(new Error(`threadcast-produce exited ${code}: ${err}`));
+      else resolve({ seqs, code, stderr: err });
+    });
+    p.stdin.end(events.map((e) => (typeof e === 'string' ? e : JSON.stringify(e))).join('\n') + '\n');
+  });
+}
+
+/** Starts a reference agent; resolves once it is connected. */
+export async function startAgent(redisUrl, { name, args = [] } = {}) {
+  const p = track(spawn(agentBin, ['--redis-url', redisUrl, '--token-delay-ms', '1',
+    ...(name ? ['--name', name] : []), ...args], { stdio: ['ignore', 'ignore', 'pipe'] }));
+  const agent = { proc: p, stderr: '', logs: [] };
+  let partial = '';
+  p.stderr.on('data', (d) => {
+    agent.stderr += d;
+    partial += d;
+    let nl;
+    while ((nl = partial.indexOf('\n')) >= 0) {
+      const line = partial.slice(0, nl);
+      partial = partial.slice(nl + 1);
+      try { agent.logs.push(JSON.parse(line)); } catch { /* not JSON */ }
+    }
+  });
+  await waitUntil(() => agent.logs.filter((l) => l.msg === 'redis connected').length >= 2,
+    5000, 'agent to connect');
+  agent.waitLog = (pred, ms = 5000) => waitUntil(() => agent.logs.find(pred), ms, 'agent log');
+  agent.kill = async (signal = 'SIGKILL') => { p.kill(signal); await exited(p); };
+  return agent;
+}
+
+/**
+ * Opens an SSE stream with fetch and parses it. events: [{id, event, data}]
+ * (data parsed as JSON when it is), comments: count of comment lines.
+ */
+export async function sse(url, init = {}) {
+  const controller = new AbortController();
+  const res = await fetch(url, { ...init, signal: controller.signal });
+  const stream = { status: res.status, headers: res.headers, events: [], comments: 0, body: '' };
+  if (!res.headers.get('content-type')?.startsWith('text/event-stream')) {
+    stream.body = await res.text();
+    stream.close = () => {};
+    return stream;
+  }
+  const decoder = new TextDecoder();
+  let buf = '';
+  stream.done = (async () => {
+    try {
+      for await (const chunk of res.body) {
+        buf += decoder.decode(chunk, { stream: true });
+        let end;
+        while ((end = buf.indexOf('\n\n')) >= 0) {
+          const block = buf.slice(0, end);
+          buf = buf.slice(end + 2);
+          const ev = { data: [] };
+          let comment = false;
+          for (const line of block.split('\n')) {
+            if (line.startsWith(':')) comment = true;
+            else if (line.startsWith('id: ')) ev.id = line.slice(4);
+            else if (line.startsWith('event: ')) ev.event = line.slice(7);
+            else if (line.startsWith('data: ')) ev.data.push(line.slice(6));
+          }
+          if (comment && !ev.data.length) { stream.comments++; continue; }
+          const text = ev.data.join('\n');
+          try { ev.data = JSON.parse(text); } catch { ev.data = text; }
+          stream.events.push(ev);
+        }
+      }
+    } catch { /* aborted */ }
+  })();
+  stream.close = () => controller.abort();
+  return stream;
+}
+
+/** A raw RESP client for assertions on Redis state: redis.cmd('XLEN', key). */
+export function redisClient(port) {
+  const sock = net.createConnection({ port, host: '127.0.0.1' });
+  let buf = Buffer.alloc(0);
+  const waiters = [];
+  function parse(b, i) {
+    const type = String.fromCharCode(b[i]);
+    const nl = b.indexOf('\r\n', i);
+    if (nl < 0) return null;
+    const line = b.toString('utf8', i + 1, nl);
+    if (type === '+' ) return [line, nl + 2];
+    if (type === '-') return [new Error(line), nl + 2];
+    if (type === ':') return [Number(line), nl + 2];
+    if (type === '$') {
+      const n = Number(line);
+      if (n < 0) return [null, nl + 2];
+      if (b.length < nl + 2 + n + 2) return null;
+      return [b.toString('utf8', nl + 2, nl + 2 + n), nl + 2 + n + 2];
+    }
+    if (type === '*') {
+      const n = Number(line);
+      if (n < 0) return [null, nl + 2];
+      const arr = [];
+      let j = nl + 2;
+      for (let k = 0; k < n; k++) {
+        const r = parse(b, j);
+        if (!r) return null;
+        arr.push(r[0]);
+        j = r[1];
+      }
+      return [arr, j];
+    }
+    throw new Error(`bad RESP type ${type}`);
+  }
+  sock.on('data', (d) => {
+    buf = Buffer.concat([buf, d]);
+    for (;;) {
+      if (!buf.length || !waiters.length) break;
+      const r = parse(buf, 0);
+      if (!r) break;
+      buf = buf.subarray(r[1]);
+      waiters.shift()(r[0]);
+    }
+  });
+  const ready = new Promise((r) => sock.once('connect', r));
+  return {
+    async cmd(...args) {
+      await ready;
+      const parts = [`*${args.length}\r\n`];
+      for (const a of args) {
+        const s = String(a);
+        parts.push(`$${Buffer.byteLength(s)}\r\n${s}\r\n`);
+      }
+      return new Promise((resolve) => { waiters.push(resolve); sock.write(parts.join('')); });
+    },
+    close() { sock.destroy(); },
+  };
+}
+
+/** Asserts every seq is greater than the one before: returns the first violation or null. */
+export function firstDisorder(seqs) {
+  for (let i = 1; i < seqs.length; i++) if (seqs[i] <= seqs[i - 1]) return { at: i, prev: seqs[i - 1], seq: seqs[i] };
+  return null;
 }

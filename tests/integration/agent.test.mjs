@@ -1,0 +1,177 @@
+// Runtime commands through the bridge, answered by reference agents.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { startRedis, startThreadcast, startAgent, connect, stopAll, waitUntil, redisClient, firstDisorder } from './lib/harness.mjs';
+
+let redis, tc, agents;
+before(async () => {
+  redis = await startRedis();
+  tc = await startThreadcast({ redisUrl: redis.url });
+  agents = await Promise.all([startAgent(redis.url, { name: 'a1' }), startAgent(redis.url, { name: 'a2' })]);
+  await tc.waitLog((l) => l.msg === 'redis connected' && l.link === 'pubsub');
+});
+after(async () => {
+  const reports = tc.sanitizerReports();
+  await stopAll();
+  await redis.cleanup();
+  assert.deepEqual(reports, [], tc.stderr);
+  for (const a of agents) assert.doesNotMatch(a.stderr, /AddressSanitizer|runtime error/);
+});
+
+const ALL = ['values', 'updates', 'messages', 'tools', 'lifecycle', 'input', 'checkpoints', 'custom:progress'];
+const isRootDone = (e) => e.method === 'lifecycle' && e.params.namespace.length === 0 && e.params.data.event === 'completed';
+
+/** Text of every AI message, assembled from its text-deltas (by message id). */
+function assemble(events) {
+  const msgs = new Map();
+  let current = null;
+  for (const e of events.filter((x) => x.method === 'messages')) {
+    const d = e.params.data;
+    const key = JSON.stringify(e.params.namespace);
+    if (d.event === 'message-start') { current = { id: d.id, ns: key, text: '', blocks: {}, finished: false }; msgs.set(d.id, current); }
+    else if (d.event === 'content-block-start') current.blocks[d.index] = { ...d.content };
+    else if (d.event === 'content-block-delta' && d.delta.type === 'text-delta') { current.blocks[d.index].text += d.delta.text; current.text += d.delta.text; }
+    else if (d.event === 'content-block-delta' && d.delta.type === 'block-delta') {
+      const b = current.blocks[d.index];
+      for (const [k, v] of Object.entries(d.delta.fields)) b[k] = k === 'args' ? (b.args || '') + v : v;
+    } else if (d.event === 'content-block-finish') current.blocks[d.index].final = d.content;
+    else if (d.event === 'message-finish') { current.finished = true; current.usage = d.usage; }
+  }
+  return [...msgs.values()];
+}
+
+async function runToEnd(c, thread, content) {
+  await c.request({ id: 1, method: 'subscription.subscribe', params: { channels: ALL } });
+  const r = await c.request({ id: 2, method: 'run.start', params: { assistantId: 'agent', input: { messages: [{ role: 'user', content }] } } });
+  return r;
+}
+
+test('run.start streams a full run; text reassembled from deltas is what the agent meant', async () => {
+  const c = await connect(tc.url('ag1'));
+  const r = await runToEnd(c, 'ag1', 'tell me about otters');
+  assert.equal(r.type, 'success');
+  assert.match(r.result.runId, /^run-/);
+  await waitUntil(() => c.events.some(isRootDone), 15000, 'run to complete');
+  const ev = c.events;
+  assert.equal(firstDisorder(ev.map((e) => e.seq)), null);
+  assert.deepEqual(ev.map((e) => e.seq), Array.from({ length: ev.length }, (_, i) => i + 1));
+  const first = ev[0];
+  assert.deepEqual([first.method, first.params.data.event, first.params.data.graphName], ['lifecycle', 'started', 'agent']);
+  const msgs = assemble(ev);
+  const root = msgs.filter((m) => m.ns === '[]');
+  assert.equal(root.length, 2);
+  for (const m of msgs) {
+    assert.ok(m.finished, `message ${m.id} finished`);
+    assert.equal(m.blocks[0].final.text, m.blocks[0].text, 'deltas add up to the finished text');
+  }
+  const lastValues = ev.filter((e) => e.method === 'values').at(-1).params.data.messages;
+  assert.deepEqual(lastValues.filter((m) => m.role === 'ai').map((m) => m.content), root.map((m) => m.text));
+  assert.match(root[0].text, /tell me about otters/);
+  // The tool call streams as chunks and finishes parsed.
+  const call = root[0].blocks[1];
+  assert.equal(call.final.type, 'tool_call');
+  assert.deepEqual(JSON.parse(call.args), call.final.args);
+  assert.deepEqual(call.final.args, { query: 'tell me about otters' });
+  // Tools, the subgraph caused by the tool call, progress, checkpoints.
+  const tools = ev.filter((e) => e.method === 'tools').map((e) => e.params.data.event);
+  assert.deepEqual(tools, ['tool-started', 'tool-output-delta', 'tool-output-delta', 'tool-finished']);
+  const sub = ev.find((e) => e.method === 'lifecycle' && e.params.namespace[0] === 'researcher' && e.params.data.event === 'started');
+  assert.deepEqual(sub.params.data.cause, { type: 'toolCall', toolCallId: call.final.id });
+  assert.equal(ev.filter((e) => e.method === 'custom:progress').length, 4);
+  assert.equal(ev.filter((e) => e.method === 'checkpoints').length, 3);
+  assert.ok(!ev.some((e) => e.method === 'input.requested'));
+  await c.close();
+});
+
+test('interrupt round trip: input.requested → input.respond → the run completes', async () => {
+  const c = await connect(tc.url('ag2'));
+  await runToEnd(c, 'ag2', 'please interrupt me');
+  const req = await waitUntil(() => c.events.find((e) => e.method === 'input.requested'), 15000, 'interrupt');
+  await waitUntil(() => c.events.some((e) => e.method === 'lifecycle' && e.params.data.event === 'interrupted'), 5000, 'interrupted');
+  const wrong = await c.request({ id: 3, method: 'input.respond', params: { namespace: [], interruptId: 'nope', response: 'x' } });
+  assert.equal(wrong.error, 'no_such_interrupt');
+  const ok = await c.request({ id: 4, method: 'input.respond', params: { namespace: [], interruptId: req.params.data.interruptId, response: 'yes' } });
+  assert.deepEqual(ok.result, {});
+  await waitUntil(() => c.events.some(isRootDone), 15000, 'completion');
+  const root = assemble(c.events).filter((m) => m.ns === '[]');
+  assert.match(root[1].text, /You answered: yes\./);
+  const again = await c.request({ id: 5, method: 'input.respond', params: { namespace: [], interruptId: req.params.data.interruptId, response: 'x' } });
+  assert.equal(again.error, 'no_such_interrupt');
+  await c.close();
+});
+
+test('state.get, state.listCheckpoints and state.fork after a run', async () => {
+  const c = await connect(tc.url('ag3'));
+  await runToEnd(c, 'ag3', 'state please');
+  await waitUntil(() => c.events.some(isRootDone), 15000, 'run');
+  const lastValues = c.events.filter((e) => e.method === 'values').at(-1).params.data;
+  const cks = c.events.filter((e) => e.method === 'checkpoints').map((e) => e.params.data.id);
+  const s = await c.request({ id: 10, method: 'state.get', params: { namespace: [] } });
+  assert.deepEqual(s.result.values, lastValues);
+  assert.equal(s.result.checkpoint.id, cks.at(-1));
+  const keys = await c.request({ id: 11, method: 'state.get', params: { namespace: [], keys: ['step'] } });
+  assert.deepEqual(keys.result.values, { step: lastValues.step });
+  const list = await c.request({ id: 12, method: 'state.listCheckpoints', params: { limit: 2 } });
+  assert.deepEqual(list.result.checkpoints.map((x) => x.id), [cks[2], cks[1]]);
+  const page = await c.request({ id: 13, method: 'state.listCheckpoints', params: { before: cks[1] } });
+  assert.deepEqual(page.result.checkpoints.map((x) => x.id), [cks[0]]);
+  const bad = await c.request({ id: 14, method: 'state.fork', params: { checkpointId: 'nope' } });
+  assert.equal(bad.error, 'no_such_checkpoint');
+  const fork = await c.request({ id: 15, method: 'state.fork', params: { checkpointId: cks[1] } });
+  assert.equal(fork.type, 'success');
+  assert.equal(fork.result.threadId, 'ag3');
+  const n = c.events.filter(isRootDone).length;
+  await waitUntil(() => c.events.filter(isRootDone).length > n, 15000, 'forked run');
+  await c.close();
+});
+
+test('invalid params are refused by the gateway, naming the field', async () => {
+  const c = await connect(tc.url('ag4'));
+  const cases = [
+    ['run.start', { input: 1 }, /params.assistantId/],
+    ['run.start', { assistantId: 'a' }, /params.input/],
+    ['input.respond', { namespace: [], response: 1 }, /params.interruptId/],
+    ['input.inject', { namespace: [], message: { role: 'robot', content: 'x' } }, /params.message.role/],
+    ['state.get', {}, /params.namespace/],
+    ['state.listCheckpoints', { limit: -2 }, /params.limit/],
+    ['state.fork', {}, /params.checkpointId/],
+  ];
+  let id = 0;
+  for (const [method, params, re] of cases) {
+    const r = await c.request({ id: ++id, method, params });
+    assert.equal(r.error, 'invalid_argument', method);
+    assert.match(r.message, re);
+  }
+  await c.close();
+});
+
+test('1,000 commands from 50 connections over 2 agents: each answered once, right id, right connection', async () => {
+  const clients = await Promise.all(Array.from({ length: 50 }, (_, i) => connect(tc.url(`scale${i % 10}`))));
+  clients.forEach((c, k) => {
+    for (let i = 0; i < 20; i++) {
+      c.sendRaw(JSON.stringify({ id: k * 1000 + i, method: i % 2 ? 'state.get' : 'state.listCheckpoints', params: { namespace: [] } }));
+    }
+  });
+  await waitUntil(() => clients.every((c) => c.frames.length >= 20), 20000, 'answers');
+  await new Promise((r) => setTimeout(r, 200));
+  clients.forEach((c, k) => {
+    const ids = c.frames.map((f) => f.id).sort((x, y) => x - y);
+    assert.deepEqual(ids, Array.from({ length: 20 }, (_, i) => k * 1000 + i));
+    assert.ok(c.frames.every((f) => f.type === 'success'), JSON.stringify(c.frames.find((f) => f.type !== 'success')));
+  });
+  const worked = new Set(agents.flatMap((a) => (a.logs.some((l) => l.msg === 'agent started') ? [a] : [])));
+  assert.equal(worked.size, 2);
+  await Promise.all(clients.map((c) => c.close()));
+});
+
+test('a client that leaves before its answer costs nothing', async () => {
+  for (let i = 0; i < 20; i++) {
+    const c = await connect(tc.url(`leave${i}`));
+    c.sendRaw(JSON.stringify({ id: 1, method: 'run.start', params: { assistantId: 'a', input: 'bye' } }));
+    c.ws.terminate();
+  }
+  const c = await connect(tc.url('after-leave'));
+  const r = await c.request({ id: 1, method: 'state.get', params: { namespace: [] } });
+  assert.equal(r.type, 'success');
+  await c.close();
+});
