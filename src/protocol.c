@@ -355,6 +355,76 @@ enum tc_err tc_params_validate(const struct tc_command *cmd, struct tc_error *er
 	}
 }
 
+bool tc_event_id_parse(const char *id, char epoch[40], uint64_t *seq)
+{
+	const char *colon = strchr(id, ':');
+	if (!colon || colon == id || colon - id >= 40 || colon[1] < '1' || colon[1] > '9')
+		return false; /* no leading zero: one spelling per eventId */
+	for (const char *p = id; p < colon; p++)
+		if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z')))
+			return false;
+	uint64_t v = 0;
+	for (const char *p = colon + 1; *p; p++) {
+		if (*p < '0' || *p > '9' || v > (uint64_t)TC_JS_MAX_SAFE / 10)
+			return false;
+		v = v * 10 + (uint64_t)(*p - '0');
+	}
+	if (v > (uint64_t)TC_JS_MAX_SAFE)
+		return false;
+	memcpy(epoch, id, (size_t)(colon - id));
+	epoch[colon - id] = '\0';
+	*seq = v;
+	return true;
+}
+
+cJSON *tc_stream_request_from_query(const char *channels, const char *namespaces,
+				    const char *depth, const char *since, struct tc_error *err)
+{
+	cJSON *req = cJSON_CreateObject();
+	const char *nums[2] = { depth, since }, *names[2] = { "depth", "since" };
+
+	if (channels) {
+		cJSON *ch = cJSON_AddArrayToObject(req, "channels");
+		const char *p = channels;
+		for (;;) {
+			const char *comma = strchr(p, ',');
+			size_t n = comma ? (size_t)(comma - p) : strlen(p);
+			if (n) {
+				char *name = tc_xstrndup(p, n);
+				cJSON_AddItemToArray(ch, cJSON_CreateString(name));
+				free(name);
+			}
+			if (!comma)
+				break;
+			p = comma + 1;
+		}
+	}
+	if (namespaces) {
+		cJSON *ns = cJSON_Parse(namespaces);
+		if (!ns) {
+			tc_error_set(err, TC_ERR_INVALID_ARGUMENT,
+				     "the namespaces query parameter must be a JSON array of arrays of strings");
+			cJSON_Delete(req);
+			return NULL;
+		}
+		cJSON_AddItemToObject(req, "namespaces", ns);
+	}
+	for (int i = 0; i < 2; i++) {
+		if (!nums[i])
+			continue;
+		char *end;
+		double d = strtod(nums[i], &end);
+		if (end == nums[i] || *end) {
+			tc_error_set(err, TC_ERR_INVALID_ARGUMENT, "the %s query parameter must be a number",
+				     names[i]);
+			cJSON_Delete(req);
+			return NULL;
+		}
+		cJSON_AddNumberToObject(req, names[i], d);
+	}
+	return req;
+}
+
 bool tc_method_is_runtime(enum tc_method m)
 {
 	return m == TC_METHOD_RUN_START || m == TC_METHOD_INPUT_RESPOND ||

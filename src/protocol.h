@@ -122,6 +122,22 @@ bool tc_method_is_runtime(enum tc_method m);
 enum tc_err tc_params_validate(const struct tc_command *cmd, struct tc_error *err);
 
 /**
+ * Parses an eventId as this server issues them, "<epoch>:<seq>" (epoch 1 to
+ * 39 letters and digits, seq 1 to 2^53-1 without leading zeros). Returns
+ * false when id is anything else.
+ */
+bool tc_event_id_parse(const char *id, char epoch[40], uint64_t *seq);
+
+/**
+ * Builds an EventStreamRequest object from the query parameters of an SSE
+ * GET (each NULL when absent): channels "a,b", namespaces a JSON array of
+ * arrays, depth and since numbers. On error returns NULL with a message
+ * naming the parameter. The result still goes through tc_filter_parse.
+ */
+cJSON *tc_stream_request_from_query(const char *channels, const char *namespaces,
+				    const char *depth, const char *since, struct tc_error *err);
+
+/**
  * Length of the longest prefix of s[0..len) that is at most max bytes and
  * does not split a UTF-8 sequence. For quoting client text in messages.
  */

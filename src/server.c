@@ -558,42 +558,18 @@ static int sse_start(struct tc_server *srv, struct lws *wsi, struct pss *pss, co
  */
 static int sse_from_query(struct tc_server *srv, struct lws *wsi, struct pss *pss, const char *thread)
 {
-	char buf[2048];
-	const char *v;
-	cJSON *req = cJSON_CreateObject();
-	int rc;
-
 	/* lws_get_urlarg_by_name() copies "name=value" and points past "name=". */
-	if ((v = lws_get_urlarg_by_name(wsi, "channels=", buf, sizeof(buf)))) {
-		cJSON *ch = cJSON_AddArrayToObject(req, "channels");
-		char *list = (char *)(uintptr_t)v, *save = NULL;
-		for (char *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
-			cJSON_AddItemToArray(ch, cJSON_CreateString(tok));
-	}
-	if ((v = lws_get_urlarg_by_name(wsi, "namespaces=", buf, sizeof(buf)))) {
-		cJSON *ns = cJSON_Parse(v);
-		if (!ns) {
-			cJSON_Delete(req);
-			return http_error(wsi, 400, "invalid_argument",
-					  "the namespaces query parameter must be a JSON array of arrays of strings");
-		}
-		cJSON_AddItemToObject(req, "namespaces", ns);
-	}
-	static const char *const nums[] = { "depth=", "since=" };
-	for (int i = 0; i < 2; i++) {
-		if (!(v = lws_get_urlarg_by_name(wsi, nums[i], buf, sizeof(buf))))
-			continue;
-		char *end;
-		double d = strtod(v, &end);
-		if (end == v || *end) {
-			char msg[80];
-			snprintf(msg, sizeof(msg), "the %.5s query parameter must be a number", nums[i]);
-			cJSON_Delete(req);
-			return http_error(wsi, 400, "invalid_argument", msg);
-		}
-		cJSON_AddNumberToObject(req, i ? "since" : "depth", d);
-	}
-	rc = sse_start(srv, wsi, pss, thread, req);
+	static const char *const names[] = { "channels=", "namespaces=", "depth=", "since=" };
+	char bufs[4][2048];
+	const char *v[4];
+	struct tc_error err;
+
+	for (int i = 0; i < 4; i++)
+		v[i] = lws_get_urlarg_by_name(wsi, names[i], bufs[i], sizeof(bufs[i]));
+	cJSON *req = tc_stream_request_from_query(v[0], v[1], v[2], v[3], &err);
+	if (!req)
+		return http_error(wsi, 400, "invalid_argument", err.message);
+	int rc = sse_start(srv, wsi, pss, thread, req);
 	cJSON_Delete(req);
 	return rc;
 }

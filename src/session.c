@@ -918,26 +918,6 @@ static enum tc_err do_unsubscribe(struct tc_session *s, const struct tc_command 
 	return TC_OK;
 }
 
-/* "<epoch>:<seq>" as this server issues eventIds. */
-static bool parse_event_id(const char *id, char epoch[40], uint64_t *seq)
-{
-	const char *colon = strrchr(id, ':');
-	if (!colon || colon == id || colon - id >= 40 || !colon[1])
-		return false;
-	uint64_t v = 0;
-	for (const char *p = colon + 1; *p; p++) {
-		if (*p < '0' || *p > '9' || v > (uint64_t)TC_JS_MAX_SAFE / 10)
-			return false;
-		v = v * 10 + (uint64_t)(*p - '0');
-	}
-	if (!v)
-		return false;
-	memcpy(epoch, id, (size_t)(colon - id));
-	epoch[colon - id] = '\0';
-	*seq = v;
-	return true;
-}
-
 static enum tc_err do_reconnect(struct tc_session *s, const struct tc_command *cmd,
 				struct tc_error *err)
 {
@@ -956,7 +936,7 @@ static enum tc_err do_reconnect(struct tc_session *s, const struct tc_command *c
 	last = cJSON_GetObjectItemCaseSensitive(p, "lastEventId");
 	if (last && !cJSON_IsNull(last)) {
 		if (!cJSON_IsString(last) ||
-		    !parse_event_id(last->valuestring, last_epoch, &last_seq))
+		    !tc_event_id_parse(last->valuestring, last_epoch, &last_seq))
 			return tc_error_set(err, TC_ERR_INVALID_ARGUMENT,
 					    "params.lastEventId must be an eventId this server sent (\"<epoch>:<seq>\")");
 	}
@@ -1068,7 +1048,7 @@ enum tc_err tc_session_open_stream(struct tc_session *s, const cJSON *request,
 	bool has_since = false;
 
 	if (last_event_id) {
-		if (!parse_event_id(last_event_id, epoch, &seq))
+		if (!tc_event_id_parse(last_event_id, epoch, &seq))
 			return tc_error_set(err, TC_ERR_INVALID_ARGUMENT,
 					    "Last-Event-ID must be an eventId this server sent (\"<epoch>:<seq>\")");
 		has_since = true;

@@ -202,6 +202,40 @@ static void runtime_params(void **state)
 	assert_false(tc_method_is_runtime(TC_METHOD_AGENT_GET_TREE));
 }
 
+static void event_ids(void **state)
+{
+	char epoch[40];
+	uint64_t seq;
+	assert_true(tc_event_id_parse("6b02d195e2774:42", epoch, &seq));
+	assert_string_equal(epoch, "6b02d195e2774");
+	assert_int_equal(seq, 42);
+	assert_true(tc_event_id_parse("a:9007199254740991", epoch, &seq));
+	const char *bad[] = { "", ":1", "a:", "a:0", "a:01", "a:1x", "a:b:1", "a-b:1", "a:9007199254740992",
+			      "0123456789012345678901234567890123456789:1" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		if (tc_event_id_parse(bad[i], epoch, &seq))
+			fail_msg("accepted \"%s\"", bad[i]);
+}
+
+static void stream_query(void **state)
+{
+	struct tc_error err;
+	cJSON *q = tc_stream_request_from_query("messages,,custom:x", "[[\"a\"]]", "2", "40", &err);
+	char *s = cJSON_PrintUnformatted(q);
+	assert_string_equal(s, "{\"channels\":[\"messages\",\"custom:x\"],\"namespaces\":[[\"a\"]],\"depth\":2,\"since\":40}");
+	free(s);
+	cJSON_Delete(q);
+	q = tc_stream_request_from_query(NULL, NULL, NULL, NULL, &err);
+	assert_int_equal(cJSON_GetArraySize(q), 0);
+	cJSON_Delete(q);
+	assert_null(tc_stream_request_from_query("a", "[[", NULL, NULL, &err));
+	assert_non_null(strstr(err.message, "namespaces"));
+	assert_null(tc_stream_request_from_query("a", NULL, "two", NULL, &err));
+	assert_non_null(strstr(err.message, "depth"));
+	assert_null(tc_stream_request_from_query("a", NULL, NULL, "4x", &err));
+	assert_non_null(strstr(err.message, "since"));
+}
+
 int main(void)
 {
 	tc_cjson_init();
@@ -215,6 +249,8 @@ int main(void)
 		cmocka_unit_test(responses),
 		cmocka_unit_test(utf8_prefix),
 		cmocka_unit_test(runtime_params),
+		cmocka_unit_test(event_ids),
+		cmocka_unit_test(stream_query),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
