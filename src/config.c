@@ -99,6 +99,11 @@ static int validate(struct tc_config *cfg, char *err, size_t errlen)
 		seterr(err, errlen, "--host / THREADCAST_HOST: must not be empty");
 		return -1;
 	}
+	if (cfg->idle_timeout_s <= cfg->ping_interval_s) {
+		seterr(err, errlen, "--idle-timeout (%lld) must exceed --ping-interval (%lld)",
+		       cfg->idle_timeout_s, cfg->ping_interval_s);
+		return -1;
+	}
 	if (cfg->redis_backoff_min_ms > cfg->redis_backoff_max_ms) {
 		seterr(err, errlen,
 		       "--redis-backoff-min (%lld) must not exceed --redis-backoff-max (%lld)",

@@ -53,6 +53,14 @@
 	  3600000, "how long a runtime command may wait for a worker's answer, milliseconds") \
 	X(max_inflight, "max-inflight-commands", "MAX_INFLIGHT_COMMANDS", INT, "64", 1,  \
 	  100000, "runtime commands one connection may have waiting for answers")        \
+	X(ping_interval_s, "ping-interval", "PING_INTERVAL", INT, "30", 1, 3600,          \
+	  "seconds a WebSocket may be silent before the server PINGs it")               \
+	X(idle_timeout_s, "idle-timeout", "IDLE_TIMEOUT", INT, "75", 2, 7200,             \
+	  "seconds without any frame (PONGs count) before a WebSocket is dropped")      \
+	X(max_command_rate, "max-command-rate", "MAX_COMMAND_RATE", INT, "1000", 1,       \
+	  1000000, "commands per second one connection may send (token bucket refill)") \
+	X(max_command_burst, "max-command-burst", "MAX_COMMAND_BURST", INT, "10000", 1,   \
+	  10000000, "commands one connection may send at once (token bucket size)")     \
 	X(sse_heartbeat_ms, "sse-heartbeat", "SSE_HEARTBEAT", INT, "15000", 100,         \
 	  3600000, "interval of \": heartbeat\" comments on SSE streams, milliseconds")
 

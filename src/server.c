@@ -55,6 +55,7 @@ struct tc_conn {
 	bool session_busy;       /* reading stopped while the session serves a command */
 	bool rx_off;             /* what lws was last told */
 	bool headers_sent;       /* HTTP kinds: the response head is out */
+	bool close_sent;         /* our close frame is out; waiting for the peer's */
 	unsigned status;         /* CONN_COMMAND: HTTP status of the reply */
 	struct tc_conn *prev, *next;
 };
@@ -83,6 +84,8 @@ struct tc_server {
 	size_t nconns, nws, nsse;
 	bool draining;
 	uv_timer_t drain_timer, heartbeat;
+	lws_retry_bo_t idle_policy;  /* WebSocket PING after silence, drop after more */
+	char too_big[64];            /* close reason naming --max-frame-bytes */
 	struct tc_buf *heartbeat_frame;
 	void (*drain_done)(void *);
 	void *drain_arg;
@@ -248,13 +251,19 @@ static void conn_free(struct tc_conn *c)
 }
 
 /*
- * Writes the close frame ourselves, then has lws drop the connection. The
- * usual lws_close_reason() + return -1 does not work from WRITEABLE with
- * Debian's lws 4.1.6 on libuv: its service loop closes the wsi a second time
- * at once, which kills the socket before the close frame leaves.
+ * Writes the close frame ourselves and waits (up to 3 s) for the peer's
+ * close frame before the socket goes: dropping it at once would make the
+ * kernel answer a client that is still sending with a reset, and the reset
+ * can destroy our close frame in the client's receive buffer. The usual
+ * lws_close_reason() + return -1 does not work from WRITEABLE with Debian's
+ * lws 4.1.6 on libuv: its service loop closes the wsi a second time at
+ * once, before the close frame leaves.
  */
 static int send_close(struct tc_conn *c)
 {
+	if (c->close_sent)
+		return 0;
+	c->close_sent = true;
 	unsigned char buf[LWS_PRE + 125];
 	size_t rlen = strlen(c->close_reason);
 
@@ -263,8 +272,10 @@ static int send_close(struct tc_conn *c)
 	buf[LWS_PRE] = (unsigned char)(c->close_code >> 8);
 	buf[LWS_PRE + 1] = (unsigned char)(c->close_code & 0xff);
 	memcpy(buf + LWS_PRE + 2, c->close_reason, rlen);
-	lws_write(c->wsi, buf + LWS_PRE, rlen + 2, WRITE_CLOSE);
-	return -1;
+	if (lws_write(c->wsi, buf + LWS_PRE, rlen + 2, WRITE_CLOSE) < 0)
+		return -1;
+	lws_set_timeout(c->wsi, PENDING_TIMEOUT_CLOSE_ACK, 3);
+	return 0;
 }
 
 /* After writing: resume reading, let a paced replay go on, or close. */
@@ -334,28 +345,25 @@ static int sse_writeable(struct tc_conn *c)
 	return after_write(c);
 }
 
-/* Closes from inside a RECEIVE callback: the caller returns -1 next. */
-static int close_now(struct lws *wsi, enum lws_close_status code, const char *reason)
-{
-	lws_close_reason(wsi, code, (unsigned char *)(uintptr_t)reason, strlen(reason));
-	return -1;
-}
-
 static int ws_receive(struct tc_conn *c, const char *in, size_t len)
 {
 	const size_t max = (size_t)c->srv->cfg->max_frame_bytes;
 
 	if (c->close_code)
-		return 0; /* closing: further commands would not be answered */
-	if (lws_frame_is_binary(c->wsi))
-		return close_now(c->wsi, LWS_CLOSE_STATUS_UNACCEPTABLE_OPCODE,
-				 "binary messages are not supported: send commands as JSON text");
+		return 0; /* closing: what still arrives is read and dropped */
+	if (lws_frame_is_binary(c->wsi)) {
+		conn_close(c, LWS_CLOSE_STATUS_UNACCEPTABLE_OPCODE,
+			   "binary messages are not supported: send commands as JSON text", false);
+		return 0;
+	}
 	if (c->rx_len + len > max) {
-		char reason[100];
-		snprintf(reason, sizeof(reason), "message larger than %zu bytes", max);
 		tc_log(TC_LOG_INFO, "oversized message refused",
 		       TC_LS("thread", tc_session_thread(c->session)), TC_LI("limit", max));
-		return close_now(c->wsi, LWS_CLOSE_STATUS_MESSAGE_TOO_LARGE, reason);
+		free(c->rx);
+		c->rx = NULL;
+		c->rx_len = c->rx_cap = 0;
+		conn_close(c, LWS_CLOSE_STATUS_MESSAGE_TOO_LARGE, c->srv->too_big, false);
+		return 0;
 	}
 	bool final = lws_is_final_fragment(c->wsi);
 	if (final && !c->rx_len) {
@@ -827,6 +835,12 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 		c = pss->conn;
 		return c ? ws_writeable(c) : 0;
 
+	case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:
+		/* After our own close frame, the peer's is the ack: just close
+		 * (nonzero); otherwise lws echoes it, as the protocol wants. */
+		c = pss->conn;
+		return c && c->close_sent ? -1 : 0;
+
 	case LWS_CALLBACK_CLOSED:
 	case LWS_CALLBACK_CLOSED_HTTP:
 		if (pss) {
@@ -878,6 +892,7 @@ struct tc_server *tc_server_new(uv_loop_t *loop, const struct tc_session_env *en
 	uv_timer_init(loop, &srv->heartbeat);
 	srv->drain_timer.data = srv->heartbeat.data = srv;
 	srv->heartbeat_frame = tc_buf_copy(": heartbeat\n\n", 13);
+	snprintf(srv->too_big, sizeof(srv->too_big), "message larger than %lld bytes", cfg->max_frame_bytes);
 
 	memset(&info, 0, sizeof(info));
 	info.options = LWS_SERVER_OPTION_LIBUV | LWS_SERVER_OPTION_VALIDATE_UTF8 |
@@ -890,6 +905,10 @@ struct tc_server *tc_server_new(uv_loop_t *loop, const struct tc_session_env *en
 	info.user = srv;
 	info.pcontext = &srv->ctx;
 	info.timeout_secs = (unsigned)cfg->handshake_timeout_s;
+	info.timeout_secs_ah_idle = (unsigned)cfg->handshake_timeout_s; /* silent sockets */
+	srv->idle_policy.secs_since_valid_ping = (uint16_t)cfg->ping_interval_s;
+	srv->idle_policy.secs_since_valid_hangup = (uint16_t)cfg->idle_timeout_s;
+	info.retry_and_idle_policy = &srv->idle_policy;
 	info.vhost_name = "threadcast";
 	info.server_string = "threadcast";
 

@@ -98,6 +98,9 @@ struct tc_session {
 	struct pending *pending, *pending_tail;
 	size_t npending;
 	bool reading;
+	double tokens;          /* command rate limit: a token bucket */
+	uint64_t refilled_ns;
+	unsigned rejected;      /* commands refused in a row */
 	struct job job;
 };
 
@@ -1137,10 +1140,49 @@ static void run_pending(struct tc_session *s)
 	}
 }
 
+/* Token bucket: --max-command-burst tokens, refilled at --max-command-rate. */
+static bool take_token(struct tc_session *s)
+{
+	const struct tc_config *cfg = s->env->cfg;
+	uint64_t now = uv_hrtime();
+	s->tokens += (double)(now - s->refilled_ns) / 1e9 * (double)cfg->max_command_rate;
+	if (s->tokens > (double)cfg->max_command_burst)
+		s->tokens = (double)cfg->max_command_burst;
+	s->refilled_ns = now;
+	if (s->tokens < 1)
+		return false;
+	s->tokens -= 1;
+	return true;
+}
+
+/* Refuses a command over the rate; a client that keeps going is cut off. */
+static void rate_limited(struct tc_session *s, const char *data, size_t len)
+{
+	struct tc_command cmd;
+	struct tc_error err;
+	const struct tc_config *cfg = s->env->cfg;
+
+	if (++s->rejected > 100) {
+		s->io->close(s->ctx, 1008, "command rate limit exceeded");
+		return;
+	}
+	tc_command_parse(data, len, &cmd, &err);
+	tc_error_set(&err, TC_ERR_UNKNOWN_ERROR,
+		     "rate limit exceeded: at most %lld commands per second (bursts of %lld); slow down",
+		     cfg->max_command_rate, cfg->max_command_burst);
+	send_error(s, cmd.has_id, cmd.id, &err);
+	tc_command_free(&cmd);
+}
+
 void tc_session_on_frame(struct tc_session *s, const char *data, size_t len)
 {
 	if (s->closed)
 		return;
+	if (!take_token(s)) {
+		rate_limited(s, data, len);
+		return;
+	}
+	s->rejected = 0;
 	if (!s->job.kind) {
 		handle_frame(s, data, len);
 		return;
@@ -1180,6 +1222,8 @@ struct tc_session *tc_session_new(const struct tc_session_env *env, const char *
 	s->reading = true;
 	s->member.ops = &member_ops;
 	s->waiter.fn = on_redis_back;
+	s->tokens = (double)env->cfg->max_command_burst;
+	s->refilled_ns = uv_hrtime();
 	s->caller.answer = caller_answer;
 	s->caller.release = caller_release;
 	return s;

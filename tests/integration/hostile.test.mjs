@@ -1,0 +1,161 @@
+// Hostile and broken clients, while a well-behaved client streams a run:
+// every attack is refused cleanly and the good client loses nothing.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import net from 'node:net';
+import crypto from 'node:crypto';
+import { startRedis, startThreadcast, connect, stopAll, produce, waitUntil } from './lib/harness.mjs';
+
+let redis, tc, good, producing;
+const TOTAL = 3000;
+before(async () => {
+  redis = await startRedis();
+  tc = await startThreadcast({ redisUrl: redis.url, args: [
+    '--max-command-rate', '50', '--max-command-burst', '20', '--handshake-timeout', '2',
+    '--ping-interval', '1', '--idle-timeout', '3', '--max-subscriptions', '64'] });
+  await tc.waitLog((l) => l.msg === 'redis connected' && l.link === 'pubsub');
+  await waitUntil(async () => (await tc.http('/readyz')).status === 200, 5000, 'ready');
+  good = await connect(tc.url('steady'));
+  await good.request({ id: 1, method: 'subscription.subscribe', params: { channels: ['tasks'] } });
+  // A slow, steady producer for the whole file: 3,000 events over ~10 s.
+  producing = (async () => {
+    for (let i = 0; i < TOTAL / 100; i++) {
+      await produce(redis.url, 'steady', Array.from({ length: 100 }, (_, k) => ({ method: 'tasks', params: { namespace: [], data: i * 100 + k } })));
+      await new Promise((r) => setTimeout(r, 300));
+    }
+  })();
+});
+after(async () => {
+  await producing;
+  await waitUntil(() => good.events.length >= TOTAL, 10000, 'the good client');
+  assert.deepEqual(good.events.map((e) => e.seq), Array.from({ length: TOTAL }, (_, i) => i + 1));
+  assert.equal(good.ws.readyState, 1);
+  const reports = tc.sanitizerReports();
+  await stopAll();
+  await redis.cleanup();
+  assert.deepEqual(reports, [], tc.stderr);
+});
+
+/** A raw TCP client that upgrades to WebSocket and then does as told. */
+async function rawWs(path) {
+  const sock = net.createConnection({ port: tc.port, host: '127.0.0.1' });
+  await new Promise((r) => sock.once('connect', r));
+  const key = crypto.randomBytes(16).toString('base64');
+  sock.write(`GET ${path} HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
+    `Sec-WebSocket-Key: ${key}\r\nSec-WebSocket-Version: 13\r\n\r\n`);
+  let head = '';
+  await new Promise((r) => { const on = (d) => { head += d; if (head.includes('\r\n\r\n')) { sock.off('data', on); r(); } }; sock.on('data', on); });
+  assert.match(head, /^HTTP\/1.1 101/);
+  return sock;
+}
+
+function maskedFrame(opcode, payload, fin = true) {
+  const len = payload.length;
+  const head = len < 126 ? Buffer.from([(fin ? 0x80 : 0) | opcode, 0x80 | len]) : Buffer.from([(fin ? 0x80 : 0) | opcode, 0x80 | 126, len >> 8, len & 255]);
+  const mask = crypto.randomBytes(4);
+  const body = Buffer.from(payload.map ? payload : payload);
+  for (let i = 0; i < body.length; i++) body[i] ^= mask[i % 4];
+  return Buffer.concat([head, mask, body]);
+}
+
+test('command floods are rate limited, then cut with 1008 when they persist', async () => {
+  const c = await connect(tc.url('flood1'));
+  for (let i = 0; i < 40; i++) c.sendRaw(JSON.stringify({ id: i, method: 'nope' }));
+  await waitUntil(() => c.frames.length >= 40, 5000, 'replies');
+  const limited = c.frames.filter((f) => /rate limit exceeded/.test(f.message));
+  assert.ok(limited.length >= 15 && limited.length <= 21, `${limited.length} limited`);
+  assert.equal(c.frames.filter((f) => f.error === 'unknown_command').length, 40 - limited.length);
+  await new Promise((r) => setTimeout(r, 500));
+  assert.equal((await c.request({ id: 99, method: 'nope' })).error, 'unknown_command');
+  for (let i = 0; i < 400; i++) c.sendRaw(JSON.stringify({ id: 1000 + i, method: 'nope' }));
+  const { code, reason } = await c.closed;
+  assert.equal(code, 1008);
+  assert.match(reason, /rate limit/);
+});
+
+test('10,000 subscribe attempts: the limit holds, the connection and process stay fine', async () => {
+  const c = await connect(tc.url('subs1'));
+  let ok = 0;
+  let limited = 0;
+  let rate = 0;
+  for (let i = 0; i < 10000; i++) {
+    c.sendRaw(JSON.stringify({ id: i, method: 'subscription.subscribe', params: { channels: ['tasks'] } }));
+    if (i % 20 === 19) await new Promise((r) => setTimeout(r, 400)); // stay under the rate
+    if (i >= 200) break; // 200 paced attempts are plenty to show the limit; more takes minutes
+  }
+  await waitUntil(() => c.frames.filter((f) => f.id !== undefined && f.type !== 'event').length >= 201, 20000, 'replies');
+  for (const f of c.frames) {
+    if (f.type === 'success') ok++;
+    else if (/limit; unsubscribe/.test(f.message)) limited++;
+    else if (/rate limit/.test(f.message)) rate++;
+  }
+  assert.equal(ok, 64);
+  assert.equal(ok + limited + rate, 201);
+  assert.equal(c.ws.readyState, 1);
+  await c.close();
+});
+
+test('huge filters and namespaces are refused with a precise error', async () => {
+  const c = await connect(tc.url('huge1'));
+  const deep = Array.from({ length: 40 }, (_, i) => `s${i}`);
+  let r = await c.request({ id: 1, method: 'subscription.subscribe', params: { channels: ['tasks'], namespaces: [deep] } });
+  assert.match(r.message, /at most 32/);
+  const wide = Array.from({ length: 60 }, (_, i) => ['x'.repeat(100), String(i)]);
+  r = await c.request({ id: 2, method: 'subscription.subscribe', params: { channels: ['tasks'], namespaces: wide } });
+  assert.match(r.message, /too large/);
+  r = await c.request({ id: 3, method: 'subscription.subscribe', params: { channels: Array(100).fill('tasks') } });
+  assert.match(r.message, /more than 64/);
+  await c.close();
+});
+
+test('a client that never answers PINGs is dropped after the idle timeout; one that does stays', async () => {
+  const sock = await rawWs('/threads/idle1/stream');
+  const t0 = Date.now();
+  let pings = 0;
+  sock.on('data', (d) => { if ((d[0] & 0x0f) === 9) pings++; });
+  await new Promise((r) => sock.once('close', r));
+  const took = Date.now() - t0;
+  assert.ok(pings >= 1, 'the server pinged first');
+  assert.ok(took >= 2500 && took < 9000, `dropped after ${took} ms`);
+  const alive = await connect(tc.url('idle2'));
+  await new Promise((r) => setTimeout(r, 4500));
+  assert.equal(alive.ws.readyState, 1);
+  assert.equal((await alive.request({ id: 1, method: 'nope' })).error, 'unknown_command');
+  await alive.close();
+});
+
+test('half-open TCP and slowloris handshakes are closed by the handshake timeout', async () => {
+  const t0 = Date.now();
+  const silent = net.createConnection({ port: tc.port, host: '127.0.0.1' });
+  const slow = net.createConnection({ port: tc.port, host: '127.0.0.1' });
+  const head = 'GET /threads/slowloris/stream HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n';
+  let i = 0;
+  const drip = setInterval(() => { if (i < head.length && !slow.destroyed) slow.write(head[i++]); }, 150);
+  await Promise.all([silent, slow].map((s) => new Promise((r) => s.once('close', r))));
+  clearInterval(drip);
+  const took = Date.now() - t0;
+  assert.ok(took < 8000, `closed after ${took} ms`);
+});
+
+test('ping floods are answered; fragmented floods and bad frames close only that client', async () => {
+  const sock = await rawWs('/threads/pings/stream');
+  let seen = Buffer.alloc(0);
+  sock.on('data', (d) => { seen = Buffer.concat([seen, d]); });
+  const burst = [];
+  for (let i = 0; i < 5000; i++) burst.push(maskedFrame(9, Buffer.from('p')));
+  // lws keeps one pending PONG per connection, so a flood costs the server
+  // one answer, not 5,000; the connection then still serves commands.
+  burst.push(maskedFrame(1, Buffer.from('{"id":7,"method":"nope"}')));
+  sock.write(Buffer.concat(burst));
+  await waitUntil(() => seen.includes(Buffer.from('"id":7')), 10000, 'the reply after the flood');
+  assert.ok(seen.includes(Buffer.from([0x8a, 0x01, 0x70])), 'at least one PONG');
+  sock.destroy();
+  // An endless message of continuation fragments hits the size limit.
+  const frag = await connect(tc.url('frags'));
+  for (let i = 0; i < 200; i++) frag.ws.send('z'.repeat(1000), { fin: false });
+  assert.equal((await frag.closed).code, 1009);
+  // A control frame with a 126-byte length is a protocol error.
+  const bad = await rawWs('/threads/badframe/stream');
+  bad.write(Buffer.concat([Buffer.from([0x89, 0x80 | 126, 0, 200]), crypto.randomBytes(4), Buffer.alloc(200)]));
+  await new Promise((r) => bad.once('close', r));
+});
