@@ -47,6 +47,8 @@
 	  600000, "Redis health-check period; a PING unanswered for one period marks Redis slow (unready), five periods reconnect")    \
 	X(drain_timeout_ms, "drain-timeout", "DRAIN_TIMEOUT", INT, "5000", 0, 3600000,   \
 	  "on SIGTERM, how long to wait for clients to finish closing, milliseconds")    \
+	X(drain_spread_ms, "drain-spread", "DRAIN_SPREAD", INT, "2000", 0, 3600000,      \
+	  "on SIGTERM, close connections evenly over this many ms (no reconnect stampede)") \
 	X(commands, "commands", "COMMANDS", STR, "on", 0, 0,                             \
 	  "on: forward runtime commands (run.start, input.*, state.*) to agent workers; off: answer not_supported") \
 	X(command_timeout_ms, "command-timeout", "COMMAND_TIMEOUT", INT, "30000", 100,   \

@@ -83,7 +83,8 @@ struct tc_server {
 	struct tc_conn *conns;     /* every open connection */
 	size_t nconns, nws, nsse;
 	bool draining;
-	uv_timer_t drain_timer, heartbeat;
+	uv_timer_t drain_timer, heartbeat, drain_tick;
+	size_t drain_per_tick;       /* connections to close per tick while draining */
 	lws_retry_bo_t idle_policy;  /* WebSocket PING after silence, drop after more */
 	char too_big[64];            /* close reason naming --max-frame-bytes */
 	struct tc_buf *heartbeat_frame;
@@ -779,6 +780,7 @@ static void drain_finish(struct tc_server *srv)
 	void (*done)(void *) = srv->drain_done;
 	srv->drain_done = NULL;
 	uv_timer_stop(&srv->drain_timer);
+	uv_timer_stop(&srv->drain_tick);
 	if (done)
 		done(srv->drain_arg);
 }
@@ -890,7 +892,8 @@ struct tc_server *tc_server_new(uv_loop_t *loop, const struct tc_session_env *en
 	srv->redis = env->redis;
 	uv_timer_init(loop, &srv->drain_timer);
 	uv_timer_init(loop, &srv->heartbeat);
-	srv->drain_timer.data = srv->heartbeat.data = srv;
+	uv_timer_init(loop, &srv->drain_tick);
+	srv->drain_timer.data = srv->heartbeat.data = srv->drain_tick.data = srv;
 	srv->heartbeat_frame = tc_buf_copy(": heartbeat\n\n", 13);
 	snprintf(srv->too_big, sizeof(srv->too_big), "message larger than %lld bytes", cfg->max_frame_bytes);
 
@@ -918,6 +921,7 @@ struct tc_server *tc_server_new(uv_loop_t *loop, const struct tc_session_env *en
 		       TC_LS("host", host), TC_LI("port", cfg->port));
 		uv_close((uv_handle_t *)&srv->drain_timer, NULL);
 		uv_close((uv_handle_t *)&srv->heartbeat, NULL);
+		uv_close((uv_handle_t *)&srv->drain_tick, NULL);
 		uv_run(loop, UV_RUN_NOWAIT);
 		tc_buf_unref(srv->heartbeat_frame);
 		free(srv);
@@ -949,16 +953,40 @@ static void on_drain_timeout(uv_timer_t *t)
 	drain_finish(srv);
 }
 
+#define DRAIN_TICK_MS 50
+
+/* Closes the next batch of connections; when all are told, waits for them. */
+static void on_drain_tick(uv_timer_t *t)
+{
+	struct tc_server *srv = t->data;
+	size_t n = 0;
+	for (struct tc_conn *c = srv->conns; c && n < srv->drain_per_tick; c = c->next) {
+		if (c->kind == CONN_COMMAND || c->close_code)
+			continue;
+		conn_close(c, LWS_CLOSE_STATUS_GOINGAWAY, "server shutting down; reconnect", true);
+		n++;
+	}
+	if (n < srv->drain_per_tick) {
+		/* Everyone has been told: give them drain_timeout_ms to finish. */
+		uv_timer_stop(&srv->drain_tick);
+		uv_timer_start(&srv->drain_timer, on_drain_timeout,
+			       srv->nconns ? (uint64_t)srv->cfg->drain_timeout_ms : 0, 0);
+	}
+}
+
 void tc_server_drain(struct tc_server *srv, void (*done)(void *), void *arg)
 {
+	uint64_t ticks = (uint64_t)srv->cfg->drain_spread_ms / DRAIN_TICK_MS;
 	srv->draining = true;
 	srv->drain_done = done;
 	srv->drain_arg = arg;
-	for (struct tc_conn *c = srv->conns; c; c = c->next)
-		if (c->kind != CONN_COMMAND)
-			conn_close(c, LWS_CLOSE_STATUS_GOINGAWAY, "server shutting down; reconnect", true);
-	uv_timer_start(&srv->drain_timer, on_drain_timeout,
-		       srv->nconns ? (uint64_t)srv->cfg->drain_timeout_ms : 0, 0);
+	/* Spread the closes so clients do not all reconnect in the same instant. */
+	srv->drain_per_tick = ticks ? (srv->nconns + ticks - 1) / ticks : srv->nconns;
+	if (!srv->drain_per_tick)
+		srv->drain_per_tick = 1;
+	on_drain_tick(&srv->drain_tick);
+	if (uv_is_active((uv_handle_t *)&srv->drain_timer) == 0)
+		uv_timer_start(&srv->drain_tick, on_drain_tick, DRAIN_TICK_MS, DRAIN_TICK_MS);
 }
 
 void tc_server_stop(struct tc_server *srv)
@@ -967,8 +995,10 @@ void tc_server_stop(struct tc_server *srv)
 	srv->drain_done = NULL;
 	uv_timer_stop(&srv->drain_timer);
 	uv_timer_stop(&srv->heartbeat);
+	uv_timer_stop(&srv->drain_tick);
 	uv_close((uv_handle_t *)&srv->drain_timer, NULL);
 	uv_close((uv_handle_t *)&srv->heartbeat, NULL);
+	uv_close((uv_handle_t *)&srv->drain_tick, NULL);
 	if (srv->ctx)
 		lws_context_destroy(srv->ctx);
 }

@@ -1,0 +1,104 @@
+// Two threadcast instances behind a real HAProxy (deploy/haproxy.cfg):
+// clients resume through the balancer when an instance dies or drains.
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
+import path from 'node:path';
+import WebSocket from 'ws';
+import { startRedis, startThreadcast, stopAll, produce, waitUntil, freePort, repoRoot, sleep } from './lib/harness.mjs';
+
+const cfg = path.join(repoRoot, 'deploy', 'haproxy.cfg');
+const procs = [];
+after(async () => {
+  for (const p of procs) p.kill('SIGKILL');
+  await stopAll();
+});
+
+async function startHaproxy(backends) {
+  const port = await freePort();
+  const env = { ...process.env, TC_LB_BIND: `127.0.0.1:${port}`,
+    TC_BACKEND_1: `127.0.0.1:${backends[0]}`, TC_BACKEND_2: `127.0.0.1:${backends[1]}` };
+  const check = spawnSync('haproxy', ['-c', '-f', cfg], { env, encoding: 'utf8' });
+  assert.equal(check.status, 0, check.stdout + check.stderr);
+  const p = spawn('haproxy', ['-db', '-f', cfg], { env, stdio: ['ignore', 'ignore', 'pipe'] });
+  procs.push(p);
+  await waitUntil(async () => { try { return (await fetch(`http://127.0.0.1:${port}/readyz`)).status === 200; } catch { return false; } }, 10000, 'haproxy');
+  return port;
+}
+
+/**
+ * A client that subscribes once and, whenever its connection drops,
+ * reconnects through the balancer with subscription.reconnect and its last
+ * eventId, as the client library does.
+ */
+function resumingClient(url, filter) {
+  const c = { seqs: [], reconnects: 0, subId: null, lastId: null, stopped: false };
+  const open = () => {
+    const ws = new WebSocket(url);
+    ws.on('message', (d) => {
+      const m = JSON.parse(d);
+      if (m.type === 'event') { c.seqs.push(m.seq); c.lastId = m.eventId; }
+      else if (m.type === 'success' && m.result.subscriptionId) c.subId = m.result.subscriptionId;
+    });
+    ws.on('open', () => {
+      if (!c.subId) ws.send(JSON.stringify({ id: 1, method: 'subscription.subscribe', params: filter }));
+      else ws.send(JSON.stringify({ id: 2, method: 'subscription.reconnect',
+        params: { runId: 'r', lastEventId: c.lastId, subscriptions: [c.subId] } }));
+    });
+    ws.on('error', () => {});
+    ws.on('close', () => {
+      if (c.stopped) return;
+      c.reconnects++;
+      setTimeout(open, 50 + Math.random() * 200);
+    });
+    c.ws = ws;
+  };
+  open();
+  c.stop = () => { c.stopped = true; c.ws.close(); };
+  return c;
+}
+
+async function scenario(stopSignal) {
+  const redis = await startRedis();
+  const a = await startThreadcast({ redisUrl: redis.url, args: ['--drain-spread', '1000'] });
+  const b = await startThreadcast({ redisUrl: redis.url });
+  const lb = await startHaproxy([a.port, b.port]);
+  const thread = `lb-${stopSignal}`;
+  const clients = [];
+  for (let i = 0; i < 200; i++) clients.push(resumingClient(`ws://127.0.0.1:${lb}/threads/${thread}/stream`, { channels: ['tasks'] }));
+  await waitUntil(() => clients.every((c) => c.subId), 15000, 'subscriptions');
+  const total = 3000;
+  const producing = (async () => {
+    for (let i = 0; i < total / 100; i++) {
+      await produce(redis.url, thread, Array.from({ length: 100 }, (_, k) => ({ method: 'tasks', params: { namespace: [], data: i * 100 + k } })));
+      await sleep(150);
+    }
+  })();
+  await waitUntil(() => clients.every((c) => c.seqs.length >= 500), 20000, 'first events');
+  a.proc.kill(stopSignal);
+  const stopped = a.stop(stopSignal);
+  await producing;
+  await waitUntil(() => clients.every((c) => c.seqs.length >= total), 30000, 'every client complete');
+  const want = Array.from({ length: total }, (_, i) => i + 1);
+  for (const c of clients) assert.deepEqual(c.seqs, want);
+  const moved = clients.filter((c) => c.reconnects > 0).length;
+  assert.ok(moved > 0, 'some clients were on the stopped instance');
+  for (const c of clients) c.stop();
+  const exit = await stopped;
+  await redis.cleanup();
+  return { exit, moved, a, b };
+}
+
+test('SIGKILL one of two instances: 200 clients resume through HAProxy with the complete sequence', async () => {
+  const { exit, moved } = await scenario('SIGKILL');
+  assert.equal(exit.signal, 'SIGKILL');
+  assert.ok(moved >= 20, `${moved} clients moved`);
+});
+
+test('SIGTERM drains one instance under load: zero events lost, exit 0', async () => {
+  const { exit, moved, a } = await scenario('SIGTERM');
+  assert.deepEqual(exit, { code: 0, signal: null });
+  assert.ok(moved >= 20, `${moved} clients moved`);
+  assert.ok(a.logs.some((l) => l.msg === 'draining'));
+  assert.deepEqual(a.sanitizerReports(), [], a.stderr);
+});

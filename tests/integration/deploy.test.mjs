@@ -1,0 +1,103 @@
+// deploy/: what can be checked without a Docker engine. The image's build
+// steps are scripts/build, run here for real; the Dockerfile is linted and
+// held to the rules the deployment relies on; compose and Kubernetes files
+// are parsed and checked for the probes and wiring they must have.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync, mkdtempSync, rmSync, existsSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { createRequire } from 'node:module';
+import YAML from 'yaml';
+import { repoRoot, startRedis, startThreadcast, stopAll } from './lib/harness.mjs';
+
+const require = createRequire(import.meta.url);
+const { validate } = require('dockerfile-utils');
+const read = (p) => readFileSync(path.join(repoRoot, p), 'utf8');
+
+test('scripts/build (what the Dockerfile runs) installs the three binaries, which run', () => {
+  const dest = mkdtempSync(path.join(tmpdir(), 'tc-dist-'));
+  const r = spawnSync(path.join(repoRoot, 'scripts', 'build'), [dest], { encoding: 'utf8',
+    env: { ...process.env, TC_BUILD_DIR: path.join(dest, 'build') } });
+  assert.equal(r.status, 0, r.stderr);
+  for (const bin of ['threadcast', 'threadcast-agent', 'threadcast-produce'])
+    assert.ok(existsSync(path.join(dest, 'usr/local/bin', bin)), bin);
+  const v = spawnSync(path.join(dest, 'usr/local/bin/threadcast'), ['--version'], { encoding: 'utf8' });
+  assert.match(v.stdout, /^threadcast \d+\.\d+\.\d+/);
+  rmSync(dest, { recursive: true, force: true });
+});
+
+test('the Dockerfile lints clean and keeps the deployment rules', () => {
+  const text = read('deploy/Dockerfile');
+  assert.deepEqual(validate(text).map((d) => d.message), []);
+  const froms = text.match(/^FROM .*/gm);
+  assert.equal(froms.length, 2, 'multi-stage');
+  assert.match(froms[0], /^FROM debian:bookworm AS build$/);
+  assert.match(froms[1], /^FROM debian:bookworm-slim$/);
+  assert.match(text, /^RUN scripts\/build \/out$/m);
+  assert.match(text, /^USER 10001$/m, 'non-root');
+  assert.match(text, /^HEALTHCHECK[\s\S]*?\/healthz/m);
+  assert.doesNotMatch(text.split('FROM debian:bookworm-slim')[1], /-dev\b/, 'no -dev packages at runtime');
+  // Every runtime library the binaries link is installed in the slim stage.
+  const ldd = spawnSync('ldd', [path.join(repoRoot, 'build', 'threadcast')], { encoding: 'utf8' }).stdout;
+  const runtime = text.split('FROM debian:bookworm-slim')[1];
+  for (const [lib, pkg] of [['libuv.so.1', 'libuv1'], ['libwebsockets.so.17', 'libwebsockets17'],
+    ['libhiredis.so.0.14', 'libhiredis0.14'], ['libcjson.so.1', 'libcjson1']]) {
+    assert.ok(ldd.includes(lib), `threadcast links ${lib}`);
+    assert.ok(runtime.includes(pkg), `the image installs ${pkg}`);
+  }
+  assert.ok(runtime.includes('libwebsockets-evlib-uv'), 'the libuv event-loop plugin');
+  // Only files that exist are copied in.
+  for (const m of text.matchAll(/^COPY (?!--from)(.+) \S+$/gm))
+    for (const src of m[1].split(' ')) assert.ok(existsSync(path.join(repoRoot, src)), src);
+});
+
+test('the compose file wires redis, two replicas, an agent and the balancer', () => {
+  const c = YAML.parse(read('deploy/docker-compose.yml'));
+  assert.deepEqual(Object.keys(c.services).sort(), ['agent', 'lb', 'redis', 'threadcast-1', 'threadcast-2']);
+  assert.ok(c.services.redis.command.includes('--appendonly'));
+  for (const r of ['threadcast-1', 'threadcast-2']) {
+    assert.equal(c.services[r].environment.THREADCAST_REDIS_URL, 'redis://redis:6379');
+    assert.equal(c.services[r].build.dockerfile, 'deploy/Dockerfile');
+  }
+  assert.match(c.services.agent.entrypoint[0], /threadcast-agent$/);
+  const lb = c.services.lb;
+  assert.equal(lb.environment.TC_BACKEND_1, 'threadcast-1:8080');
+  assert.equal(lb.environment.TC_BACKEND_2, 'threadcast-2:8080');
+  assert.ok(lb.volumes[0].startsWith('./haproxy.cfg:'));
+  // The balancer config itself is what balancer.test.mjs runs with a real HAProxy.
+  assert.match(read('deploy/haproxy.cfg'), /option httpchk GET \/readyz/);
+});
+
+test('Kubernetes: probes, preStop drain, PodDisruptionBudget, Service, non-root', () => {
+  const docs = YAML.parseAllDocuments(read('deploy/k8s/threadcast.yaml')).map((d) => d.toJS());
+  const kinds = docs.map((d) => d.kind);
+  assert.deepEqual(kinds, ['Deployment', 'PodDisruptionBudget', 'Service']);
+  const pod = docs[0].spec.template.spec;
+  const ctr = pod.containers[0];
+  assert.equal(ctr.readinessProbe.httpGet.path, '/readyz');
+  assert.equal(ctr.livenessProbe.httpGet.path, '/healthz');
+  assert.ok(ctr.lifecycle.preStop, 'preStop');
+  assert.ok(pod.terminationGracePeriodSeconds * 1000 >
+    Number(ctr.env.find((e) => e.name === 'THREADCAST_DRAIN_TIMEOUT').value), 'grace period covers the drain');
+  assert.equal(pod.securityContext.runAsNonRoot, true);
+  assert.deepEqual(docs[1].spec.selector, docs[0].spec.selector);
+  assert.deepEqual(docs[2].spec.selector, docs[0].spec.selector.matchLabels);
+  const agent = YAML.parse(read('deploy/k8s/agent.yaml'));
+  assert.match(agent.spec.template.spec.containers[0].command[0], /threadcast-agent$/);
+});
+
+test("the image's HEALTHCHECK command passes against a running threadcast, and fails without one", async () => {
+  const text = read('deploy/Dockerfile').replace(/\\\n\s*/g, '');
+  const cmd = JSON.parse(text.match(/^HEALTHCHECK .* CMD (\[.*\])$/m)[1]);
+  const redis = await startRedis();
+  const tc = await startThreadcast({ redisUrl: redis.url });
+  const ok = spawnSync(cmd[0], cmd.slice(1), { env: { ...process.env, THREADCAST_PORT: String(tc.port) }, encoding: 'utf8' });
+  assert.equal(ok.status, 0, ok.stderr);
+  await tc.stop();
+  const down = spawnSync(cmd[0], cmd.slice(1), { env: { ...process.env, THREADCAST_PORT: String(tc.port) }, encoding: 'utf8' });
+  assert.notEqual(down.status, 0);
+  await stopAll();
+  await redis.cleanup();
+});
