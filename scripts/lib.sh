@@ -4,7 +4,7 @@
 TC_APT_PACKAGES=(
   gcc pkg-config meson ninja-build
   libuv1-dev libwebsockets-dev libwebsockets-evlib-uv libhiredis-dev libcjson-dev
-  libcmocka-dev redis-server
+  libcmocka-dev libjwt-dev redis-server
 )
 
 tc_log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }

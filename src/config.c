@@ -95,6 +95,21 @@ static int validate(struct tc_config *cfg, char *err, size_t errlen)
 		       cfg->commands);
 		return -1;
 	}
+	if (strcmp(cfg->auth, "jwt") && strcmp(cfg->auth, "off")) {
+		seterr(err, errlen, "--auth / THREADCAST_AUTH: \"%s\" is not valid: expected jwt or off",
+		       cfg->auth);
+		return -1;
+	}
+	if (!strcmp(cfg->auth, "jwt") && !*cfg->jwt_key) {
+		seterr(err, errlen, "authentication is on by default: give --jwt-key (THREADCAST_JWT_KEY) "
+				    "with the verifying key, or run with --auth off to let anyone read");
+		return -1;
+	}
+	if (strcmp(cfg->jwt_alg, "HS256") && strcmp(cfg->jwt_alg, "RS256") && strcmp(cfg->jwt_alg, "ES256")) {
+		seterr(err, errlen, "--jwt-alg / THREADCAST_JWT_ALG: \"%s\" is not valid: expected HS256, RS256 or ES256",
+		       cfg->jwt_alg);
+		return -1;
+	}
 	if (!*cfg->host) {
 		seterr(err, errlen, "--host / THREADCAST_HOST: must not be empty");
 		return -1;

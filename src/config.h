@@ -49,6 +49,18 @@
 	  "on SIGTERM, how long to wait for clients to finish closing, milliseconds")    \
 	X(drain_spread_ms, "drain-spread", "DRAIN_SPREAD", INT, "2000", 0, 3600000,      \
 	  "on SIGTERM, close connections evenly over this many ms (no reconnect stampede)") \
+	X(auth, "auth", "AUTH", STR, "jwt", 0, 0,                                         \
+	  "jwt: every client needs a bearer token; off: anyone may read any thread")    \
+	X(jwt_key, "jwt-key", "JWT_KEY", STR, "", 0, 0,                                   \
+	  "file with the HS256 secret, or the RS256/ES256 PEM public key")              \
+	X(jwt_alg, "jwt-alg", "JWT_ALG", STR, "RS256", 0, 0,                              \
+	  "the one algorithm accepted: HS256, RS256 or ES256")                          \
+	X(jwt_audience, "jwt-audience", "JWT_AUDIENCE", STR, "", 0, 0,                    \
+	  "when set, tokens must carry this aud")                                       \
+	X(jwt_issuer, "jwt-issuer", "JWT_ISSUER", STR, "", 0, 0,                          \
+	  "when set, tokens must carry this iss")                                       \
+	X(allowed_origins, "allowed-origins", "ALLOWED_ORIGINS", STR, "", 0, 0,           \
+	  "comma-separated browser Origins allowed to connect (empty: any)")            \
 	X(commands, "commands", "COMMANDS", STR, "on", 0, 0,                             \
 	  "on: forward runtime commands (run.start, input.*, state.*) to agent workers; off: answer not_supported") \
 	X(command_timeout_ms, "command-timeout", "COMMAND_TIMEOUT", INT, "30000", 100,   \

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <uv.h>
 
+#include "auth.h"
 #include "commands.h"
 #include "config.h"
 #include "hub.h"
@@ -91,12 +92,22 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	srand((unsigned)uv_hrtime() ^ (unsigned)getpid());
 
+	bool auth_off;
+	struct tc_auth *auth = tc_auth_new(&app.cfg, &auth_off, err, sizeof(err));
+	if (!auth && !auth_off) {
+		fprintf(stderr, "threadcast: %s\n", err);
+		tc_config_free(&app.cfg);
+		return 2;
+	}
+	if (auth_off)
+		tc_log0(TC_LOG_WARN, "authentication is off (--auth off): anyone may read any thread");
+
 	uv_loop_init(&app.loop);
 	app.redis = tc_redis_new(&app.loop, &app.cfg, tc_function_source, tc_function_source_len, 0);
 	app.hub = tc_hub_new(&app.cfg, app.redis);
 	app.bridge = tc_bridge_new(&app.loop, &app.cfg, app.redis);
 	app.env = (struct tc_session_env){ .cfg = &app.cfg, .hub = app.hub, .redis = app.redis,
-					   .bridge = app.bridge };
+					   .bridge = app.bridge, .auth = auth };
 	app.server = tc_server_new(&app.loop, &app.env);
 	if (!app.server) {
 		tc_bridge_stop(app.bridge);
@@ -104,6 +115,7 @@ int main(int argc, char **argv)
 		uv_run(&app.loop, UV_RUN_DEFAULT);
 		tc_bridge_free(app.bridge);
 		tc_hub_free(app.hub);
+		tc_auth_free(auth);
 		tc_redis_free(app.redis);
 		uv_loop_close(&app.loop);
 		tc_config_free(&app.cfg);
@@ -125,6 +137,7 @@ int main(int argc, char **argv)
 	tc_bridge_free(app.bridge);
 	tc_hub_free(app.hub);
 	tc_redis_free(app.redis);
+	tc_auth_free(auth);
 	rc = uv_loop_close(&app.loop);
 	if (rc)
 		tc_log(TC_LOG_ERROR, "event loop still had handles at exit", TC_LS("error", uv_strerror(rc)));

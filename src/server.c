@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "auth.h"
 #include "buf.h"
 #include "log.h"
 #include "metrics.h"
@@ -57,6 +58,7 @@ struct tc_conn {
 	bool headers_sent;       /* HTTP kinds: the response head is out */
 	bool close_sent;         /* our close frame is out; waiting for the peer's */
 	unsigned status;         /* CONN_COMMAND: HTTP status of the reply */
+	int64_t auth_exp;        /* the token's exp (Unix s); 0 when auth is off */
 	struct tc_conn *prev, *next;
 };
 
@@ -70,6 +72,7 @@ struct pss {
 	size_t body_len;
 	enum route_kind { REQ_NONE, REQ_SSE, REQ_COMMAND } req;
 	char thread[TC_THREAD_ID_MAX + 1];
+	struct tc_grant grant;   /* what the request's token allows */
 };
 
 struct tc_server {
@@ -83,7 +86,7 @@ struct tc_server {
 	struct tc_conn *conns;     /* every open connection */
 	size_t nconns, nws, nsse;
 	bool draining;
-	uv_timer_t drain_timer, heartbeat, drain_tick;
+	uv_timer_t drain_timer, heartbeat, drain_tick, expiry;
 	size_t drain_per_tick;       /* connections to close per tick while draining */
 	lws_retry_bo_t idle_policy;  /* WebSocket PING after silence, drop after more */
 	char too_big[64];            /* close reason naming --max-frame-bytes */
@@ -525,6 +528,44 @@ static const char *header(struct lws *wsi, enum lws_token_indexes tok, char *buf
 	return lws_hdr_copy(wsi, buf, len, tok) > 0 ? buf : NULL;
 }
 
+/*
+ * May this request read thread? Finds the token (Authorization: Bearer, or
+ * the access_token query parameter, which browsers need for WebSockets and
+ * EventSource) and checks Origin. Returns 0 and fills g, or the HTTP status
+ * to refuse with (401, 403) and a message in why.
+ */
+static unsigned check_access(struct tc_server *srv, struct lws *wsi, const char *thread,
+			     struct tc_grant *g, char *why, size_t whylen)
+{
+	char origin[256], hdr[4096], arg[4096];
+	const char *token = NULL;
+
+	*g = (struct tc_grant){ .exp = 0, .commands = true };
+	if (!tc_origin_allowed(srv->cfg, header(wsi, WSI_TOKEN_ORIGIN, origin, sizeof(origin)))) {
+		snprintf(why, whylen, "origin %.150s is not allowed", origin);
+		return 403;
+	}
+	if (!srv->env->auth)
+		return 0;
+	if (header(wsi, WSI_TOKEN_HTTP_AUTHORIZATION, hdr, sizeof(hdr)) && !strncasecmp(hdr, "Bearer ", 7))
+		token = hdr + 7;
+	else
+		token = lws_get_urlarg_by_name(wsi, "access_token=", arg, sizeof(arg));
+	switch (tc_auth_check(srv->env->auth, token, thread, tc_wall_ms() / 1000, g, why, whylen)) {
+	case TC_AUTH_OK:
+		return 0;
+	case TC_AUTH_FORBIDDEN:
+		return 403;
+	default:
+		return 401;
+	}
+}
+
+static int refuse_access(struct lws *wsi, unsigned status, const char *why)
+{
+	return http_error(wsi, status, status == 401 ? "unauthorized" : "forbidden", why);
+}
+
 /* The Last-Event-ID header (not one lws knows by name), or NULL. */
 static const char *last_event_id(struct lws *wsi, char *buf, int len)
 {
@@ -546,6 +587,7 @@ static int sse_start(struct tc_server *srv, struct lws *wsi, struct pss *pss, co
 	if (admitted != 1)
 		return admitted;
 	struct tc_conn *c = conn_new(srv, wsi, CONN_SSE, thread);
+	c->auth_exp = pss->grant.exp;
 	/* Browsers resend the last id on reconnect; it wins over `since`. */
 	const char *last = last_event_id(wsi, leid, sizeof(leid));
 	if (tc_session_open_stream(c->session, request, last, &err)) {
@@ -627,6 +669,16 @@ static int http_request(struct tc_server *srv, struct lws *wsi, struct pss *pss,
 			return http_metrics(srv, wsi);
 		return http_json(wsi, 200, "{\"status\":\"ok\",\"version\":\"" TC_VERSION "\"}");
 	case ROUTE_STREAM:
+	case ROUTE_COMMANDS: {
+		char why[200];
+		unsigned status = check_access(srv, wsi, thread, &pss->grant, why, sizeof(why));
+		if (status)
+			return refuse_access(wsi, status, why);
+		break;
+	}
+	}
+	switch (r) {
+	case ROUTE_STREAM:
 		if (method == LWSHUMETH_POST)
 			return expect_body(srv, wsi, pss, REQ_SSE, thread);
 		if (method != LWSHUMETH_GET)
@@ -640,8 +692,9 @@ static int http_request(struct tc_server *srv, struct lws *wsi, struct pss *pss,
 		if (method != LWSHUMETH_POST)
 			return http_error(wsi, 405, "method_not_allowed", "POST one command as JSON");
 		return expect_body(srv, wsi, pss, REQ_COMMAND, thread);
+	default:
+		return -1;
 	}
-	return -1;
 }
 
 static int on_body(struct tc_server *srv, struct lws *wsi, struct pss *pss, const char *in, size_t len)
@@ -710,6 +763,7 @@ static int run_command(struct tc_server *srv, struct lws *wsi, struct pss *pss, 
 		return admitted;
 	struct tc_conn *c = conn_new(srv, wsi, CONN_COMMAND, pss->thread);
 	c->status = 200;
+	tc_session_allow_commands(c->session, pss->grant.commands);
 	pss->conn = c;
 	/* The session answers through conn_send; command_writeable sends it. */
 	tc_session_on_frame(c->session, body, len);
@@ -758,11 +812,19 @@ static int confirm_upgrade(struct tc_server *srv, struct lws *wsi, const char *p
 	if (lws_hdr_copy(wsi, path, sizeof(path), WSI_TOKEN_GET_URI) < 0)
 		rc = http_error(wsi, 404, "not_found", "no such route");
 	else switch (route_of(path, thread)) {
-	case ROUTE_STREAM:
+	case ROUTE_STREAM: {
+		char why[200];
+		struct tc_grant g;
+		unsigned status = check_access(srv, wsi, thread, &g, why, sizeof(why));
+		if (status) {
+			rc = refuse_access(wsi, status, why);
+			break;
+		}
 		rc = refuse_if_full(srv, wsi);
 		if (rc == 1)
 			return 0;
 		break;
+	}
 	case ROUTE_BAD_THREAD:
 		rc = http_error(wsi, 400, "invalid_thread_id", bad_thread_msg);
 		break;
@@ -793,7 +855,14 @@ static int on_established(struct tc_server *srv, struct lws *wsi, struct pss *ps
 	if (lws_hdr_copy(wsi, path, sizeof(path), WSI_TOKEN_GET_URI) < 0 ||
 	    route_of(path, thread) != ROUTE_STREAM)
 		return -1;
+	/* Checked at the upgrade already; this reads the grant for the conn. */
+	char why[200];
+	struct tc_grant g;
+	if (check_access(srv, wsi, thread, &g, why, sizeof(why)))
+		return -1;
 	pss->conn = conn_new(srv, wsi, CONN_WS, thread);
+	pss->conn->auth_exp = g.exp;
+	tc_session_allow_commands(pss->conn->session, g.commands);
 	tc_log(TC_LOG_DEBUG, "websocket open", TC_LS("thread", thread),
 	       TC_LI("connections", srv->nconns));
 	return 0;
@@ -869,6 +938,16 @@ static const struct lws_protocols protocols[] = {
 
 /* ==== lifecycle =========================================================================== */
 
+/* Tokens expire on open connections too: closed with 1008 at their exp. */
+static void on_expiry(uv_timer_t *t)
+{
+	struct tc_server *srv = t->data;
+	int64_t now = tc_wall_ms() / 1000;
+	for (struct tc_conn *c = srv->conns; c; c = c->next)
+		if (c->auth_exp && c->auth_exp <= now && !c->close_code)
+			conn_close(c, LWS_CLOSE_STATUS_POLICY_VIOLATION, "token expired; reconnect with a fresh one", false);
+}
+
 static void on_heartbeat(uv_timer_t *t)
 {
 	struct tc_server *srv = t->data;
@@ -893,7 +972,8 @@ struct tc_server *tc_server_new(uv_loop_t *loop, const struct tc_session_env *en
 	uv_timer_init(loop, &srv->drain_timer);
 	uv_timer_init(loop, &srv->heartbeat);
 	uv_timer_init(loop, &srv->drain_tick);
-	srv->drain_timer.data = srv->heartbeat.data = srv->drain_tick.data = srv;
+	uv_timer_init(loop, &srv->expiry);
+	srv->drain_timer.data = srv->heartbeat.data = srv->drain_tick.data = srv->expiry.data = srv;
 	srv->heartbeat_frame = tc_buf_copy(": heartbeat\n\n", 13);
 	snprintf(srv->too_big, sizeof(srv->too_big), "message larger than %lld bytes", cfg->max_frame_bytes);
 
@@ -922,6 +1002,7 @@ struct tc_server *tc_server_new(uv_loop_t *loop, const struct tc_session_env *en
 		uv_close((uv_handle_t *)&srv->drain_timer, NULL);
 		uv_close((uv_handle_t *)&srv->heartbeat, NULL);
 		uv_close((uv_handle_t *)&srv->drain_tick, NULL);
+		uv_close((uv_handle_t *)&srv->expiry, NULL);
 		uv_run(loop, UV_RUN_NOWAIT);
 		tc_buf_unref(srv->heartbeat_frame);
 		free(srv);
@@ -931,6 +1012,8 @@ struct tc_server *tc_server_new(uv_loop_t *loop, const struct tc_session_env *en
 	srv->port = srv->vhost ? lws_get_vhost_listen_port(srv->vhost) : (int)cfg->port;
 	uv_timer_start(&srv->heartbeat, on_heartbeat, (uint64_t)cfg->sse_heartbeat_ms,
 		       (uint64_t)cfg->sse_heartbeat_ms);
+	if (env->auth)
+		uv_timer_start(&srv->expiry, on_expiry, 1000, 1000);
 	return srv;
 }
 
@@ -996,6 +1079,8 @@ void tc_server_stop(struct tc_server *srv)
 	uv_timer_stop(&srv->drain_timer);
 	uv_timer_stop(&srv->heartbeat);
 	uv_timer_stop(&srv->drain_tick);
+	uv_timer_stop(&srv->expiry);
+	uv_close((uv_handle_t *)&srv->expiry, NULL);
 	uv_close((uv_handle_t *)&srv->drain_timer, NULL);
 	uv_close((uv_handle_t *)&srv->heartbeat, NULL);
 	uv_close((uv_handle_t *)&srv->drain_tick, NULL);

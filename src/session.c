@@ -92,6 +92,7 @@ struct tc_session {
 	struct tc_member member;
 	struct tc_bridge_caller caller; /* runtime commands waiting for workers */
 	size_t inflight;                /* how many */
+	bool may_command;               /* runtime commands allowed */
 	unsigned refs;   /* the transport's + one per Redis reply or command in flight */
 	bool closed;
 	struct tc_redis_waiter waiter;
@@ -159,6 +160,11 @@ void tc_session_close(struct tc_session *s)
 	tc_hub_detach(s->env->hub, &s->member);
 	tc_redis_wait_cancel(s->env->redis, &s->waiter);
 	release(s);
+}
+
+void tc_session_allow_commands(struct tc_session *s, bool allowed)
+{
+	s->may_command = allowed;
 }
 
 const char *tc_session_thread(const struct tc_session *s)
@@ -1028,6 +1034,10 @@ static enum tc_err do_runtime(struct tc_session *s, const struct tc_command *cmd
 				    tc_method_name(cmd->method));
 	if (tc_params_validate(cmd, err))
 		return err->code;
+	if (!s->may_command)
+		return tc_error_set(err, TC_ERR_PERMISSION_DENIED,
+				    "this token may read the thread but not send %s; it needs the "
+				    "\"commands\" claim", tc_method_name(cmd->method));
 	if (s->inflight >= (size_t)cfg->max_inflight)
 		return tc_error_set(err, TC_ERR_UNKNOWN_ERROR,
 				    "this connection already has %zu commands waiting for answers, the "
@@ -1222,6 +1232,7 @@ struct tc_session *tc_session_new(const struct tc_session_env *env, const char *
 	s->reading = true;
 	s->member.ops = &member_ops;
 	s->waiter.fn = on_redis_back;
+	s->may_command = true;
 	s->tokens = (double)env->cfg->max_command_burst;
 	s->refilled_ns = uv_hrtime();
 	s->caller.answer = caller_answer;

@@ -58,6 +58,7 @@ struct tc_session_env {
 	struct tc_hub *hub;
 	struct tc_redis *redis;
 	struct tc_bridge *bridge; /**< NULL: runtime commands answer not_supported */
+	struct tc_auth *auth;     /**< NULL: authentication is off */
 };
 
 /**
@@ -90,6 +91,9 @@ void tc_session_on_frame(struct tc_session *s, const char *data, size_t len);
 
 /** The transport's queue shrank below a quarter of its bound. */
 void tc_session_on_drained(struct tc_session *s);
+
+/** Whether runtime commands are allowed (a token's "commands" claim); default yes. */
+void tc_session_allow_commands(struct tc_session *s, bool allowed);
 
 /** The thread this session watches. */
 const char *tc_session_thread(const struct tc_session *s);

@@ -957,7 +957,7 @@ int main(int argc, char **argv)
 	struct agent a;
 	uv_loop_t loop;
 	char err[256], host[64], name[128];
-	char *cargv[4] = { argv[0] };
+	char *cargv[5] = { argv[0] };
 	int cargc = 1;
 	const char *url = NULL, *level = "info";
 
@@ -1004,6 +1004,7 @@ int main(int argc, char **argv)
 	}
 	snprintf(lvlarg, sizeof(lvlarg), "--log-level=%s", level);
 	cargv[cargc++] = lvlarg;
+	cargv[cargc++] = (char *)"--auth=off"; /* the agent serves no clients */
 	if (tc_config_load(&a.cfg, cargc, cargv, err, sizeof(err)) != TC_CONFIG_OK) {
 		fprintf(stderr, "threadcast-agent: %s\n", err);
 		tc_config_free(&a.cfg);

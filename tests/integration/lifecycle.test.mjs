@@ -7,7 +7,7 @@ import { startRedis, startThreadcast, connect, stopAll, freePort, waitUntil, thr
 after(async () => { await stopAll(); });
 
 function run(args, env = {}) {
-  return spawnSync(threadcastBin, args, { env: { ...process.env, ...env }, encoding: 'utf8', timeout: 10000 });
+  return spawnSync(threadcastBin, args, { env: { THREADCAST_AUTH: 'off', ...process.env, ...env }, encoding: 'utf8', timeout: 10000 });
 }
 
 test('bad configuration exits 2 with a message naming the setting', () => {

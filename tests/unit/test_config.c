@@ -21,6 +21,8 @@ static int clear_env(void **state)
 {
 	for (size_t i = 0; i < sizeof(env_names) / sizeof(env_names[0]); i++)
 		unsetenv(env_names[i]);
+	unsetenv("THREADCAST_JWT_KEY");
+	setenv("THREADCAST_AUTH", "off", 1); /* tested on its own below */
 	return 0;
 }
 
@@ -34,6 +36,26 @@ static enum tc_config_status load(struct tc_config *cfg, char *err, int argc, ..
 	va_end(ap);
 	err[0] = '\0';
 	return tc_config_load(cfg, argc + 1, argv, err, 256);
+}
+
+static void auth_is_on_by_default(void **state)
+{
+	struct tc_config cfg;
+	char err[256];
+	unsetenv("THREADCAST_AUTH");
+	assert_int_equal(load(&cfg, err, 0), TC_CONFIG_ERROR);
+	assert_non_null(strstr(err, "--jwt-key"));
+	assert_non_null(strstr(err, "--auth off"));
+	tc_config_free(&cfg);
+	assert_int_equal(load(&cfg, err, 1, "--jwt-key=/k"), TC_CONFIG_OK);
+	assert_string_equal(cfg.auth, "jwt");
+	assert_string_equal(cfg.jwt_alg, "RS256");
+	tc_config_free(&cfg);
+	assert_int_equal(load(&cfg, err, 2, "--jwt-key=/k", "--jwt-alg=none"), TC_CONFIG_ERROR);
+	assert_non_null(strstr(err, "--jwt-alg"));
+	tc_config_free(&cfg);
+	assert_int_equal(load(&cfg, err, 1, "--auth=maybe"), TC_CONFIG_ERROR);
+	tc_config_free(&cfg);
 }
 
 static void defaults(void **state)
@@ -178,6 +200,7 @@ int main(void)
 		cmocka_unit_test_setup(env_then_flag_precedence, clear_env),
 		cmocka_unit_test_setup(bad_values_name_the_setting, clear_env),
 		cmocka_unit_test(redis_urls),
+		cmocka_unit_test_setup(auth_is_on_by_default, clear_env),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

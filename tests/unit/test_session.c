@@ -65,8 +65,8 @@ static int setup(void **state)
 	struct fixture *fx = tc_xcalloc(1, sizeof(*fx));
 	char err[256];
 	char *argv[] = { (char *)"threadcast", (char *)"--max-subscriptions=2",
-			 (char *)"--redis-url=redis://127.0.0.1:1" };
-	assert_int_equal(tc_config_load(&fx->cfg, 3, argv, err, sizeof(err)), TC_CONFIG_OK);
+			 (char *)"--redis-url=redis://127.0.0.1:1", (char *)"--auth=off" };
+	assert_int_equal(tc_config_load(&fx->cfg, 4, argv, err, sizeof(err)), TC_CONFIG_OK);
 	uv_loop_init(&fx->loop);
 	fx->redis = tc_redis_new(&fx->loop, &fx->cfg, "", 0, 0);
 	fx->hub = tc_hub_new(&fx->cfg, fx->redis);

@@ -88,7 +88,8 @@ const sanitizerPatterns = [/ERROR: AddressSanitizer/, /ERROR: LeakSanitizer/, /r
  * "listening" (with the port it bound). stderr is kept as parsed log lines.
  */
 export async function startThreadcast({ redisUrl, args = [], env = {} } = {}) {
-  const fullEnv = { ...process.env, ...env };
+  // Authentication is on by default; tests that do not test it turn it off explicitly.
+  const fullEnv = { THREADCAST_AUTH: 'off', ...process.env, ...env };
   if (redisUrl) fullEnv.THREADCAST_REDIS_URL = redisUrl;
   const proc = track(spawn(threadcastBin, ['--port', '0', '--host', '127.0.0.1', ...args],
     { env: fullEnv, stdio: ['ignore', 'pipe', 'pipe'] }));

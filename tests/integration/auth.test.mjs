@@ -1,0 +1,117 @@
+// Authentication and authorization: the refusal matrix of issue 7.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import crypto from 'node:crypto';
+import { writeFileSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { startRedis, startThreadcast, connect, stopAll, waitUntil, sse } from './lib/harness.mjs';
+
+const b64u = (x) => Buffer.from(x).toString('base64url');
+function sign(claims, key, alg = 'RS256') {
+  const head = b64u(JSON.stringify({ alg, typ: 'JWT' }));
+  const body = b64u(JSON.stringify(claims));
+  const data = `${head}.${body}`;
+  const sig = alg === 'HS256' ? crypto.createHmac('sha256', key).update(data).digest()
+    : alg === 'none' ? Buffer.alloc(0) : crypto.sign('sha256', Buffer.from(data), key);
+  return `${data}.${b64u(sig)}`;
+}
+
+const { publicKey, privateKey } = crypto.generateKeyPairSync('rsa', { modulusLength: 2048 });
+const other = crypto.generateKeyPairSync('rsa', { modulusLength: 2048 });
+const now = () => Math.floor(Date.now() / 1000);
+let redis, tc, pubPem;
+
+before(async () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'tc-auth-'));
+  pubPem = publicKey.export({ type: 'spki', format: 'pem' });
+  writeFileSync(path.join(dir, 'pub.pem'), pubPem);
+  redis = await startRedis();
+  tc = await startThreadcast({ redisUrl: redis.url, env: { THREADCAST_AUTH: 'jwt',
+    THREADCAST_JWT_KEY: path.join(dir, 'pub.pem'), THREADCAST_ALLOWED_ORIGINS: 'https://app.example' } });
+  await tc.waitLog((l) => l.msg === 'redis connected' && l.link === 'pubsub');
+  await waitUntil(async () => (await tc.http('/readyz')).status === 200, 5000, 'ready');
+});
+after(async () => {
+  const reports = tc.sanitizerReports();
+  await stopAll();
+  await redis.cleanup();
+  assert.deepEqual(reports, [], tc.stderr);
+});
+
+const good = (extra = {}) => sign({ exp: now() + 600, threads: ['t-*', 'exact'], ...extra }, privateKey);
+const wsWith = (thread, token, opts = {}) => connect(
+  `ws://127.0.0.1:${tc.port}/threads/${thread}/stream${token ? `?access_token=${token}` : ''}`, opts);
+
+test('refusals before the upgrade: no token, bad signature, expired, wrong algorithm → 401; wrong thread → 403', async () => {
+  const cases = [
+    [null, 401],
+    [sign({ exp: now() + 600, threads: ['*'] }, other.privateKey), 401],
+    [sign({ exp: now() - 5, threads: ['*'] }, privateKey), 401],
+    [sign({ threads: ['*'] }, privateKey), 401],
+    [sign({ exp: now() + 600, threads: ['*'] }, pubPem, 'HS256'), 401], // the public key as an HMAC secret
+    [sign({ exp: now() + 600, threads: ['*'] }, null, 'none'), 401],
+    ['not.a.token', 401],
+    [good(), 403], // t-* and exact do not cover "other"
+  ];
+  for (const [token, status] of cases) {
+    await assert.rejects(wsWith('other', token), (e) => e.status === status, `${status} for ${token}`);
+  }
+  const r = await tc.http('/threads/other/stream', { headers: { accept: 'text/event-stream', authorization: `Bearer ${good()}` } });
+  assert.equal(r.status, 403);
+  assert.match((await r.json()).message, /does not grant thread "other"/);
+});
+
+test('a valid token reads its threads, by query parameter or Authorization header', async () => {
+  const a = await wsWith('t-1', good());
+  assert.equal((await a.request({ id: 1, method: 'subscription.subscribe', params: { channels: ['tasks'] } })).type, 'success');
+  const b = await connect(`ws://127.0.0.1:${tc.port}/threads/exact/stream`, { headers: { authorization: `Bearer ${good()}` } });
+  assert.equal((await b.request({ id: 1, method: 'nope' })).error, 'unknown_command');
+  const s = await sse(`http://127.0.0.1:${tc.port}/threads/t-2/stream?channels=tasks&access_token=${good()}`, { headers: { accept: 'text/event-stream' } });
+  assert.equal(s.status, 200);
+  s.close();
+  await a.close();
+  await b.close();
+});
+
+test('a read-only token may not send runtime commands: permission_denied', async () => {
+  const c = await wsWith('t-3', good());
+  const r = await c.request({ id: 1, method: 'run.start', params: { assistantId: 'a', input: 'x' } });
+  assert.equal(r.error, 'permission_denied');
+  const cmd = await tc.http('/threads/t-3/commands', { method: 'POST', headers: { authorization: `Bearer ${good()}` },
+    body: JSON.stringify({ id: 2, method: 'state.get', params: { namespace: [] } }) });
+  assert.equal((await cmd.json()).error, 'permission_denied');
+  const noToken = await tc.http('/threads/t-3/commands', { method: 'POST', body: '{}' });
+  assert.equal(noToken.status, 401);
+  // With the claim the command goes through to the bridge (no worker here: it is queued, not refused).
+  const d = await wsWith('t-3', good({ commands: true }));
+  d.sendRaw(JSON.stringify({ id: 3, method: 'state.get', params: { namespace: [] } }));
+  await new Promise((res) => setTimeout(res, 300));
+  assert.ok(!d.frames.some((f) => f.error === 'permission_denied'));
+  await c.close();
+  await d.close();
+});
+
+test('a token that expires on an open connection closes it with 1008', async () => {
+  const c = await wsWith('t-4', sign({ exp: now() + 2, threads: ['t-4'] }, privateKey));
+  const { code, reason } = await c.closed;
+  assert.equal(code, 1008);
+  assert.match(reason, /expired/);
+});
+
+test('browser Origins outside the allowed list are refused with 403', async () => {
+  await assert.rejects(wsWith('t-5', good(), { origin: 'https://evil.example' }), (e) => e.status === 403);
+  const ok = await wsWith('t-5', good(), { origin: 'https://app.example' });
+  await ok.close();
+});
+
+test('starting with auth on but no key is refused at start-up with exit 2', async () => {
+  const { spawnSync } = await import('node:child_process');
+  const { threadcastBin } = await import('./lib/harness.mjs');
+  const r = spawnSync(threadcastBin, [], { env: { ...process.env, THREADCAST_AUTH: 'jwt', THREADCAST_JWT_KEY: '' }, encoding: 'utf8' });
+  assert.equal(r.status, 2);
+  assert.match(r.stderr, /--jwt-key/);
+  const bad = spawnSync(threadcastBin, ['--jwt-key', '/nonexistent'], { env: { ...process.env, THREADCAST_AUTH: 'jwt' }, encoding: 'utf8' });
+  assert.equal(bad.status, 2);
+  assert.match(bad.stderr, /cannot read/);
+});
