@@ -87,11 +87,11 @@ const sanitizerPatterns = [/ERROR: AddressSanitizer/, /ERROR: LeakSanitizer/, /r
  * Starts the threadcast binary with --port 0 and resolves once it logged
  * "listening" (with the port it bound). stderr is kept as parsed log lines.
  */
-export async function startThreadcast({ redisUrl, args = [], env = {} } = {}) {
+export async function startThreadcast({ redisUrl, args = [], env = {}, bin = threadcastBin } = {}) {
   // Authentication is on by default; tests that do not test it turn it off explicitly.
   const fullEnv = { THREADCAST_AUTH: 'off', ...process.env, ...env };
   if (redisUrl) fullEnv.THREADCAST_REDIS_URL = redisUrl;
-  const proc = track(spawn(threadcastBin, ['--port', '0', '--host', '127.0.0.1', ...args],
+  const proc = track(spawn(bin, ['--port', '0', '--host', '127.0.0.1', ...args],
     { env: fullEnv, stdio: ['ignore', 'pipe', 'pipe'] }));
   const tc = { proc, stderr: '', logs: [], port: 0, exitCode: null, signal: null };
   let partial = '';
@@ -108,7 +108,7 @@ export async function startThreadcast({ redisUrl, args = [], env = {} } = {}) {
   proc.on('exit', (code, signal) => { tc.exitCode = code; tc.signal = signal; });
   const listening = await waitUntil(
     () => tc.logs.find((l) => l.msg === 'listening') || (tc.exitCode !== null && 'exited'),
-    10000, 'threadcast to listen');
+    30000, 'threadcast to listen');
   if (listening === 'exited') throw new Error(`threadcast exited early: ${tc.stderr}`);
   tc.port = listening.port;
   tc.url = (thread) => `ws://127.0.0.1:${tc.port}/threads/${thread}/stream`;
