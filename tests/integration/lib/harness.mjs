@@ -54,11 +54,11 @@ function exited(proc) {
 }
 
 /** Starts redis-server on a free port in a fresh temp dir. */
-export async function startRedis({ appendonly = false, port, dir } = {}) {
+export async function startRedis({ appendonly = false, port, dir, extra = [] } = {}) {
   dir = dir || mkdtempSync(path.join(tmpdir(), 'tc-redis-'));
   port = port || (await freePort());
   const args = ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir,
-    '--save', '', '--appendonly', appendonly ? 'yes' : 'no', '--daemonize', 'no'];
+    '--save', '', '--appendonly', appendonly ? 'yes' : 'no', '--daemonize', 'no', ...extra];
   const proc = track(spawn('redis-server', args, { stdio: ['ignore', 'pipe', 'pipe'] }));
   let out = '';
   proc.stdout.on('data', (d) => { out += d; });

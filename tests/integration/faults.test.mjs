@@ -1,0 +1,88 @@
+// A stalled Redis and a client that stops reading: everyone else is served,
+// nothing is lost, memory stays bounded.
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import WebSocket from 'ws';
+import { startRedis, startThreadcast, connect, stopAll, produce, waitUntil, redisClient } from './lib/harness.mjs';
+
+/** A subscriber that keeps only the seqs (100 of them receive 30 MB each). */
+function lean(url) {
+  return new Promise((resolve) => {
+    const ws = new WebSocket(url);
+    const c = { ws, seqs: [], closed: new Promise((r) => ws.on('close', (code) => r({ code }))) };
+    ws.on('message', (d) => {
+      const head = d.toString('utf8', 0, 80);
+      const m = head.match(/"seq":(\d+)/);
+      if (m) c.seqs.push(Number(m[1]));
+      else if (head.includes('"type":"success"')) resolve(c);
+    });
+    ws.on('open', () => ws.send(JSON.stringify({ id: 1, method: 'subscription.subscribe', params: { channels: ['tasks'] } })));
+  });
+}
+
+after(async () => { await stopAll(); });
+
+const rssKb = (pid) => Number(readFileSync(`/proc/${pid}/status`, 'utf8').match(/VmRSS:\s+(\d+)/)[1]);
+
+test('Redis stalls for 3 s (DEBUG SLEEP): readiness follows, clients stay, nothing is lost', async () => {
+  const redis = await startRedis({ extra: ['--enable-debug-command', 'local'] });
+  const tc = await startThreadcast({ redisUrl: redis.url, args: ['--redis-ping-interval', '300'] });
+  await waitUntil(async () => (await tc.http('/readyz')).status === 200, 5000, 'ready');
+  const clients = await Promise.all([0, 1, 2].map(() => connect(tc.url('stall1'))));
+  await Promise.all(clients.map((c) => c.request({ id: 1, method: 'subscription.subscribe', params: { channels: ['tasks'] } })));
+  const ev = (i) => ({ method: 'tasks', params: { namespace: [], data: i } });
+  await produce(redis.url, 'stall1', Array.from({ length: 100 }, (_, i) => ev(i)));
+  const rc = redisClient(redis.port);
+  const sleeping = rc.cmd('DEBUG', 'SLEEP', '3');
+  await waitUntil(async () => (await tc.http('/readyz')).status === 503, 3000, 'unready while Redis stalls');
+  const during = produce(redis.url, 'stall1', Array.from({ length: 100 }, (_, i) => ev(100 + i)));
+  await sleeping;
+  await during;
+  await waitUntil(async () => (await tc.http('/readyz')).status === 200, 5000, 'ready again');
+  await waitUntil(() => clients.every((c) => c.events.length >= 200), 10000, 'all events');
+  for (const c of clients) {
+    assert.deepEqual(c.events.map((e) => e.seq), Array.from({ length: 200 }, (_, i) => i + 1));
+    assert.equal(c.ws.readyState, 1);
+  }
+  rc.close();
+  assert.equal((await tc.stop()).code, 0);
+  assert.deepEqual(tc.sanitizerReports(), [], tc.stderr);
+  await redis.cleanup();
+});
+
+test('one WebSocket that never reads is cut (1013); 100 that read get everything; RSS stays bounded', async () => {
+  const redis = await startRedis();
+  // Under ASan, freed memory waits in a quarantine (256 MB by default) that
+  // would look like growth: keep it small so RSS measures threadcast.
+  const asan = `${process.env.ASAN_OPTIONS ? `${process.env.ASAN_OPTIONS}:` : ''}quarantine_size_mb=4:thread_local_quarantine_size_kb=64`;
+  const tc = await startThreadcast({ redisUrl: redis.url, args: ['--max-queue-bytes', '1000000'],
+    env: { ASAN_OPTIONS: asan } });
+  await waitUntil(async () => (await tc.http('/readyz')).status === 200, 5000, 'ready');
+  const readers = await Promise.all(Array.from({ length: 100 }, () => lean(tc.url('slowws'))));
+  const stuck = await lean(tc.url('slowws'));
+  stuck.ws._socket.pause();
+  const rss0 = rssKb(tc.proc.pid);
+  const big = 'w'.repeat(50000);
+  // 30 MB in batches of a fifth of the queue bound, so readers keep up.
+  for (let b = 0; b < 150; b++) {
+    await produce(redis.url, 'slowws', Array.from({ length: 4 }, () => ({ method: 'tasks', params: { namespace: [], data: big } })));
+    await waitUntil(() => readers.every((c) => c.seqs.length >= (b + 1) * 4), 20000, 'readers');
+  }
+  const rss1 = rssKb(tc.proc.pid);
+  await waitUntil(async () => /threadcast_slow_consumer_cuts_total 1\n/.test(await (await tc.http('/metrics')).text()), 5000, 'cut');
+  const want = Array.from({ length: 600 }, (_, i) => i + 1);
+  for (const c of readers) assert.deepEqual(c.seqs, want);
+  // A client that reads nothing cannot read the 1013 close frame either:
+  // the server gives it 2 s, then drops the socket and frees its queue.
+  stuck.ws._socket.resume();
+  const { code } = await stuck.closed;
+  assert.ok(code === 1013 || code === 1006, `closed with ${code}`);
+  assert.ok(tc.logs.some((l) => l.msg === 'slow consumer cut off'));
+  // 100 readers × ≤ 1 MB queues is the worst case; 30 MB went through.
+  assert.ok(rss1 - rss0 < 150 * 1024, `RSS grew ${rss1 - rss0} kB`);
+  for (const c of readers) c.ws.close();
+  assert.equal((await tc.stop()).code, 0);
+  assert.deepEqual(tc.sanitizerReports(), [], tc.stderr);
+  await redis.cleanup();
+});
