@@ -1,21 +1,11 @@
 // Live fan-out: every client gets exactly what its filter matches, in order.
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { startRedis, startThreadcast, connect, stopAll, produce, waitUntil, firstDisorder } from './lib/harness.mjs';
+import { startRedis, startThreadcast, connect, stopAll, produce, waitUntil, firstDisorder, gateway } from './lib/harness.mjs';
 import { mix, expectedSeqs } from './lib/events.mjs';
 
 let redis, tc;
-before(async () => {
-  redis = await startRedis();
-  tc = await startThreadcast({ redisUrl: redis.url });
-  await tc.waitLog((l) => l.msg === 'redis connected' && l.link === 'pubsub');
-});
-after(async () => {
-  const reports = tc.sanitizerReports();
-  await stopAll();
-  await redis.cleanup();
-  assert.deepEqual(reports, [], tc.stderr);
-});
+gateway({}, (r, t) => { redis = r; tc = t; });
 
 const ALL = ['messages', 'tools', 'lifecycle', 'values', 'custom:progress', 'updates'];
 const seqsOf = (c) => c.events.map((e) => e.seq);

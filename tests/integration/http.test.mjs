@@ -1,20 +1,10 @@
 // HTTP routes: health, readiness, metrics, and refusals before the upgrade.
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { startRedis, startThreadcast, connect, stopAll } from './lib/harness.mjs';
+import { startRedis, startThreadcast, connect, stopAll, gateway } from './lib/harness.mjs';
 
 let redis, tc;
-before(async () => {
-  redis = await startRedis();
-  tc = await startThreadcast({ redisUrl: redis.url });
-  await tc.waitLog((l) => l.msg === 'redis connected' && l.link === 'pubsub');
-});
-after(async () => {
-  const reports = tc.sanitizerReports();
-  await stopAll();
-  await redis.cleanup();
-  assert.deepEqual(reports, [], tc.stderr);
-});
+gateway({}, (r, t) => { redis = r; tc = t; });
 
 test('GET /healthz answers 200 JSON', async () => {
   const r = await tc.http('/healthz');

@@ -1,19 +1,10 @@
 // Hostile frames are refused cleanly, and the process keeps serving others.
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { startRedis, startThreadcast, connect, stopAll } from './lib/harness.mjs';
+import { startRedis, startThreadcast, connect, stopAll, gateway } from './lib/harness.mjs';
 
 let redis, tc;
-before(async () => {
-  redis = await startRedis();
-  tc = await startThreadcast({ redisUrl: redis.url, args: ['--max-frame-bytes', '4096'] });
-});
-after(async () => {
-  const reports = tc.sanitizerReports();
-  await stopAll();
-  await redis.cleanup();
-  assert.deepEqual(reports, [], tc.stderr);
-});
+gateway({ args: ['--max-frame-bytes', '4096'] }, (r, t) => { redis = r; tc = t; });
 
 async function stillServing() {
   const c = await connect(tc.url('ok'));

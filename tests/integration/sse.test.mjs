@@ -1,23 +1,12 @@
 // SSE/HTTP transport: the same streams as the WebSocket, and POST /commands.
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
-import { startRedis, startThreadcast, connect, stopAll, produce, waitUntil, sse, redisClient } from './lib/harness.mjs';
+import { startRedis, startThreadcast, connect, stopAll, produce, waitUntil, sse, redisClient, gateway } from './lib/harness.mjs';
 import { mix, expectedSeqs } from './lib/events.mjs';
 
 let redis, tc;
-before(async () => {
-  redis = await startRedis();
-  tc = await startThreadcast({ redisUrl: redis.url, args: ['--sse-heartbeat', '200'] });
-  await tc.waitLog((l) => l.msg === 'redis connected' && l.link === 'pubsub');
-  await waitUntil(async () => (await tc.http('/readyz')).status === 200, 5000, 'ready');
-});
-after(async () => {
-  const reports = tc.sanitizerReports();
-  await stopAll();
-  await redis.cleanup();
-  assert.deepEqual(reports, [], tc.stderr);
-});
+gateway({ args: ['--sse-heartbeat', '200'] }, (r, t) => { redis = r; tc = t; });
 
 const base = () => `http://127.0.0.1:${tc.port}`;
 const post = (thread, body) => sse(`${base()}/threads/${thread}/stream`, {

@@ -8,6 +8,8 @@ import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { before, after } from 'node:test';
+import assert from 'node:assert/strict';
 import WebSocket from 'ws';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -331,4 +333,27 @@ export function redisClient(port) {
 export function firstDisorder(seqs) {
   for (let i = 1; i < seqs.length; i++) if (seqs[i] <= seqs[i - 1]) return { at: i, prev: seqs[i - 1], seq: seqs[i] };
   return null;
+}
+
+/**
+ * The usual test file: one redis-server and one threadcast, started before
+ * the tests (ready) and stopped after them, failing the file on any
+ * sanitizer report. set(redis, tc) receives them.
+ */
+export function gateway({ args = [], env = {} } = {}, set) {
+  let redis;
+  let tc;
+  before(async () => {
+    redis = await startRedis();
+    tc = await startThreadcast({ redisUrl: redis.url, args, env });
+    await tc.waitLog((l) => l.msg === 'redis connected' && l.link === 'pubsub');
+    await waitUntil(async () => (await tc.http('/readyz')).status === 200, 10000, 'ready');
+    set(redis, tc);
+  });
+  after(async () => {
+    const reports = tc.sanitizerReports();
+    await stopAll();
+    await redis.cleanup();
+    assert.deepEqual(reports, [], tc.stderr);
+  });
 }
