@@ -302,7 +302,12 @@ static int after_write(struct tc_conn *c)
 	return 0;
 }
 
-/* WebSocket: one frame per lws_write. Returns -1 when lws should close. */
+/*
+ * WebSocket: one frame per lws_write. We stop when lws had to keep part of a
+ * write (lws_partial_buffered(): a flag, where lws_send_pipe_choked() costs
+ * a poll() per frame); lws finishes that part before calling us again.
+ * Returns -1 when lws should close.
+ */
 static int ws_writeable(struct tc_conn *c)
 {
 	struct tc_buf *b;
@@ -314,7 +319,7 @@ static int ws_writeable(struct tc_conn *c)
 			return -1;
 		tc_metrics.bytes_out += b->len;
 		tc_buf_unref(tc_bufq_pop(&c->out));
-		if (++n == WRITE_BATCH || lws_send_pipe_choked(c->wsi))
+		if (++n == WRITE_BATCH || lws_partial_buffered(c->wsi))
 			break;
 	}
 	return after_write(c);
@@ -327,7 +332,7 @@ static int sse_writeable(struct tc_conn *c)
 	struct tc_buf *b;
 
 	c->want_write = false;
-	while ((b = tc_bufq_peek(&c->out)) && !lws_send_pipe_choked(c->wsi)) {
+	while ((b = tc_bufq_peek(&c->out)) && !lws_partial_buffered(c->wsi)) {
 		size_t n = 0;
 		if (b->len >= SSE_WRITE_MAX) {
 			/* A big event goes on its own, straight from its buffer. */

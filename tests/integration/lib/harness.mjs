@@ -357,3 +357,24 @@ export function gateway({ args = [], env = {} } = {}, set) {
     assert.deepEqual(reports, [], tc.stderr);
   });
 }
+
+let sentinelId = 4000000000;
+
+/**
+ * Sends each text as one frame, then a sentinel command, and resolves with
+ * the non-event frames that arrived before the sentinel's reply. Replies come
+ * in order, so this is exactly what the texts were answered with: one entry
+ * per text when each got exactly one reply.
+ */
+export async function exchange(client, texts, ms = 5000) {
+  const start = client.frames.length;
+  const id = ++sentinelId;
+  for (const t of texts) client.sendRaw(t);
+  client.sendRaw(JSON.stringify({ id, method: 'tc.sentinel', params: {} }));
+  await waitUntil(() => client.frames.slice(start).some((f) => f.id === id), ms, `sentinel ${id}`);
+  const got = client.frames.slice(start).filter((f) => f.type !== 'event');
+  const last = got.pop();
+  assert.equal(last.id, id, 'the sentinel is answered last');
+  assert.equal(last.error, 'unknown_command');
+  return got;
+}

@@ -1,0 +1,289 @@
+/*
+ * loadgen — many WebSocket subscribers in one libuv process, for benchmarks.
+ *
+ *   loadgen --port P --thread T --conns N [--host 127.0.0.1] [--sources a,b,…]
+ *           [--expect N] [--duration S] [--channels tasks]
+ *
+ * Each connection upgrades, subscribes, and checks every event: seqs must
+ * rise by exactly one (else "missing" / "duplicate"), and when the event's
+ * data carries "t":<ns since epoch> (bench/publish does that) the delivery
+ * latency is recorded. Stops when every connection has --expect events or
+ * after --duration seconds, then prints one JSON object.
+ */
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <uv.h>
+
+struct conn {
+	uv_tcp_t tcp;
+	uv_connect_t req;
+	char *buf;
+	size_t len, cap;
+	bool upgraded;
+	uint64_t last_seq, received;
+};
+
+static struct {
+	const char *host, *thread, *channels;
+	int port, nconns, nsources;
+	char **sources;
+	uint64_t expect;
+	double duration;
+	struct conn *conns;
+	uint64_t missing, dups, received, done, connected, failed;
+	uint32_t *lat_us;
+	size_t nlat, caplat;
+	uint64_t t_start, t_connected;
+	uv_timer_t stop_timer;
+	uv_loop_t *loop;
+} g;
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void alloc_cb(uv_handle_t *h, size_t hint, uv_buf_t *b)
+{
+	struct conn *c = h->data;
+	if (c->cap - c->len < 65536) {
+		c->cap = c->cap ? c->cap * 2 : 131072;
+		c->buf = realloc(c->buf, c->cap);
+	}
+	*b = uv_buf_init(c->buf + c->len, (unsigned)(c->cap - c->len));
+}
+
+static void write_done(uv_write_t *w, int status)
+{
+	free(w->data);
+	free(w);
+}
+
+static void send_raw(struct conn *c, const void *data, size_t len)
+{
+	uv_write_t *w = malloc(sizeof(*w));
+	char *copy = malloc(len);
+	memcpy(copy, data, len);
+	w->data = copy;
+	uv_buf_t b = uv_buf_init(copy, (unsigned)len);
+	uv_write(w, (uv_stream_t *)&c->tcp, &b, 1, write_done);
+}
+
+/* A masked client frame (mask 0: the bytes stay as they are). */
+static void send_frame(struct conn *c, int opcode, const char *p, size_t n)
+{
+	unsigned char h[14];
+	size_t hl = 2;
+	h[0] = (unsigned char)(0x80 | opcode);
+	if (n < 126) {
+		h[1] = (unsigned char)(0x80 | n);
+	} else {
+		h[1] = 0x80 | 126;
+		h[2] = (unsigned char)(n >> 8);
+		h[3] = (unsigned char)n;
+		hl = 4;
+	}
+	memset(h + hl, 0, 4);
+	hl += 4;
+	char *f = malloc(hl + n);
+	memcpy(f, h, hl);
+	memcpy(f + hl, p, n);
+	send_raw(c, f, hl + n);
+	free(f);
+}
+
+static void finish(void);
+
+static void on_event(struct conn *c, const char *p, size_t n)
+{
+	const char *s = memmem(p, n < 120 ? n : 120, "\"seq\":", 6);
+	if (!s)
+		return;
+	uint64_t seq = strtoull(s + 6, NULL, 10);
+	if (c->last_seq && seq != c->last_seq + 1) {
+		if (seq <= c->last_seq)
+			g.dups++;
+		else
+			g.missing += seq - c->last_seq - 1;
+	}
+	if (seq > c->last_seq)
+		c->last_seq = seq;
+	c->received++;
+	g.received++;
+	const char *t = memmem(p, n, "\"t\":", 4);
+	if (t) {
+		uint64_t sent = strtoull(t + 4, NULL, 10), now = now_ns();
+		if (g.nlat == g.caplat) {
+			g.caplat = g.caplat ? g.caplat * 2 : 1 << 20;
+			g.lat_us = realloc(g.lat_us, g.caplat * sizeof(*g.lat_us));
+		}
+		g.lat_us[g.nlat++] = now > sent ? (uint32_t)((now - sent) / 1000) : 0;
+	}
+	if (g.expect && c->received == g.expect && ++g.done == (uint64_t)g.nconns)
+		finish();
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
+{
+	struct conn *c = s->data;
+	if (nread < 0) {
+		uv_read_stop(s);
+		return;
+	}
+	c->len += (size_t)nread;
+	size_t off = 0;
+	if (!c->upgraded) {
+		char *end = memmem(c->buf, c->len, "\r\n\r\n", 4);
+		if (!end)
+			return;
+		if (strncmp(c->buf, "HTTP/1.1 101", 12)) {
+			g.failed++;
+			uv_read_stop(s);
+			return;
+		}
+		c->upgraded = true;
+		off = (size_t)(end + 4 - c->buf);
+		if (++g.connected == (uint64_t)g.nconns)
+			g.t_connected = uv_hrtime();
+		char sub[256];
+		int n = snprintf(sub, sizeof(sub), "{\"id\":1,\"method\":\"subscription.subscribe\",\"params\":{\"channels\":[\"%s\"]}}", g.channels);
+		send_frame(c, 1, sub, (size_t)n);
+	}
+	for (;;) {
+		unsigned char *p = (unsigned char *)c->buf + off;
+		size_t avail = c->len - off, hl = 2;
+		if (avail < 2)
+			break;
+		uint64_t plen = p[1] & 0x7f;
+		if (plen == 126) {
+			if (avail < 4)
+				break;
+			plen = (uint64_t)p[2] << 8 | p[3];
+			hl = 4;
+		} else if (plen == 127) {
+			if (avail < 10)
+				break;
+			plen = 0;
+			for (int i = 0; i < 8; i++)
+				plen = plen << 8 | p[2 + i];
+			hl = 10;
+		}
+		if (avail < hl + plen)
+			break;
+		int op = p[0] & 0x0f;
+		if (op == 1 && plen > 16 && !memcmp(p + hl, "{\"type\":\"event\"", 15))
+			on_event(c, (char *)p + hl, plen);
+		else if (op == 9)
+			send_frame(c, 10, (char *)p + hl, plen);
+		off += hl + plen;
+	}
+	memmove(c->buf, c->buf + off, c->len - off);
+	c->len -= off;
+}
+
+static void on_connect(uv_connect_t *req, int status)
+{
+	struct conn *c = req->data;
+	if (status) {
+		g.failed++;
+		return;
+	}
+	char hello[512];
+	int n = snprintf(hello, sizeof(hello),
+			 "GET /threads/%s/stream HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+			 "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+			 g.thread, g.host);
+	send_raw(c, hello, (size_t)n);
+	uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, on_read);
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	return (x > y) - (x < y);
+}
+
+static void close_all(uv_handle_t *h, void *arg)
+{
+	if (!uv_is_closing(h))
+		uv_close(h, NULL);
+}
+
+static void finish(void)
+{
+	double secs = (double)(uv_hrtime() - g.t_start) / 1e9;
+	qsort(g.lat_us, g.nlat, sizeof(*g.lat_us), cmp_u32);
+	uint32_t p50 = g.nlat ? g.lat_us[g.nlat / 2] : 0, p99 = g.nlat ? g.lat_us[g.nlat * 99 / 100] : 0;
+	uint32_t mx = g.nlat ? g.lat_us[g.nlat - 1] : 0;
+	printf("{\"conns\":%d,\"connected\":%llu,\"failed\":%llu,\"received\":%llu,\"missing\":%llu,"
+	       "\"duplicates\":%llu,\"complete\":%llu,\"seconds\":%.3f,\"connect_seconds\":%.3f,"
+	       "\"latency_us\":{\"p50\":%u,\"p99\":%u,\"max\":%u,\"samples\":%zu}}\n",
+	       g.nconns, (unsigned long long)g.connected, (unsigned long long)g.failed,
+	       (unsigned long long)g.received, (unsigned long long)g.missing, (unsigned long long)g.dups,
+	       (unsigned long long)g.done, secs,
+	       g.t_connected ? (double)(g.t_connected - g.t_start) / 1e9 : -1.0, p50, p99, mx, g.nlat);
+	fflush(stdout);
+	uv_walk(g.loop, close_all, NULL);
+}
+
+static void on_stop(uv_timer_t *t)
+{
+	finish();
+}
+
+int main(int argc, char **argv)
+{
+	g.host = "127.0.0.1";
+	g.channels = "tasks";
+	g.duration = 60;
+	for (int i = 1; i + 1 < argc; i += 2) {
+		const char *k = argv[i], *v = argv[i + 1];
+		if (!strcmp(k, "--port")) g.port = atoi(v);
+		else if (!strcmp(k, "--host")) g.host = v;
+		else if (!strcmp(k, "--thread")) g.thread = v;
+		else if (!strcmp(k, "--conns")) g.nconns = atoi(v);
+		else if (!strcmp(k, "--expect")) g.expect = strtoull(v, NULL, 10);
+		else if (!strcmp(k, "--duration")) g.duration = atof(v);
+		else if (!strcmp(k, "--channels")) g.channels = v;
+		else if (!strcmp(k, "--sources")) {
+			char *copy = strdup(v);
+			for (char *tok = strtok(copy, ","); tok; tok = strtok(NULL, ",")) {
+				g.sources = realloc(g.sources, (size_t)(g.nsources + 1) * sizeof(char *));
+				g.sources[g.nsources++] = tok;
+			}
+		} else {
+			fprintf(stderr, "loadgen: unknown option %s\n", k);
+			return 2;
+		}
+	}
+	if (!g.port || !g.thread || g.nconns < 1) {
+		fprintf(stderr, "usage: loadgen --port P --thread T --conns N [--expect N] [--duration S]\n");
+		return 2;
+	}
+	g.loop = uv_default_loop();
+	g.conns = calloc((size_t)g.nconns, sizeof(*g.conns));
+	g.t_start = uv_hrtime();
+	struct sockaddr_in dst;
+	uv_ip4_addr(g.host, g.port, &dst);
+	for (int i = 0; i < g.nconns; i++) {
+		struct conn *c = &g.conns[i];
+		uv_tcp_init(g.loop, &c->tcp);
+		c->tcp.data = c->req.data = c;
+		if (g.nsources) {
+			struct sockaddr_in src;
+			uv_ip4_addr(g.sources[i % g.nsources], 0, &src);
+			uv_tcp_bind(&c->tcp, (struct sockaddr *)&src, 0);
+		}
+		uv_tcp_connect(&c->req, &c->tcp, (struct sockaddr *)&dst, on_connect);
+	}
+	uv_timer_init(g.loop, &g.stop_timer);
+	uv_timer_start(&g.stop_timer, on_stop, (uint64_t)(g.duration * 1000), 0);
+	uv_run(g.loop, UV_RUN_DEFAULT);
+	return g.missing || g.dups ? 1 : 0;
+}
