@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "util.h"
 
@@ -109,6 +110,14 @@ static int validate(struct tc_config *cfg, char *err, size_t errlen)
 		seterr(err, errlen, "--jwt-alg / THREADCAST_JWT_ALG: \"%s\" is not valid: expected HS256, RS256 or ES256",
 		       cfg->jwt_alg);
 		return -1;
+	}
+	if (*cfg->static_dir) {
+		struct stat st;
+		if (stat(cfg->static_dir, &st) || !S_ISDIR(st.st_mode)) {
+			seterr(err, errlen, "--static-dir / THREADCAST_STATIC_DIR: \"%s\" is not a directory",
+			       cfg->static_dir);
+			return -1;
+		}
 	}
 	if (!*cfg->host) {
 		seterr(err, errlen, "--host / THREADCAST_HOST: must not be empty");

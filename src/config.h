@@ -76,7 +76,9 @@
 	X(max_command_burst, "max-command-burst", "MAX_COMMAND_BURST", INT, "10000", 1,   \
 	  10000000, "commands one connection may send at once (token bucket size)")     \
 	X(sse_heartbeat_ms, "sse-heartbeat", "SSE_HEARTBEAT", INT, "15000", 100,         \
-	  3600000, "interval of \": heartbeat\" comments on SSE streams, milliseconds")
+	  3600000, "interval of \": heartbeat\" comments on SSE streams, milliseconds")                                         \
+	X(static_dir, "static-dir", "STATIC_DIR", STR, "", 0, 0,                          \
+	  "serve the files of this directory over HTTP (the demo page: protocol/js); empty: off")
 
 /** The parsed Redis location. */
 struct tc_redis_addr {

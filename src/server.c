@@ -1,11 +1,13 @@
 #include "server.h"
 
 #include <cjson/cJSON.h>
+#include <ctype.h>
 #include <libwebsockets.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "auth.h"
 #include "buf.h"
@@ -516,6 +518,70 @@ static int http_metrics(struct tc_server *srv, struct lws *wsi)
 	return rc;
 }
 
+/* ---- --static-dir: the demo page and the client library ---------------------------------- */
+
+static const struct { const char *ext, *mime; } mime_types[] = {
+	{ ".html", "text/html; charset=utf-8" }, { ".js", "text/javascript; charset=utf-8" },
+	{ ".mjs", "text/javascript; charset=utf-8" }, { ".css", "text/css; charset=utf-8" },
+	{ ".json", "application/json" },           { ".svg", "image/svg+xml" },
+	{ ".png", "image/png" },                   { ".ico", "image/x-icon" },
+	{ ".txt", "text/plain; charset=utf-8" },   { ".ts", "text/plain; charset=utf-8" },
+};
+
+/* Plain relative names only: [A-Za-z0-9._-] segments, none starting with a dot
+ * (no "..", no hidden files), no empty segment but a trailing one. */
+static bool static_path_ok(const char *path)
+{
+	size_t len = strlen(path);
+	if (path[0] != '/' || len > 200)
+		return false;
+	for (size_t i = 1; i < len; i++) {
+		char ch = path[i];
+		bool seg_start = path[i - 1] == '/';
+		if ((seg_start && (ch == '.' || ch == '/')) ||
+		    !(isalnum((unsigned char)ch) || ch == '.' || ch == '_' || ch == '-' || ch == '/'))
+			return false;
+	}
+	return true;
+}
+
+static int http_static(struct tc_server *srv, struct lws *wsi, const char *path)
+{
+	static const char headers[] = "cache-control: no-cache\x0d\x0a"
+				      "x-content-type-options: nosniff\x0d\x0a";
+	char file[512];
+	struct stat st;
+	size_t len = strlen(path);
+	const char *mime = NULL;
+
+	if (!static_path_ok(path))
+		return http_error(wsi, 404, "not_found", "no such route or file");
+	snprintf(file, sizeof(file), "%s%s%s", srv->cfg->static_dir, path,
+		 path[len - 1] == '/' ? "index.html" : "");
+	if (stat(file, &st))
+		return http_error(wsi, 404, "not_found", "no such route or file");
+	if (S_ISDIR(st.st_mode)) {
+		/* A directory without its slash: send the browser to it, so that the
+		 * page's relative URLs resolve inside it. */
+		unsigned char buf[LWS_PRE + 512], *start = buf + LWS_PRE, *p = start,
+			      *end = buf + sizeof(buf) - 1;
+		char loc[256];
+		int n = snprintf(loc, sizeof(loc), "%s/", path);
+		if (lws_http_redirect(wsi, HTTP_STATUS_MOVED_PERMANENTLY, (unsigned char *)loc, n, &p, end) < 0)
+			return -1;
+		return lws_http_transaction_completed(wsi) ? -1 : 0;
+	}
+	for (size_t i = 0; i < sizeof(mime_types) / sizeof(mime_types[0]); i++) {
+		size_t el = strlen(mime_types[i].ext);
+		if (strlen(file) > el && !strcmp(file + strlen(file) - el, mime_types[i].ext))
+			mime = mime_types[i].mime;
+	}
+	if (!S_ISREG(st.st_mode) || !mime)
+		return http_error(wsi, 404, "not_found", "no such route or file");
+	int n = lws_serve_http_file(wsi, file, mime, headers, (int)sizeof(headers) - 1);
+	return n < 0 || (n > 0 && lws_http_transaction_completed(wsi)) ? -1 : 0;
+}
+
 /* An admission check shared by every kind of client connection. */
 static int refuse_if_full(struct tc_server *srv, struct lws *wsi)
 {
@@ -660,6 +726,8 @@ static int http_request(struct tc_server *srv, struct lws *wsi, struct pss *pss,
 
 	switch (r) {
 	case ROUTE_NOT_FOUND:
+		if (*srv->cfg->static_dir && method == LWSHUMETH_GET)
+			return http_static(srv, wsi, path);
 		return http_error(wsi, 404, "not_found", "no such route");
 	case ROUTE_BAD_THREAD:
 		return http_error(wsi, 400, "invalid_thread_id", bad_thread_msg);

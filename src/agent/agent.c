@@ -225,11 +225,12 @@ static void message(struct run *r, cJSON *(*ns)(void), const char *id, const cha
 		cJSON_AddStringToObject(c, "name", "search");
 		cJSON_AddStringToObject(c, "args", "");
 		add(r, 0, 0, "messages", ns(), d);
-		/* The arguments stream as partial JSON in three chunks. */
+		/* The arguments stream as partial JSON in three steps. A block-delta
+		 * shallow-merges its fields, so each carries the arguments so far. */
 		size_t len = strlen(tool_args), part = len / 3 + 1;
 		for (size_t off = 0; off < len; off += part) {
-			size_t n = len - off < part ? len - off : part;
-			char *chunk = tc_xstrndup(tool_args + off, n);
+			size_t n = len - off < part ? len : off + part;
+			char *chunk = tc_xstrndup(tool_args, n);
 			d = obj("event", "content-block-delta");
 			cJSON_AddNumberToObject(d, "index", 1);
 			cJSON *delta = cJSON_AddObjectToObject(d, "delta");
@@ -258,6 +259,26 @@ static void message(struct run *r, cJSON *(*ns)(void), const char *id, const cha
 	cJSON_AddNumberToObject(u, "outputTokens", words);
 	cJSON_AddNumberToObject(u, "totalTokens", (double)strlen(r->query) / 4 + 1 + words);
 	add(r, 0, 0, "messages", ns(), d);
+}
+
+/* The run's input as a complete human message (not streamed: no deltas). */
+static void human_message(struct run *r, const char *text)
+{
+	char id[96];
+	snprintf(id, sizeof(id), "msg-%s-0", r->run_id);
+	cJSON *d = obj("event", "message-start");
+	cJSON_AddStringToObject(d, "role", "human");
+	cJSON_AddStringToObject(d, "id", id);
+	add(r, 0, 0, "messages", ns_root(), d);
+	for (int finish = 0; finish < 2; finish++) {
+		d = obj("event", finish ? "content-block-finish" : "content-block-start");
+		cJSON_AddNumberToObject(d, "index", 0);
+		cJSON *c = cJSON_AddObjectToObject(d, "content");
+		cJSON_AddStringToObject(c, "type", "text");
+		cJSON_AddStringToObject(c, "text", text);
+		add(r, 0, 0, "messages", ns_root(), d);
+	}
+	add(r, 0, 0, "messages", ns_root(), obj("event", "message-finish"));
 }
 
 /* values + checkpoint of one superstep; msgs is the transcript so far. */
@@ -306,6 +327,7 @@ static void build_run(struct run *r)
 	r->ckpt_prev[0] = '\0';
 	snprintf(call, sizeof(call), "call-%s", r->run_id);
 	lifecycle(r, ns_root(), "started", "agent", NULL);
+	human_message(r, r->query);
 	cJSON_AddItemToArray(msgs, msg("human", r->query));
 	superstep(r, "__start__", msgs, "input");
 	lifecycle(r, ns_root(), "running", NULL, NULL);

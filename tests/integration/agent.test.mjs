@@ -2,6 +2,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startRedis, startThreadcast, startAgent, connect, stopAll, waitUntil, redisClient, firstDisorder } from './lib/harness.mjs';
+import { assemble, messageText } from '../../protocol/js/messages.js';
 
 let redis, tc, agents;
 before(async () => {
@@ -21,23 +22,9 @@ after(async () => {
 const ALL = ['values', 'updates', 'messages', 'tools', 'lifecycle', 'input', 'checkpoints', 'custom:progress'];
 const isRootDone = (e) => e.method === 'lifecycle' && e.params.namespace.length === 0 && e.params.data.event === 'completed';
 
-/** Text of every AI message, assembled from its text-deltas (by message id). */
-function assemble(events) {
-  const msgs = new Map();
-  let current = null;
-  for (const e of events.filter((x) => x.method === 'messages')) {
-    const d = e.params.data;
-    const key = JSON.stringify(e.params.namespace);
-    if (d.event === 'message-start') { current = { id: d.id, ns: key, text: '', blocks: {}, finished: false }; msgs.set(d.id, current); }
-    else if (d.event === 'content-block-start') current.blocks[d.index] = { ...d.content };
-    else if (d.event === 'content-block-delta' && d.delta.type === 'text-delta') { current.blocks[d.index].text += d.delta.text; current.text += d.delta.text; }
-    else if (d.event === 'content-block-delta' && d.delta.type === 'block-delta') {
-      const b = current.blocks[d.index];
-      for (const [k, v] of Object.entries(d.delta.fields)) b[k] = k === 'args' ? (b.args || '') + v : v;
-    } else if (d.event === 'content-block-finish') current.blocks[d.index].final = d.content;
-    else if (d.event === 'message-finish') { current.finished = true; current.usage = d.usage; }
-  }
-  return [...msgs.values()];
+/** AI messages assembled by the client library's assembler, with their text. */
+function assembleAi(events) {
+  return assemble(events).filter((m) => m.role === 'ai').map((m) => ({ ...m, ns: JSON.stringify(m.namespace), text: messageText(m) }));
 }
 
 async function runToEnd(c, thread, content) {
@@ -57,21 +44,37 @@ test('run.start streams a full run; text reassembled from deltas is what the age
   assert.deepEqual(ev.map((e) => e.seq), Array.from({ length: ev.length }, (_, i) => i + 1));
   const first = ev[0];
   assert.deepEqual([first.method, first.params.data.event, first.params.data.graphName], ['lifecycle', 'started', 'agent']);
-  const msgs = assemble(ev);
+  const msgs = assembleAi(ev);
   const root = msgs.filter((m) => m.ns === '[]');
   assert.equal(root.length, 2);
-  for (const m of msgs) {
-    assert.ok(m.finished, `message ${m.id} finished`);
-    assert.equal(m.blocks[0].final.text, m.blocks[0].text, 'deltas add up to the finished text');
+  for (const m of msgs) assert.equal(m.status, 'finished', `message ${m.id} finished`);
+  // The deltas add up to the text each block finished with.
+  const deltas = new Map();
+  let current = null;
+  for (const e of ev.filter((x) => x.method === 'messages')) {
+    const d = e.params.data;
+    if (d.event === 'message-start') current = d.id;
+    if (d.event === 'content-block-delta' && d.delta.type === 'text-delta') {
+      deltas.set(`${current}/${d.index}`, (deltas.get(`${current}/${d.index}`) ?? '') + d.delta.text);
+    }
   }
+  for (const m of msgs) assert.equal(deltas.get(`${m.id}/0`), m.text);
+  // The human input comes first, as one complete message.
+  const human = assemble(ev).filter((m) => m.role === 'human');
+  assert.deepEqual(human.map((m) => messageText(m)), ['tell me about otters']);
   const lastValues = ev.filter((e) => e.method === 'values').at(-1).params.data.messages;
   assert.deepEqual(lastValues.filter((m) => m.role === 'ai').map((m) => m.content), root.map((m) => m.text));
   assert.match(root[0].text, /tell me about otters/);
   // The tool call streams as chunks and finishes parsed.
-  const call = root[0].blocks[1];
+  const call = { final: root[0].blocks[1] };
   assert.equal(call.final.type, 'tool_call');
-  assert.deepEqual(JSON.parse(call.args), call.final.args);
   assert.deepEqual(call.final.args, { query: 'tell me about otters' });
+  // Streamed as block-deltas, each carrying the arguments so far (a shallow merge).
+  const chunks = ev.filter((e) => e.method === 'messages' && e.params.data.delta?.type === 'block-delta')
+    .map((e) => e.params.data.delta.fields.args);
+  assert.ok(chunks.length >= 2);
+  chunks.forEach((c, i) => i && assert.ok(c.startsWith(chunks[i - 1]) && c.length > chunks[i - 1].length));
+  assert.deepEqual(JSON.parse(chunks.at(-1)), call.final.args);
   // Tools, the subgraph caused by the tool call, progress, checkpoints.
   const tools = ev.filter((e) => e.method === 'tools').map((e) => e.params.data.event);
   assert.deepEqual(tools, ['tool-started', 'tool-output-delta', 'tool-output-delta', 'tool-finished']);
@@ -93,7 +96,7 @@ test('interrupt round trip: input.requested → input.respond → the run comple
   const ok = await c.request({ id: 4, method: 'input.respond', params: { namespace: [], interruptId: req.params.data.interruptId, response: 'yes' } });
   assert.deepEqual(ok.result, {});
   await waitUntil(() => c.events.some(isRootDone), 15000, 'completion');
-  const root = assemble(c.events).filter((m) => m.ns === '[]');
+  const root = assembleAi(c.events).filter((m) => m.ns === '[]');
   assert.match(root[1].text, /You answered: yes\./);
   const again = await c.request({ id: 5, method: 'input.respond', params: { namespace: [], interruptId: req.params.data.interruptId, response: 'x' } });
   assert.equal(again.error, 'no_such_interrupt');

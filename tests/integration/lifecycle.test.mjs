@@ -71,7 +71,7 @@ test('draining refuses new upgrades and turns /readyz unready', async () => {
   a.ws._socket.pause();
   const big = 'z'.repeat(16000);
   await produce(redis.url, 'd1', Array.from({ length: 500 }, () => ({ method: 'tasks', params: { namespace: [], data: big } })));
-  await waitUntil(async () => /threadcast_events_delivered_total 500/.test(await (await tc.http('/metrics')).text()), 5000, 'queued');
+  await waitUntil(async () => /threadcast_events_delivered_total 500/.test(await (await tc.http('/metrics')).text()), 20000, 'queued');
   tc.proc.kill('SIGTERM');
   await tc.waitLog((l) => l.msg === 'draining');
   const r = await tc.http('/readyz');

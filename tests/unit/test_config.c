@@ -130,6 +130,13 @@ static void bad_values_name_the_setting(void **state)
 	assert_int_equal(load(&cfg, err, 1, "stray"), TC_CONFIG_ERROR);
 	tc_config_free(&cfg);
 
+	assert_int_equal(load(&cfg, err, 1, "--static-dir=/nonexistent/www"), TC_CONFIG_ERROR);
+	assert_non_null(strstr(err, "--static-dir"));
+	assert_non_null(strstr(err, "not a directory"));
+	tc_config_free(&cfg);
+	assert_int_equal(load(&cfg, err, 1, "--static-dir=/tmp"), TC_CONFIG_OK);
+	tc_config_free(&cfg);
+
 	assert_int_equal(load(&cfg, err, 2, "--redis-backoff-min=500", "--redis-backoff-max=100"),
 			 TC_CONFIG_ERROR);
 	assert_non_null(strstr(err, "--redis-backoff-max"));

@@ -378,3 +378,13 @@ export async function exchange(client, texts, ms = 5000) {
   assert.equal(last.error, 'unknown_command');
   return got;
 }
+
+/** A thread's stored history, oldest first: [{seq, method, params}] (what clients are sent). */
+export async function storedEvents(rc, thread) {
+  const rows = await rc.cmd('XRANGE', `tc:{${thread}}:events`, '-', '+');
+  return rows.map(([id, fields]) => {
+    const f = {};
+    for (let i = 0; i < fields.length; i += 2) f[fields[i]] = fields[i + 1];
+    return { seq: Number(id.split('-')[0]), ...JSON.parse(f.e) };
+  });
+}

@@ -1,0 +1,211 @@
+// The demo page: one thread, streamed from threadcast with the client library.
+// Everything on screen is derived from the thread's events (so a reload, a
+// reconnect or a second tab shows the same page); nothing is rendered from
+// what was typed until the agent streams it back.
+import { connect } from './threadcast.js';
+import { MessageAssembler, messageText } from './messages.js';
+
+/** @type {import('@langchain/protocol').Channel[]} */
+const CHANNELS = ['messages', 'tools', 'lifecycle', 'input', 'checkpoints', 'custom:progress'];
+/** @type {(id: string) => any} */
+const $ = (id) => document.getElementById(id);
+const params = new URLSearchParams(location.search);
+const token = params.get('token') ?? undefined; // when the gateway runs with --auth jwt
+
+/** Everything the page shows, rebuilt from events. Exposed for tests and curious people. */
+const demo = {
+  thread: '', conn: null, events: [], resyncs: 0, statuses: [],
+  transcript: () => state.messages.messages,
+};
+globalThis.threadcastDemo = demo;
+
+let state;
+function freshState() {
+  return {
+    messages: new MessageAssembler(),
+    tools: new Map(), // toolCallId → {name, output, deltas, status}
+    agents: new Map(), // namespace key → {namespace, status, graphName}
+    checkpoints: [],
+    progress: 0,
+    interrupt: null, // {interruptId, question}
+  };
+}
+
+function apply(e) {
+  const d = e.params?.data ?? {};
+  const ns = e.params?.namespace ?? [];
+  state.messages.push(e);
+  if (e.method === 'tools') {
+    const t = state.tools.get(d.toolCallId) ?? { name: d.toolName, output: '', deltas: '', status: 'running' };
+    if (d.event === 'tool-started') t.name = d.toolName;
+    else if (d.event === 'tool-output-delta') t.deltas += d.delta;
+    else if (d.event === 'tool-finished') { t.status = 'done'; t.output = JSON.stringify(d.output); }
+    else if (d.event === 'tool-error') { t.status = 'error'; t.output = d.message; }
+    state.tools.set(d.toolCallId, t);
+  } else if (e.method === 'lifecycle') {
+    const key = JSON.stringify(ns);
+    const a = state.agents.get(key) ?? { namespace: ns, status: '', graphName: '' };
+    a.status = d.event;
+    if (d.graphName) a.graphName = d.graphName;
+    state.agents.set(key, a);
+    if (ns.length === 0 && d.event === 'started') state.progress = 0;
+    if (ns.length === 0 && d.event !== 'interrupted') state.interrupt = null;
+  } else if (e.method === 'input.requested') {
+    state.interrupt = { interruptId: d.interruptId, question: d.payload?.question ?? JSON.stringify(d.payload) };
+  } else if (e.method === 'checkpoints') {
+    state.checkpoints.push(d);
+  } else if (e.method === 'custom:progress') {
+    state.progress = d.payload?.pct ?? state.progress;
+  }
+}
+
+// ---- rendering (textContent only: event data is never parsed as HTML) -------------------
+
+function el(tag, cls, text) {
+  const n = document.createElement(tag);
+  if (cls) n.className = cls;
+  if (text !== undefined) n.textContent = text;
+  return n;
+}
+
+function renderTool(block) {
+  const t = state.tools.get(block.id);
+  const box = el('div', 'tool');
+  box.dataset.toolCallId = block.id ?? '';
+  box.append(el('span', 'status', t ? t.status : block.type === 'tool_call' ? 'called' : 'streaming'));
+  const args = typeof block.args === 'string' ? block.args : JSON.stringify(block.args);
+  box.append(el('div', 'call', `${block.name ?? 'tool'}(${args ?? ''})`));
+  if (t && (t.deltas || t.output)) box.append(el('div', 'output', t.output || t.deltas));
+  return box;
+}
+
+function render() {
+  scheduled = false;
+  const tr = $('transcript');
+  tr.replaceChildren();
+  const msgs = state.messages.messages;
+  if (!msgs.length) tr.append(el('p', 'empty', 'No messages on this thread yet: send one below.'));
+  for (const m of msgs) {
+    const sub = m.namespace.length > 0;
+    const box = el('div', `msg ${m.role}${sub ? ' sub' : ''} ${m.status}`);
+    box.dataset.messageId = m.id;
+    box.append(el('div', 'who', sub ? `${m.role} · ${m.namespace.join(' › ')}` : m.role));
+    box.append(el('div', 'text', messageText(m)));
+    for (const b of m.blocks) if (b && /tool_call/.test(b.type ?? '')) box.append(renderTool(b));
+    tr.append(box);
+  }
+  const agents = $('agents');
+  agents.replaceChildren();
+  for (const a of [...state.agents.values()].sort((x, y) => x.namespace.join('/').localeCompare(y.namespace.join('/')))) {
+    const li = el('li', '', `${'  '.repeat(a.namespace.length)}${a.namespace.length ? a.namespace.at(-1) : 'root'}`);
+    li.style.paddingLeft = `${a.namespace.length}rem`;
+    if (a.graphName) li.title = a.graphName;
+    li.append(el('span', `badge ${a.status}`, a.status));
+    agents.append(li);
+  }
+  const cks = $('checkpoints');
+  cks.replaceChildren(...state.checkpoints.map((c) => el('li', '', `step ${c.step} · ${c.source ?? ''} · ${c.id}`)));
+  $('progress').value = state.progress;
+  const form = $('interrupt');
+  form.hidden = !state.interrupt;
+  if (state.interrupt) $('interrupt-question').textContent = state.interrupt.question;
+  $('stats').textContent = `${demo.events.length} events · ${demo.conn?.reconnects ?? 0} reconnects · ${demo.resyncs} resyncs`;
+}
+
+let scheduled = false;
+function schedule() {
+  if (!scheduled) { scheduled = true; requestAnimationFrame(render); }
+}
+
+function showStatus({ status, attempt, delayMs, reconnects }) {
+  demo.statuses.push(status);
+  const box = $('conn');
+  box.dataset.status = status;
+  box.dataset.reconnects = String(reconnects);
+  $('conn-text').textContent =
+    status === 'open' ? (reconnects ? `live (reconnected ${reconnects}×)` : 'live')
+      : status === 'reconnecting' ? `reconnecting in ${(delayMs / 1000).toFixed(1)} s (attempt ${attempt})`
+        : status;
+}
+
+function error(text) {
+  $('error').textContent = text;
+}
+
+// ---- wiring -------------------------------------------------------------------------------
+
+function open(thread) {
+  demo.conn?.close();
+  demo.thread = thread;
+  demo.events = [];
+  demo.resyncs = 0;
+  state = freshState();
+  $('thread-id').value = thread;
+  if (location.hash !== `#${thread}`) history.replaceState(null, '', `#${encodeURIComponent(thread)}`);
+  const conn = connect(location.origin, thread, { token });
+  demo.conn = conn;
+  conn.on('status', showStatus);
+  conn.on('resync', () => {
+    // History was lost: start the picture over from what the server replays.
+    demo.resyncs++;
+    state = freshState();
+    schedule();
+  });
+  conn.subscribe({ channels: CHANNELS }, (e) => {
+    demo.events.push(e);
+    apply(e);
+    schedule();
+  });
+  error('');
+  schedule();
+}
+
+function newThreadId() {
+  const rnd = crypto.getRandomValues(new Uint8Array(6));
+  return `demo-${[...rnd].map((b) => b.toString(16).padStart(2, '0')).join('')}`;
+}
+
+$('thread-form').addEventListener('submit', (ev) => {
+  ev.preventDefault();
+  open($('thread-id').value.trim());
+});
+$('new-thread').addEventListener('click', () => open(newThreadId()));
+
+$('composer').addEventListener('submit', async (ev) => {
+  ev.preventDefault();
+  const text = $('message').value.trim();
+  if (!text) return;
+  $('send').disabled = true;
+  try {
+    await demo.conn.command('run.start', {
+      assistantId: 'agent', input: { messages: [{ role: 'user', content: text }] },
+    });
+    $('message').value = '';
+    error('');
+  } catch (e) {
+    error(`run.start: ${e.code}: ${e.message}`);
+  } finally {
+    $('send').disabled = false;
+  }
+});
+
+$('interrupt').addEventListener('submit', async (ev) => {
+  ev.preventDefault();
+  const it = state.interrupt;
+  if (!it) return;
+  try {
+    await demo.conn.command('input.respond', {
+      namespace: [], interruptId: it.interruptId, response: $('interrupt-answer').value,
+    });
+    $('interrupt-answer').value = '';
+    error('');
+  } catch (e) {
+    error(`input.respond: ${e.code}: ${e.message}`);
+  }
+});
+
+$('message').addEventListener('keydown', (ev) => {
+  if (ev.key === 'Enter' && !ev.shiftKey) { ev.preventDefault(); $('composer').requestSubmit(); }
+});
+
+open(decodeURIComponent(location.hash.slice(1)) || newThreadId());
