@@ -26,6 +26,8 @@ _Static_assert(TC_BUF_HEADROOM >= LWS_PRE, "tc_buf headroom must fit the lws fra
 
 /* SSE writes coalesce queued events into one write of at most this size. */
 #define SSE_WRITE_MAX (64 * 1024)
+/* WebSocket frames queued together leave in one write of up to this many bytes. */
+#define WS_COALESCE_MAX (64 * 1024)
 
 /* ==== connections ==================================================================== */
 
@@ -59,9 +61,11 @@ struct tc_conn {
 	bool rx_off;             /* what lws was last told */
 	bool headers_sent;       /* HTTP kinds: the response head is out */
 	bool close_sent;         /* our close frame is out; waiting for the peer's */
+	bool dirty;              /* on the server's flush list */
 	unsigned status;         /* CONN_COMMAND: HTTP status of the reply */
 	int64_t auth_exp;        /* the token's exp (Unix s); 0 when auth is off */
 	struct tc_conn *prev, *next;
+	struct tc_conn *dirty_prev, *dirty_next;
 };
 
 /*
@@ -89,6 +93,8 @@ struct tc_server {
 	size_t nconns, nws, nsse;
 	bool draining;
 	uv_timer_t drain_timer, heartbeat, drain_tick, expiry;
+	uv_check_t flush;          /* writes what this loop iteration queued */
+	struct tc_conn *dirty;     /* WebSockets with frames queued since the last flush */
 	size_t drain_per_tick;       /* connections to close per tick while draining */
 	lws_retry_bo_t idle_policy;  /* WebSocket PING after silence, drop after more */
 	char too_big[64];            /* close reason naming --max-frame-bytes */
@@ -96,6 +102,8 @@ struct tc_server {
 	void (*drain_done)(void *);
 	void *drain_arg;
 };
+
+static void on_flush(uv_check_t *h);
 
 static void request_write(struct tc_conn *c)
 {
@@ -134,6 +142,45 @@ static void update_rx(struct tc_conn *c)
 	}
 }
 
+/*
+ * WebSocket frames are not written as they are queued but once per loop
+ * iteration, from a check handle: every frame an iteration produced for a
+ * connection (a batch of doorbells read from Redis, a replay step, a reply)
+ * leaves in one send, and the common case needs no POLLOUT round trip
+ * through epoll at all.
+ */
+static void mark_dirty(struct tc_conn *c)
+{
+	struct tc_server *srv = c->srv;
+	if (c->dirty)
+		return;
+	if (uv_is_closing((uv_handle_t *)&srv->flush)) { /* shutting down */
+		request_write(c);
+		return;
+	}
+	c->dirty = true;
+	c->dirty_prev = NULL;
+	c->dirty_next = srv->dirty;
+	if (srv->dirty)
+		srv->dirty->dirty_prev = c;
+	else
+		uv_check_start(&srv->flush, on_flush);
+	srv->dirty = c;
+}
+
+static void unmark_dirty(struct tc_conn *c)
+{
+	if (!c->dirty)
+		return;
+	c->dirty = false;
+	if (c->dirty_prev)
+		c->dirty_prev->dirty_next = c->dirty_next;
+	else
+		c->srv->dirty = c->dirty_next;
+	if (c->dirty_next)
+		c->dirty_next->dirty_prev = c->dirty_prev;
+}
+
 /* Transport hook for the session: queue one frame, bounded. */
 static void conn_send(void *ctx, struct tc_buf *b)
 {
@@ -158,7 +205,10 @@ static void conn_send(void *ctx, struct tc_buf *b)
 		c->queue_full = true;
 		update_rx(c);
 	}
-	request_write(c);
+	if (c->kind == CONN_WS)
+		mark_dirty(c);
+	else
+		request_write(c);
 }
 
 static size_t conn_queued(void *ctx)
@@ -248,6 +298,7 @@ static void conn_free(struct tc_conn *c)
 	srv->nconns--;
 	srv->nws -= c->kind == CONN_WS;
 	srv->nsse -= c->kind == CONN_SSE;
+	unmark_dirty(c);
 	tc_session_close(c->session);
 	tc_bufq_clear(&c->out);
 	free(c->rx);
@@ -304,27 +355,96 @@ static int after_write(struct tc_conn *c)
 	return 0;
 }
 
+/* A server-to-client text frame header (FIN, unmasked) for len payload bytes. */
+static size_t ws_header(unsigned char *h, size_t len)
+{
+	h[0] = 0x81;
+	if (len < 126) {
+		h[1] = (unsigned char)len;
+		return 2;
+	}
+	if (len <= 0xffff) {
+		h[1] = 126;
+		h[2] = (unsigned char)(len >> 8);
+		h[3] = (unsigned char)len;
+		return 4;
+	}
+	h[1] = 127;
+	for (int i = 0; i < 8; i++)
+		h[2 + i] = (unsigned char)((uint64_t)len >> (56 - 8 * i));
+	return 10;
+}
+
 /*
- * WebSocket: one frame per lws_write. We stop when lws had to keep part of a
- * write (lws_partial_buffered(): a flag, where lws_send_pipe_choked() costs
- * a poll() per frame); lws finishes that part before calling us again.
- * Returns -1 when lws should close.
+ * Writes queued WebSocket frames. A frame alone goes through lws_write from
+ * its own buffer (it has LWS_PRE headroom for the header); several are framed
+ * here into one buffer and leave in one raw write, so the client's side pays
+ * per segment less too. Stops when lws had to keep part of a write
+ * (lws_partial_buffered(): a flag, where lws_send_pipe_choked() costs a
+ * poll()); lws finishes that part before it calls WRITEABLE again.
+ * Returns -1 on a write error.
  */
+static int ws_flush(struct tc_conn *c)
+{
+	static unsigned char buf[LWS_PRE + WS_COALESCE_MAX];
+	struct tc_buf *b;
+	int writes = 0;
+
+	while ((b = tc_bufq_peek(&c->out)) && writes++ < WRITE_BATCH && !lws_partial_buffered(c->wsi)) {
+		if (c->out.count == 1 || b->len + 10 > WS_COALESCE_MAX) {
+			if (lws_write(c->wsi, tc_buf_data(b), b->len, LWS_WRITE_TEXT) < 0)
+				return -1;
+			tc_metrics.bytes_out += b->len;
+			tc_buf_unref(tc_bufq_pop(&c->out));
+			continue;
+		}
+		size_t n = 0;
+		while ((b = tc_bufq_peek(&c->out)) && n + 10 + b->len <= WS_COALESCE_MAX) {
+			n += ws_header(buf + LWS_PRE + n, b->len);
+			memcpy(buf + LWS_PRE + n, tc_buf_data(b), b->len);
+			n += b->len;
+			tc_metrics.bytes_out += b->len;
+			tc_buf_unref(tc_bufq_pop(&c->out));
+		}
+		if (lws_write(c->wsi, buf + LWS_PRE, n, LWS_WRITE_RAW) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* LWS_CALLBACK_SERVER_WRITEABLE. Returns -1 when lws should close. */
 static int ws_writeable(struct tc_conn *c)
 {
-	struct tc_buf *b;
-	int n = 0;
-
 	c->want_write = false;
-	while ((b = tc_bufq_peek(&c->out))) {
-		if (lws_write(c->wsi, tc_buf_data(b), b->len, LWS_WRITE_TEXT) < 0)
-			return -1;
-		tc_metrics.bytes_out += b->len;
-		tc_buf_unref(tc_bufq_pop(&c->out));
-		if (++n == WRITE_BATCH || lws_partial_buffered(c->wsi))
-			break;
-	}
+	unmark_dirty(c);
+	if (ws_flush(c) < 0)
+		return -1;
 	return after_write(c);
+}
+
+/* The check handle: each connection that queued frames this iteration writes them now. */
+static void on_flush(uv_check_t *h)
+{
+	struct tc_server *srv = h->data;
+	struct tc_conn *c;
+
+	while ((c = srv->dirty)) {
+		unmark_dirty(c);
+		/* Closing, or WRITEABLE already on its way: that path writes. */
+		if (c->close_code || c->want_write)
+			continue;
+		if (lws_partial_buffered(c->wsi)) {
+			request_write(c);
+			continue;
+		}
+		if (ws_flush(c) < 0) {
+			tc_bufq_clear(&c->out);
+			lws_set_timeout(c->wsi, PENDING_TIMEOUT_KILLED_BY_PARENT, LWS_TO_KILL_ASYNC);
+			continue;
+		}
+		after_write(c); /* close_code is 0: this never writes a close frame */
+	}
+	uv_check_stop(h);
 }
 
 /* SSE: events are plain bytes, so queued ones leave together in one write. */
@@ -1046,6 +1166,8 @@ struct tc_server *tc_server_new(uv_loop_t *loop, const struct tc_session_env *en
 	uv_timer_init(loop, &srv->heartbeat);
 	uv_timer_init(loop, &srv->drain_tick);
 	uv_timer_init(loop, &srv->expiry);
+	uv_check_init(loop, &srv->flush);
+	srv->flush.data = srv;
 	srv->drain_timer.data = srv->heartbeat.data = srv->drain_tick.data = srv->expiry.data = srv;
 	srv->heartbeat_frame = tc_buf_copy(": heartbeat\n\n", 13);
 	snprintf(srv->too_big, sizeof(srv->too_big), "message larger than %lld bytes", cfg->max_frame_bytes);
@@ -1076,6 +1198,7 @@ struct tc_server *tc_server_new(uv_loop_t *loop, const struct tc_session_env *en
 		uv_close((uv_handle_t *)&srv->heartbeat, NULL);
 		uv_close((uv_handle_t *)&srv->drain_tick, NULL);
 		uv_close((uv_handle_t *)&srv->expiry, NULL);
+		uv_close((uv_handle_t *)&srv->flush, NULL);
 		uv_run(loop, UV_RUN_NOWAIT);
 		tc_buf_unref(srv->heartbeat_frame);
 		free(srv);
@@ -1157,6 +1280,8 @@ void tc_server_stop(struct tc_server *srv)
 	uv_close((uv_handle_t *)&srv->drain_timer, NULL);
 	uv_close((uv_handle_t *)&srv->heartbeat, NULL);
 	uv_close((uv_handle_t *)&srv->drain_tick, NULL);
+	uv_check_stop(&srv->flush);
+	uv_close((uv_handle_t *)&srv->flush, NULL);
 	if (srv->ctx)
 		lws_context_destroy(srv->ctx);
 }
