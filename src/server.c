@@ -1123,9 +1123,12 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 }
 
 static const struct lws_protocols protocols[] = {
-	/* Index 0 serves HTTP and every WebSocket that names no subprotocol. */
+	/* Index 0 serves HTTP and every WebSocket that names no subprotocol.
+	 * lws gives each WebSocket a receive buffer of rx_buffer_size: commands
+	 * are small, longer messages arrive in pieces that ws_receive joins, and
+	 * 1 KiB instead of 4 saves 0.75 KiB of RSS per idle connection. */
 	{ .name = "threadcast", .callback = callback, .per_session_data_size = sizeof(struct pss),
-	  .rx_buffer_size = 4096 },
+	  .rx_buffer_size = 1024 },
 	{ .name = NULL }
 };
 

@@ -2,7 +2,15 @@
  * loadgen — many WebSocket subscribers in one libuv process, for benchmarks.
  *
  *   loadgen --port P --thread T --conns N [--host 127.0.0.1] [--sources a,b,…]
- *           [--expect N] [--duration S] [--channels tasks]
+ *           [--expect N] [--duration S] [--channels tasks] [--threads K]
+ *           [--path /threads/%s/stream] [--subscribe 1] [--hold S] [--command JSON]
+ *
+ * --threads K spreads the connections over threads T-0 … T-(K-1) (connection
+ * i watches T-(i mod K)). --path is the request path, %s the thread (nchan:
+ * /sub/%s); --subscribe 0 sends no subscribe command (a peer that streams on
+ * connect). --hold S keeps the connections open and idle for S seconds once
+ * all are upgraded, then prints (idle-memory measurements). --command sends
+ * that command instead of the subscribe (a subscription.reconnect, say).
  *
  * Each connection upgrades, subscribes, and checks every event: seqs must
  * rise by exactly one (else "missing" / "duplicate"), and when the event's
@@ -28,8 +36,9 @@ struct conn {
 };
 
 static struct {
-	const char *host, *thread, *channels;
-	int port, nconns, nsources;
+	const char *host, *thread, *channels, *path, *command;
+	int port, nconns, nsources, nthreads, subscribe;
+	double hold;
 	char **sources;
 	uint64_t expect;
 	double duration;
@@ -52,8 +61,9 @@ static uint64_t now_ns(void)
 static void alloc_cb(uv_handle_t *h, size_t hint, uv_buf_t *b)
 {
 	struct conn *c = h->data;
-	if (c->cap - c->len < 65536) {
-		c->cap = c->cap ? c->cap * 2 : 131072;
+	/* Small to start (idle-memory runs hold 50,000 of these), doubling on demand. */
+	if (c->cap - c->len < 4096) {
+		c->cap = c->cap ? c->cap * 2 : 8192;
 		c->buf = realloc(c->buf, c->cap);
 	}
 	*b = uv_buf_init(c->buf + c->len, (unsigned)(c->cap - c->len));
@@ -99,6 +109,19 @@ static void send_frame(struct conn *c, int opcode, const char *p, size_t n)
 }
 
 static void finish(void);
+static void on_stop(uv_timer_t *t);
+
+/* Once every connection upgraded or failed: with --hold, say so and idle. */
+static void settled(void)
+{
+	if (g.connected + g.failed != (uint64_t)g.nconns || g.hold <= 0)
+		return;
+	uv_timer_stop(&g.stop_timer);
+	uv_timer_start(&g.stop_timer, on_stop, (uint64_t)(g.hold * 1000), 0);
+	printf("{\"ready\":%llu,\"failed\":%llu}\n", (unsigned long long)g.connected,
+	       (unsigned long long)g.failed); /* scripts/bench measures now */
+	fflush(stdout);
+}
 
 static void on_event(struct conn *c, const char *p, size_t n)
 {
@@ -144,6 +167,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
 			return;
 		if (strncmp(c->buf, "HTTP/1.1 101", 12)) {
 			g.failed++;
+			settled();
 			uv_read_stop(s);
 			return;
 		}
@@ -151,9 +175,14 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
 		off = (size_t)(end + 4 - c->buf);
 		if (++g.connected == (uint64_t)g.nconns)
 			g.t_connected = uv_hrtime();
-		char sub[256];
-		int n = snprintf(sub, sizeof(sub), "{\"id\":1,\"method\":\"subscription.subscribe\",\"params\":{\"channels\":[\"%s\"]}}", g.channels);
-		send_frame(c, 1, sub, (size_t)n);
+		if (g.command) {
+			send_frame(c, 1, g.command, strlen(g.command));
+		} else if (g.subscribe) {
+			char sub[256];
+			int n = snprintf(sub, sizeof(sub), "{\"id\":1,\"method\":\"subscription.subscribe\",\"params\":{\"channels\":[\"%s\"]}}", g.channels);
+			send_frame(c, 1, sub, (size_t)n);
+		}
+		settled();
 	}
 	for (;;) {
 		unsigned char *p = (unsigned char *)c->buf + off;
@@ -192,13 +221,19 @@ static void on_connect(uv_connect_t *req, int status)
 	struct conn *c = req->data;
 	if (status) {
 		g.failed++;
+		settled();
 		return;
 	}
-	char hello[512];
+	char hello[768], thread[256], path[300];
+	if (g.nthreads > 1)
+		snprintf(thread, sizeof(thread), "%s-%ld", g.thread, (long)(c - g.conns) % g.nthreads);
+	else
+		snprintf(thread, sizeof(thread), "%s", g.thread);
+	snprintf(path, sizeof(path), g.path, thread);
 	int n = snprintf(hello, sizeof(hello),
-			 "GET /threads/%s/stream HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+			 "GET %s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
 			 "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
-			 g.thread, g.host);
+			 path, g.host);
 	send_raw(c, hello, (size_t)n);
 	uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, on_read);
 }
@@ -242,6 +277,8 @@ int main(int argc, char **argv)
 	g.host = "127.0.0.1";
 	g.channels = "tasks";
 	g.duration = 60;
+	g.path = "/threads/%s/stream";
+	g.subscribe = 1;
 	for (int i = 1; i + 1 < argc; i += 2) {
 		const char *k = argv[i], *v = argv[i + 1];
 		if (!strcmp(k, "--port")) g.port = atoi(v);
@@ -251,6 +288,11 @@ int main(int argc, char **argv)
 		else if (!strcmp(k, "--expect")) g.expect = strtoull(v, NULL, 10);
 		else if (!strcmp(k, "--duration")) g.duration = atof(v);
 		else if (!strcmp(k, "--channels")) g.channels = v;
+		else if (!strcmp(k, "--threads")) g.nthreads = atoi(v);
+		else if (!strcmp(k, "--path")) g.path = v;
+		else if (!strcmp(k, "--subscribe")) g.subscribe = atoi(v);
+		else if (!strcmp(k, "--hold")) g.hold = atof(v);
+		else if (!strcmp(k, "--command")) g.command = v;
 		else if (!strcmp(k, "--sources")) {
 			char *copy = strdup(v);
 			for (char *tok = strtok(copy, ","); tok; tok = strtok(NULL, ",")) {
@@ -285,5 +327,14 @@ int main(int argc, char **argv)
 	uv_timer_init(g.loop, &g.stop_timer);
 	uv_timer_start(&g.stop_timer, on_stop, (uint64_t)(g.duration * 1000), 0);
 	uv_run(g.loop, UV_RUN_DEFAULT);
+	uv_run(g.loop, UV_RUN_DEFAULT); /* the close callbacks */
+	uv_loop_close(g.loop);
+	for (int i = 0; i < g.nconns; i++)
+		free(g.conns[i].buf);
+	free(g.conns);
+	free(g.lat_us);
+	if (g.nsources)
+		free(g.sources[0]); /* the strdup'd list the addresses point into */
+	free(g.sources);
 	return g.missing || g.dups ? 1 : 0;
 }

@@ -1,0 +1,218 @@
+/*
+ * publish — rate-controlled producer for benchmarks.
+ *
+ *   publish --redis-url URL --threads T1[,T2…] --count N --rate R [--size B]
+ *           [--nthreads K] [--nchan HOST:PORT]
+ *
+ * Appends N events (spread round-robin over the threads) at R events per
+ * second through FCALL threadcast_append, pipelined, each carrying
+ * "t":<ns since epoch> taken just before it is sent, and B bytes of padding.
+ * --rate 0 means as fast as the server answers. With --nthreads K the
+ * threads are T1-0 … T1-(K-1). With --nchan the events are POSTed to nchan's
+ * publisher location /pub/<thread> on one keep-alive connection instead,
+ * already in threadcast's envelope (with a per-thread seq), so the same
+ * load generator reads both. Prints the achieved rate as JSON.
+ */
+#include <arpa/inet.h>
+#include <hiredis/hiredis.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- nchan: HTTP/1.1 POSTs, pipelined, responses counted ---------------------------- */
+
+struct http {
+	int fd;
+	char in[65536];
+	size_t len;
+};
+
+static int http_connect(struct http *h, const char *hostport)
+{
+	char host[64];
+	const char *colon = strrchr(hostport, ':');
+	if (!colon || (size_t)(colon - hostport) >= sizeof(host))
+		return -1;
+	memcpy(host, hostport, (size_t)(colon - hostport));
+	host[colon - hostport] = '\0';
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(colon + 1)) };
+	inet_pton(AF_INET, host, &a.sin_addr);
+	h->fd = socket(AF_INET, SOCK_STREAM, 0);
+	int one = 1;
+	setsockopt(h->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	h->len = 0;
+	return connect(h->fd, (struct sockaddr *)&a, sizeof(a));
+}
+
+static int http_send(struct http *h, const char *path, const char *body, size_t n)
+{
+	char head[256];
+	int hl = snprintf(head, sizeof(head),
+			  "POST %s HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
+			  "Content-Length: %zu\r\n\r\n", path, n);
+	return write(h->fd, head, (size_t)hl) == hl && write(h->fd, body, n) == (ssize_t)n ? 0 : -1;
+}
+
+/* Reads until one whole response is buffered, consumes it; its status, or -1. */
+static int http_response(struct http *h)
+{
+	for (;;) {
+		char *end = memmem(h->in, h->len, "\r\n\r\n", 4);
+		if (end) {
+			size_t head = (size_t)(end + 4 - h->in), body = 0;
+			char *cl = memmem(h->in, head, "Content-Length:", 15);
+			if (!cl)
+				cl = memmem(h->in, head, "content-length:", 15);
+			if (cl)
+				body = strtoul(cl + 15, NULL, 10);
+			if (h->len >= head + body) {
+				int status = atoi(h->in + 9);
+				memmove(h->in, h->in + head + body, h->len - head - body);
+				h->len -= head + body;
+				return status;
+			}
+		}
+		ssize_t r = read(h->fd, h->in + h->len, sizeof(h->in) - h->len);
+		if (r <= 0)
+			return -1;
+		h->len += (size_t)r;
+	}
+}
+
+int main(int argc, char **argv)
+{
+	const char *url = "redis://127.0.0.1:6379", *threads = NULL, *nchan = NULL;
+	long count = 0, size = 100, nthreads = 0;
+	double rate = 0;
+	for (int i = 1; i + 1 < argc; i += 2) {
+		if (!strcmp(argv[i], "--redis-url")) url = argv[i + 1];
+		else if (!strcmp(argv[i], "--threads")) threads = argv[i + 1];
+		else if (!strcmp(argv[i], "--count")) count = atol(argv[i + 1]);
+		else if (!strcmp(argv[i], "--rate")) rate = atof(argv[i + 1]);
+		else if (!strcmp(argv[i], "--size")) size = atol(argv[i + 1]);
+		else if (!strcmp(argv[i], "--nthreads")) nthreads = atol(argv[i + 1]);
+		else if (!strcmp(argv[i], "--nchan")) nchan = argv[i + 1];
+	}
+	struct tc_redis_addr a;
+	char err[200];
+	if (!threads || count < 1 || tc_redis_addr_parse(url, &a, err, sizeof(err))) {
+		fprintf(stderr, "usage: publish --redis-url URL --threads T[,T…] --count N --rate R [--size B] "
+				"[--nthreads K] [--nchan HOST:PORT]\n");
+		return 2;
+	}
+	char **tv = NULL;
+	int nt = 0;
+	if (nthreads > 0) {
+		tv = calloc((size_t)nthreads, sizeof(*tv));
+		for (long i = 0; i < nthreads; i++) {
+			tv[i] = malloc(strlen(threads) + 24);
+			sprintf(tv[i], "%s-%ld", threads, i);
+		}
+		nt = (int)nthreads;
+	} else {
+		char *list = strdup(threads);
+		for (char *t = strtok(list, ","); t; t = strtok(NULL, ",")) {
+			tv = realloc(tv, (size_t)(nt + 1) * sizeof(*tv));
+			tv[nt++] = t;
+		}
+	}
+	uint64_t *seqs = calloc((size_t)nt, sizeof(*seqs));
+	redisContext *c = NULL;
+	struct http h;
+	if (nchan) {
+		if (http_connect(&h, nchan)) {
+			perror("publish: connect to nchan");
+			return 1;
+		}
+	} else {
+		c = redisConnect(a.host, a.port);
+		if (!c || c->err)
+			return 1;
+	}
+	char *pad = malloc((size_t)size + 1);
+	memset(pad, 'x', (size_t)size);
+	pad[size] = '\0';
+	char *ev = malloc((size_t)size + 300);
+	uint64_t start = now_ns();
+	long sent = 0, acked = 0, inflight = 0;
+	while (acked < count) {
+		double due = rate > 0 ? (double)(now_ns() - start) / 1e9 * rate : 1e18;
+		while (sent < count && sent < due && inflight < (nchan ? 64 : 512)) {
+			int k = (int)(sent % nt);
+			if (nchan) {
+				char path[300];
+				int n = snprintf(ev, (size_t)size + 300,
+						 "{\"type\":\"event\",\"eventId\":\"e:%llu\",\"seq\":%llu,\"method\":\"tasks\","
+						 "\"params\":{\"namespace\":[],\"data\":{\"t\":%llu,\"p\":\"%s\"}}}",
+						 (unsigned long long)seqs[k] + 1, (unsigned long long)seqs[k] + 1,
+						 (unsigned long long)now_ns(), pad);
+				seqs[k]++;
+				snprintf(path, sizeof(path), "/pub/%s", tv[k]);
+				if (http_send(&h, path, ev, (size_t)n))
+					return 1;
+			} else {
+				snprintf(ev, (size_t)size + 300,
+					 "{\"method\":\"tasks\",\"params\":{\"namespace\":[],\"data\":{\"t\":%llu,\"p\":\"%s\"}}}",
+					 (unsigned long long)now_ns(), pad);
+				const char *argv2[] = { "FCALL", "threadcast_append", "1", tv[k], ev, "MAXLEN", "1000000" };
+				redisAppendCommandArgv(c, 7, argv2, NULL);
+			}
+			sent++;
+			inflight++;
+		}
+		if (inflight) {
+			if (nchan) {
+				int st = http_response(&h);
+				if (st < 200 || st > 299) {
+					fprintf(stderr, "publish: nchan answered %d\n", st);
+					return 1;
+				}
+			} else {
+				redisReply *r;
+				if (redisGetReply(c, (void **)&r) != REDIS_OK)
+					return 1;
+				if (r->type == REDIS_REPLY_ERROR) {
+					fprintf(stderr, "publish: %s\n", r->str);
+					return 1;
+				}
+				freeReplyObject(r);
+			}
+			acked++;
+			inflight--;
+		} else {
+			usleep(200);
+		}
+	}
+	double secs = (double)(now_ns() - start) / 1e9;
+	printf("{\"published\":%ld,\"seconds\":%.3f,\"rate\":%.0f}\n", count, secs, (double)count / secs);
+	if (c)
+		redisFree(c);
+	else
+		close(h.fd);
+	if (nthreads > 0)
+		for (int i = 0; i < nt; i++)
+			free(tv[i]);
+	else if (nt)
+		free(tv[0]); /* the strdup'd list the names point into */
+	free(tv);
+	free(seqs);
+	free(pad);
+	free(ev);
+	tc_redis_addr_free(&a);
+	return 0;
+}
