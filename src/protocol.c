@@ -239,15 +239,22 @@ static enum tc_err string_field(const cJSON *p, const char *name, const char *fi
 	return cJSON_IsString(v) ? TC_OK : need(err, field, "must be a string");
 }
 
+/* A Namespace-shaped field (an array of strings; state.get's keys too). */
+static enum tc_err namespace_field(const cJSON *p, const char *name, const char *field, bool required,
+				   struct tc_error *err)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(p, name);
+	if (!v)
+		return required ? need(err, field, "is required") : TC_OK;
+	return is_namespace(v) ? TC_OK : need(err, field, "must be an array of strings");
+}
+
 static enum tc_err respond_entry(const cJSON *e, const char *prefix, struct tc_error *err)
 {
 	char field[64];
 	snprintf(field, sizeof(field), "%s.namespace", prefix);
-	const cJSON *ns = cJSON_GetObjectItemCaseSensitive(e, "namespace");
-	if (!ns)
-		return need(err, field, "is required");
-	if (!is_namespace(ns))
-		return need(err, field, "must be an array of strings");
+	if (namespace_field(e, "namespace", field, true, err))
+		return err->code;
 	snprintf(field, sizeof(field), "%s.interruptId", prefix);
 	if (string_field(e, "interruptId", field, true, err))
 		return err->code;
@@ -298,11 +305,8 @@ enum tc_err tc_params_validate(const struct tc_command *cmd, struct tc_error *er
 		return optional_objects(p, "params", upd_cfg_meta, err);
 
 	case TC_METHOD_INPUT_INJECT: {
-		v = cJSON_GetObjectItemCaseSensitive(p, "namespace");
-		if (!v)
-			return need(err, "params.namespace", "is required");
-		if (!is_namespace(v))
-			return need(err, "params.namespace", "must be an array of strings");
+		if (namespace_field(p, "namespace", "params.namespace", true, err))
+			return err->code;
 		const cJSON *m = cJSON_GetObjectItemCaseSensitive(p, "message");
 		if (!m)
 			return need(err, "params.message", "is required");
@@ -317,22 +321,14 @@ enum tc_err tc_params_validate(const struct tc_command *cmd, struct tc_error *er
 		return TC_OK;
 	}
 
-	case TC_METHOD_STATE_GET: {
-		v = cJSON_GetObjectItemCaseSensitive(p, "namespace");
-		if (!v)
-			return need(err, "params.namespace", "is required");
-		if (!is_namespace(v))
-			return need(err, "params.namespace", "must be an array of strings");
-		const cJSON *keys = cJSON_GetObjectItemCaseSensitive(p, "keys");
-		if (keys && !is_namespace(keys)) /* same shape: an array of strings */
-			return need(err, "params.keys", "must be an array of strings");
-		return TC_OK;
-	}
+	case TC_METHOD_STATE_GET:
+		if (namespace_field(p, "namespace", "params.namespace", true, err))
+			return err->code;
+		return namespace_field(p, "keys", "params.keys", false, err);
 
 	case TC_METHOD_STATE_LIST_CHECKPOINTS: {
-		v = cJSON_GetObjectItemCaseSensitive(p, "namespace");
-		if (v && !is_namespace(v))
-			return need(err, "params.namespace", "must be an array of strings");
+		if (namespace_field(p, "namespace", "params.namespace", false, err))
+			return err->code;
 		const cJSON *limit = cJSON_GetObjectItemCaseSensitive(p, "limit");
 		if (limit && (!cJSON_IsNumber(limit) || limit->valuedouble < 0 ||
 			      limit->valuedouble != floor(limit->valuedouble) ||

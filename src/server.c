@@ -355,7 +355,9 @@ static int after_write(struct tc_conn *c)
 	return 0;
 }
 
-/* A server-to-client text frame header (FIN, unmasked) for len payload bytes. */
+/* A server-to-client text frame header (FIN, unmasked) for a payload below
+ * 64 KiB — the only ones ws_flush frames itself. */
+#define WS_HEADER_MAX 4
 static size_t ws_header(unsigned char *h, size_t len)
 {
 	h[0] = 0x81;
@@ -363,16 +365,10 @@ static size_t ws_header(unsigned char *h, size_t len)
 		h[1] = (unsigned char)len;
 		return 2;
 	}
-	if (len <= 0xffff) {
-		h[1] = 126;
-		h[2] = (unsigned char)(len >> 8);
-		h[3] = (unsigned char)len;
-		return 4;
-	}
-	h[1] = 127;
-	for (int i = 0; i < 8; i++)
-		h[2 + i] = (unsigned char)((uint64_t)len >> (56 - 8 * i));
-	return 10;
+	h[1] = 126;
+	h[2] = (unsigned char)(len >> 8);
+	h[3] = (unsigned char)len;
+	return 4;
 }
 
 /*
@@ -391,7 +387,7 @@ static int ws_flush(struct tc_conn *c)
 	int writes = 0;
 
 	while ((b = tc_bufq_peek(&c->out)) && writes++ < WRITE_BATCH && !lws_partial_buffered(c->wsi)) {
-		if (c->out.count == 1 || b->len + 10 > WS_COALESCE_MAX) {
+		if (c->out.count == 1 || WS_HEADER_MAX + b->len > WS_COALESCE_MAX) {
 			if (lws_write(c->wsi, tc_buf_data(b), b->len, LWS_WRITE_TEXT) < 0)
 				return -1;
 			tc_metrics.bytes_out += b->len;
@@ -399,7 +395,7 @@ static int ws_flush(struct tc_conn *c)
 			continue;
 		}
 		size_t n = 0;
-		while ((b = tc_bufq_peek(&c->out)) && n + 10 + b->len <= WS_COALESCE_MAX) {
+		while ((b = tc_bufq_peek(&c->out)) && n + WS_HEADER_MAX + b->len <= WS_COALESCE_MAX) {
 			n += ws_header(buf + LWS_PRE + n, b->len);
 			memcpy(buf + LWS_PRE + n, tc_buf_data(b), b->len);
 			n += b->len;

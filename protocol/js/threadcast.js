@@ -264,18 +264,18 @@ class ThreadConnection {
     // event every one of them is complete up to.
     const known = [...this.subs].filter((s) => s.id !== null);
     if (known.length) {
+      // A subscription still in its own replay (its backfill waits in it too)
+      // is complete only up to what it delivered; the others up to the head.
       let cursor = Infinity;
-      let epoch = this.epoch;
       for (const s of known) {
-        const upTo = s.replayLeft > 0 || s.backfill.length ? s.lastSeq : this.maxSeq;
         if (s.replayLeft > 0 && s.epoch !== this.epoch) cursor = 0;
-        else cursor = Math.min(cursor, upTo);
+        else cursor = Math.min(cursor, s.replayLeft > 0 ? s.lastSeq : this.maxSeq);
         s.replayLeft = 0;
         s.backfill = [];
         s.state = 'subscribing';
       }
       const params = { runId: this.runId, subscriptions: known.map((s) => s.id) };
-      if (epoch !== null && cursor > 0 && cursor !== Infinity) params.lastEventId = `${epoch}:${cursor}`;
+      if (this.epoch !== null && cursor > 0) params.lastEventId = `${this.epoch}:${cursor}`;
       this._send({
         method: 'subscription.reconnect', params, internal: true,
         resolve: (/** @type {ReconnectResult} */ r) => {

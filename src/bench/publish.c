@@ -17,6 +17,7 @@
 #include <hiredis/hiredis.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,12 +52,17 @@ static int http_connect(struct http *h, const char *hostport)
 	memcpy(host, hostport, (size_t)(colon - hostport));
 	host[colon - hostport] = '\0';
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(colon + 1)) };
-	inet_pton(AF_INET, host, &a.sin_addr);
-	h->fd = socket(AF_INET, SOCK_STREAM, 0);
+	if (inet_pton(AF_INET, host, &a.sin_addr) != 1 || (h->fd = socket(AF_INET, SOCK_STREAM, 0)) < 0)
+		return -1;
 	int one = 1;
 	setsockopt(h->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	h->len = 0;
-	return connect(h->fd, (struct sockaddr *)&a, sizeof(a));
+	if (connect(h->fd, (struct sockaddr *)&a, sizeof(a))) {
+		close(h->fd);
+		h->fd = -1;
+		return -1;
+	}
+	return 0;
 }
 
 static int http_send(struct http *h, const char *path, const char *body, size_t n)
@@ -110,44 +116,53 @@ int main(int argc, char **argv)
 	}
 	struct tc_redis_addr a;
 	char err[200];
-	if (!threads || count < 1 || tc_redis_addr_parse(url, &a, err, sizeof(err))) {
-		fprintf(stderr, "usage: publish --redis-url URL --threads T[,T…] --count N --rate R [--size B] "
-				"[--nthreads K] [--nchan HOST:PORT]\n");
+	if (tc_redis_addr_parse(url, &a, err, sizeof(err))) {
+		fprintf(stderr, "publish: --redis-url: %s\n", err);
 		return 2;
 	}
-	char **tv = NULL;
-	int nt = 0;
-	if (nthreads > 0) {
+	/* Everything below is freed at `done`, whichever way the run ends. */
+	int rc = 1, nt = 0;
+	char **tv = NULL, *list = NULL, *pad = NULL, *ev = NULL;
+	uint64_t *seqs = NULL;
+	redisContext *c = NULL;
+	struct http h = { .fd = -1 };
+	if (nthreads > 0 && threads) {
 		tv = calloc((size_t)nthreads, sizeof(*tv));
 		for (long i = 0; i < nthreads; i++) {
 			tv[i] = malloc(strlen(threads) + 24);
 			sprintf(tv[i], "%s-%ld", threads, i);
 		}
 		nt = (int)nthreads;
-	} else {
-		char *list = strdup(threads);
+	} else if (threads) {
+		list = strdup(threads);
 		for (char *t = strtok(list, ","); t; t = strtok(NULL, ",")) {
 			tv = realloc(tv, (size_t)(nt + 1) * sizeof(*tv));
-			tv[nt++] = t;
+			tv[nt++] = t; /* points into list */
 		}
 	}
-	uint64_t *seqs = calloc((size_t)nt, sizeof(*seqs));
-	redisContext *c = NULL;
-	struct http h;
+	if (nt == 0 || count < 1) {
+		fprintf(stderr, "usage: publish --redis-url URL --threads T[,T…] --count N --rate R [--size B] "
+				"[--nthreads K] [--nchan HOST:PORT]\n");
+		rc = 2;
+		goto done;
+	}
+	seqs = calloc((size_t)nt, sizeof(*seqs));
 	if (nchan) {
 		if (http_connect(&h, nchan)) {
 			perror("publish: connect to nchan");
-			return 1;
+			goto done;
 		}
 	} else {
 		c = redisConnect(a.host, a.port);
-		if (!c || c->err)
-			return 1;
+		if (!c || c->err) {
+			fprintf(stderr, "publish: cannot connect to Redis\n");
+			goto done;
+		}
 	}
-	char *pad = malloc((size_t)size + 1);
+	pad = malloc((size_t)size + 1);
 	memset(pad, 'x', (size_t)size);
 	pad[size] = '\0';
-	char *ev = malloc((size_t)size + 300);
+	ev = malloc((size_t)size + 300);
 	uint64_t start = now_ns();
 	long sent = 0, acked = 0, inflight = 0;
 	while (acked < count) {
@@ -164,7 +179,7 @@ int main(int argc, char **argv)
 				seqs[k]++;
 				snprintf(path, sizeof(path), "/pub/%s", tv[k]);
 				if (http_send(&h, path, ev, (size_t)n))
-					return 1;
+					goto done;
 			} else {
 				snprintf(ev, (size_t)size + 300,
 					 "{\"method\":\"tasks\",\"params\":{\"namespace\":[],\"data\":{\"t\":%llu,\"p\":\"%s\"}}}",
@@ -180,17 +195,18 @@ int main(int argc, char **argv)
 				int st = http_response(&h);
 				if (st < 200 || st > 299) {
 					fprintf(stderr, "publish: nchan answered %d\n", st);
-					return 1;
+					goto done;
 				}
 			} else {
 				redisReply *r;
 				if (redisGetReply(c, (void **)&r) != REDIS_OK)
-					return 1;
-				if (r->type == REDIS_REPLY_ERROR) {
+					goto done;
+				bool refused = r->type == REDIS_REPLY_ERROR;
+				if (refused)
 					fprintf(stderr, "publish: %s\n", r->str);
-					return 1;
-				}
 				freeReplyObject(r);
+				if (refused)
+					goto done;
 			}
 			acked++;
 			inflight--;
@@ -200,19 +216,20 @@ int main(int argc, char **argv)
 	}
 	double secs = (double)(now_ns() - start) / 1e9;
 	printf("{\"published\":%ld,\"seconds\":%.3f,\"rate\":%.0f}\n", count, secs, (double)count / secs);
+	rc = 0;
+done:
 	if (c)
 		redisFree(c);
-	else
+	if (h.fd >= 0)
 		close(h.fd);
-	if (nthreads > 0)
+	if (!list)
 		for (int i = 0; i < nt; i++)
 			free(tv[i]);
-	else if (nt)
-		free(tv[0]); /* the strdup'd list the names point into */
+	free(list);
 	free(tv);
 	free(seqs);
 	free(pad);
 	free(ev);
 	tc_redis_addr_free(&a);
-	return 0;
+	return rc;
 }

@@ -11,20 +11,9 @@
 #include <string.h>
 
 #include "filter.h"
+#include "fuzz.h"
 #include "protocol.h"
 #include "util.h"
-
-#ifndef FUZZ_ENTRY
-#define FUZZ_ENTRY LLVMFuzzerTestOneInput
-#endif
-
-int FUZZ_ENTRY(const uint8_t *data, size_t size);
-
-static void must(bool ok)
-{
-	if (!ok)
-		abort();
-}
 
 int FUZZ_ENTRY(const uint8_t *data, size_t size)
 {

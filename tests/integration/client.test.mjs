@@ -5,7 +5,9 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import WebSocket from 'ws';
-import { connect, matches, ProtocolError } from '../../protocol/js/threadcast.js';
+import { connect, ProtocolError } from '../../protocol/js/threadcast.js';
+// Expected events: the tests' own reading of the filter rules, not the client's.
+import { matches } from './lib/events.mjs';
 import { MessageAssembler, assemble, messageText } from '../../protocol/js/messages.js';
 import {
   startRedis, startThreadcast, stopAll, waitUntil, sleep, redisClient, storedEvents,

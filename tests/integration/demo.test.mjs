@@ -13,7 +13,8 @@ import {
   storedEvents, repoRoot,
 } from './lib/harness.mjs';
 import { assemble } from '../../protocol/js/messages.js';
-import { matches } from '../../protocol/js/threadcast.js';
+// The expected events come from the tests' own reading of the filter rules, not the client's.
+import { matches } from './lib/events.mjs';
 
 const CHANNELS = ['messages', 'tools', 'lifecycle', 'input', 'checkpoints', 'custom:progress'];
 const artifacts = path.join(repoRoot, 'tests', 'artifacts');

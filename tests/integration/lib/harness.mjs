@@ -86,6 +86,24 @@ const sanitizerPatterns = [/ERROR: AddressSanitizer/, /ERROR: LeakSanitizer/, /r
   /SUMMARY: UndefinedBehaviorSanitizer/];
 
 /**
+ * Keeps a process' stderr in into.stderr and its JSON log lines, parsed, in
+ * into.logs (other lines, such as sanitizer reports, only in stderr).
+ */
+function collectLogs(stream, into) {
+  let partial = '';
+  stream.on('data', (d) => {
+    into.stderr += d;
+    partial += d;
+    let nl;
+    while ((nl = partial.indexOf('\n')) >= 0) {
+      const line = partial.slice(0, nl);
+      partial = partial.slice(nl + 1);
+      try { into.logs.push(JSON.parse(line)); } catch { /* not JSON */ }
+    }
+  });
+}
+
+/**
  * Starts the threadcast binary with --port 0 and resolves once it logged
  * "listening" (with the port it bound). stderr is kept as parsed log lines.
  */
@@ -96,17 +114,7 @@ export async function startThreadcast({ redisUrl, args = [], env = {}, bin = thr
   const proc = track(spawn(bin, ['--port', '0', '--host', '127.0.0.1', ...args],
     { env: fullEnv, stdio: ['ignore', 'pipe', 'pipe'] }));
   const tc = { proc, stderr: '', logs: [], port: 0, exitCode: null, signal: null };
-  let partial = '';
-  proc.stderr.on('data', (d) => {
-    tc.stderr += d;
-    partial += d;
-    let nl;
-    while ((nl = partial.indexOf('\n')) >= 0) {
-      const line = partial.slice(0, nl);
-      partial = partial.slice(nl + 1);
-      try { tc.logs.push(JSON.parse(line)); } catch { /* sanitizer output etc. */ }
-    }
-  });
+  collectLogs(proc.stderr, tc);
   proc.on('exit', (code, signal) => { tc.exitCode = code; tc.signal = signal; });
   const listening = await waitUntil(
     () => tc.logs.find((l) => l.msg === 'listening') || (tc.exitCode !== null && 'exited'),
@@ -209,17 +217,7 @@ export async function startAgent(redisUrl, { name, args = [] } = {}) {
   const p = track(spawn(agentBin, ['--redis-url', redisUrl, '--token-delay-ms', '1',
     ...(name ? ['--name', name] : []), ...args], { stdio: ['ignore', 'ignore', 'pipe'] }));
   const agent = { proc: p, stderr: '', logs: [] };
-  let partial = '';
-  p.stderr.on('data', (d) => {
-    agent.stderr += d;
-    partial += d;
-    let nl;
-    while ((nl = partial.indexOf('\n')) >= 0) {
-      const line = partial.slice(0, nl);
-      partial = partial.slice(nl + 1);
-      try { agent.logs.push(JSON.parse(line)); } catch { /* not JSON */ }
-    }
-  });
+  collectLogs(p.stderr, agent);
   await waitUntil(() => agent.logs.filter((l) => l.msg === 'redis connected').length >= 2,
     5000, 'agent to connect');
   agent.waitLog = (pred, ms = 5000) => waitUntil(() => agent.logs.find(pred), ms, 'agent log');
