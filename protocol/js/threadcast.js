@@ -227,7 +227,10 @@ class ThreadConnection {
     if (ws) { ws.onclose = ws.onmessage = ws.onerror = ws.onopen = null; ws.close(1000); }
     this._failPending('closed', 'the connection was closed');
     for (const job of this.queue.splice(0)) job.reject(new ProtocolError('closed', 'the connection was closed'));
-    for (const sub of this.subs) sub.state = 'closed';
+    for (const sub of this.subs) {
+      sub.state = 'closed';
+      sub._ready.reject(new ProtocolError('closed', 'the connection was closed')); // no-op once confirmed
+    }
     this.subs.clear();
   }
 
@@ -333,6 +336,7 @@ class ThreadConnection {
     if (!this.subs.delete(sub)) return Promise.resolve();
     const wasActive = sub.state === 'active';
     sub.state = 'closed';
+    sub._ready.reject(new ProtocolError('closed', 'unsubscribed before the server confirmed')); // no-op once confirmed
     this.replaying = this.replaying.filter((s) => s !== sub);
     if (!wasActive || this.status !== 'open' || sub.id === null) return Promise.resolve();
     return new Promise((resolve, reject) => this._send({

@@ -313,3 +313,14 @@ test('a drop in the middle of a late subscription\'s replay resumes from where t
   assert.deepEqual(b, [2, 4, 6, 8]);
   conn.close();
 });
+
+test('a subscription\'s ready settles even when it ends before the server confirmed it', async () => {
+  FakeSocket.all = [];
+  const conn = connect('ws://gw.example', 't', { WebSocket: FakeSocket });
+  const early = conn.subscribe({ channels: ['messages'] }, () => {});
+  early.unsubscribe();
+  await assert.rejects(early.ready, (e) => e.code === 'closed');
+  const queued = conn.subscribe({ channels: ['tools'] }, () => {}); // never sent: not connected yet
+  conn.close();
+  await assert.rejects(queued.ready, (e) => e.code === 'closed');
+});
