@@ -4,7 +4,7 @@
 TC_APT_PACKAGES=(
   gcc pkg-config meson ninja-build
   libuv1-dev libwebsockets-dev libwebsockets-evlib-uv libhiredis-dev libcjson-dev
-  libcmocka-dev libjwt-dev redis-server
+  libcmocka-dev libjwt-dev redis-server redis-tools
 )
 
 tc_log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
@@ -30,10 +30,14 @@ tc_install_apt() {
 # Configures (once) and builds a meson build directory: tc_build DIR [meson options...]
 tc_build() {
   local dir=$1; shift
-  if [ ! -f "$dir/build.ninja" ]; then
-    meson setup "$dir" "$@" >/dev/null
+  local log; log=$(mktemp -t threadcast-build.XXXXXX)
+  if [ ! -f "$dir/build.ninja" ] && ! meson setup "$dir" "$@" >"$log" 2>&1; then
+    tail -40 "$log" >&2; rm -f "$log"; return 1
   fi
-  ninja -C "$dir" >/dev/null
+  if ! ninja -C "$dir" >"$log" 2>&1; then   # quiet when it works, the errors when not
+    grep -v '^\[' "$log" | tail -60 >&2; rm -f "$log"; return 1
+  fi
+  rm -f "$log"
 }
 
 # Prints a TCP port on 127.0.0.1 that nothing listens on.
