@@ -34,7 +34,8 @@ struct tc_bridge {
 	struct tc_redis *redis;
 	char instance[24];
 	char reply_ch[48];
-	bool subscribed;
+	unsigned sub_node;                /* where the reply channel's SSUBSCRIBE went; 0: nowhere */
+	bool subscribed;                  /* ... and Redis confirmed it */
 	struct waiting *ring;
 	size_t cap, head, count, live;
 	uint64_t first;                   /* correlation number of ring[head] */
@@ -178,17 +179,42 @@ static void on_subscribed(void *ctx, const char *ch, size_t clen)
 		b->subscribed = true;
 }
 
+static void subscribe_replies(struct tc_bridge *b)
+{
+	b->subscribed = false;
+	b->sub_node = tc_redis_subscribe(b->redis, b->reply_ch);
+}
+
 static void on_sub_up(void *ctx)
 {
 	struct tc_bridge *b = ctx;
-	tc_redis_subscribe(b->redis, b->reply_ch);
+	if (!b->sub_node)
+		subscribe_replies(b);
 }
 
-static void on_sub_down(void *ctx)
+/* Answers published while the channel is not subscribed are lost; those commands time out. */
+static void on_sub_down(void *ctx, unsigned node)
 {
 	struct tc_bridge *b = ctx;
-	/* Answers published meanwhile are lost; those commands time out. */
-	b->subscribed = false;
+	if (b->sub_node == node) {
+		b->subscribed = false;
+		b->sub_node = 0;
+	}
+}
+
+static void on_unsubscribed(void *ctx, const char *ch, size_t clen)
+{
+	if (is_reply_channel(ctx, ch, clen))
+		subscribe_replies(ctx); /* dropped unasked: its slot moved */
+}
+
+static void on_refused(void *ctx, const char *ch, size_t clen)
+{
+	struct tc_bridge *b = ctx;
+	if (is_reply_channel(b, ch, clen)) {
+		b->subscribed = false;
+		b->sub_node = 0; /* on_sub_up tries again */
+	}
 }
 
 static void on_group(struct tc_redis *r, redisReply *reply, void *priv)
@@ -209,6 +235,8 @@ static const struct tc_redis_listener listener = {
 	.sub_up = on_sub_up,
 	.sub_down = on_sub_down,
 	.subscribed = on_subscribed,
+	.unsubscribed = on_unsubscribed,
+	.refused = on_refused,
 	.message = on_message,
 	.cmd_up = on_cmd_up,
 };

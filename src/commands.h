@@ -5,7 +5,7 @@
  * and state.fork are answered by agent workers, not by the gateway. The
  * bridge XADDs each (validated) command to the `tc:commands` stream, read by
  * workers through the consumer group `workers`, with a gateway-unique
- * correlation id and this instance's reply channel. The worker PUBLISHes its
+ * correlation id and this instance's reply channel. The worker SPUBLISHes its
  * answer there; the bridge relays it to the client under the client's own
  * command id. A command nobody answers within --command-timeout gets
  * unknown_error. protocol/README.md has the worker-side contract.

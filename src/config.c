@@ -81,6 +81,63 @@ static const struct setting *find_flag(const char *name, size_t len)
 	return NULL;
 }
 
+static void free_sentinels(struct tc_config *cfg)
+{
+	for (int i = 0; i < cfg->nsentinels; i++)
+		free(cfg->sentinels[i].host);
+	free(cfg->sentinels);
+	cfg->sentinels = NULL;
+	cfg->nsentinels = 0;
+}
+
+/* "host:port,[v6]:port,host" (port 26379 when absent) into cfg->sentinels. */
+static int parse_sentinels(struct tc_config *cfg, char *err, size_t errlen)
+{
+	free_sentinels(cfg);
+	for (const char *p = cfg->redis_sentinels; *p;) {
+		const char *end = strchr(p, ',');
+		size_t len = end ? (size_t)(end - p) : strlen(p);
+		const char *h = p, *colon = NULL;
+		size_t hlen = len;
+		if (*p == '[') {
+			const char *rb = memchr(p, ']', len);
+			if (!rb || (rb + 1 < p + len && rb[1] != ':'))
+				goto bad;
+			h = p + 1;
+			hlen = (size_t)(rb - h);
+			colon = rb + 1 < p + len ? rb + 1 : NULL;
+		} else if ((colon = memchr(p, ':', len))) {
+			hlen = (size_t)(colon - p);
+		}
+		long port = 26379;
+		if (colon) {
+			char *pe;
+			port = strtol(colon + 1, &pe, 10);
+			if (pe != p + len || port < 1 || port > 65535)
+				goto bad;
+		}
+		if (!hlen || hlen > 253)
+			goto bad;
+		cfg->sentinels = tc_xrealloc(cfg->sentinels, (size_t)(cfg->nsentinels + 1) * sizeof(*cfg->sentinels));
+		cfg->sentinels[cfg->nsentinels++] = (struct tc_hostport){ tc_xstrndup(h, hlen), (int)port };
+		p += len;
+		if (*p == ',')
+			p++;
+		continue;
+bad:
+		seterr(err, errlen, "--redis-sentinels / THREADCAST_REDIS_SENTINELS: \"%.*s\" is not host:port",
+		       (int)len, p);
+		free_sentinels(cfg);
+		return -1;
+	}
+	if (cfg->nsentinels && !*cfg->redis_sentinel_master) {
+		seterr(err, errlen, "--redis-sentinel-master / THREADCAST_REDIS_SENTINEL_MASTER: must not be empty");
+		free_sentinels(cfg);
+		return -1;
+	}
+	return 0;
+}
+
 static int validate(struct tc_config *cfg, char *err, size_t errlen)
 {
 	if (tc_log_level_parse(cfg->log_level, &cfg->log_threshold)) {
@@ -101,9 +158,14 @@ static int validate(struct tc_config *cfg, char *err, size_t errlen)
 		       cfg->auth);
 		return -1;
 	}
-	if (!strcmp(cfg->auth, "jwt") && !*cfg->jwt_key) {
+	if (!strcmp(cfg->auth, "jwt") && !*cfg->jwt_key && !*cfg->jwt_jwks) {
 		seterr(err, errlen, "authentication is on by default: give --jwt-key (THREADCAST_JWT_KEY) "
-				    "with the verifying key, or run with --auth off to let anyone read");
+				    "with the verifying key or --jwt-jwks (THREADCAST_JWT_JWKS) with a key set, "
+				    "or run with --auth off to let anyone read");
+		return -1;
+	}
+	if (*cfg->jwt_key && *cfg->jwt_jwks) {
+		seterr(err, errlen, "--jwt-key and --jwt-jwks are exclusive: give one source of keys");
 		return -1;
 	}
 	if (strcmp(cfg->jwt_alg, "HS256") && strcmp(cfg->jwt_alg, "RS256") && strcmp(cfg->jwt_alg, "ES256")) {
@@ -134,6 +196,8 @@ static int validate(struct tc_config *cfg, char *err, size_t errlen)
 		       cfg->redis_backoff_min_ms, cfg->redis_backoff_max_ms);
 		return -1;
 	}
+	if (parse_sentinels(cfg, err, errlen))
+		return -1;
 	char rerr[200];
 	if (tc_redis_addr_parse(cfg->redis_url, &cfg->redis, rerr, sizeof(rerr))) {
 		seterr(err, errlen, "--redis-url / THREADCAST_REDIS_URL: \"%s\" is not valid: %s",
@@ -208,6 +272,7 @@ void tc_config_free(struct tc_config *cfg)
 		}
 	}
 	tc_redis_addr_free(&cfg->redis);
+	free_sentinels(cfg);
 }
 
 /* ---- Redis URL ---------------------------------------------------------- */

@@ -27,6 +27,10 @@
 	  "TCP port to listen on (0 = any free port, logged at start)")                 \
 	X(redis_url, "redis-url", "REDIS_URL", STR, "redis://127.0.0.1:6379", 0, 0,      \
 	  "Redis to use: redis://[[user]:password@]host[:port][/db] or unix:///path[?db=N]") \
+	X(redis_sentinels, "redis-sentinels", "REDIS_SENTINELS", STR, "", 0, 0,           \
+	  "comma-separated Sentinel host:port list; when set, the Redis master is asked of them and followed through failovers (the URL then gives only credentials and db)") \
+	X(redis_sentinel_master, "redis-sentinel-master", "REDIS_SENTINEL_MASTER", STR,  \
+	  "mymaster", 0, 0, "the master's name at the Sentinels")                        \
 	X(log_level, "log-level", "LOG_LEVEL", STR, "info", 0, 0,                        \
 	  "debug, info, warn or error")                                                  \
 	X(max_frame_bytes, "max-frame-bytes", "MAX_FRAME_BYTES", INT, "65536", 256,      \
@@ -35,6 +39,8 @@
 	  100000, "subscriptions one connection may hold")                               \
 	X(max_queue_bytes, "max-queue-bytes", "MAX_QUEUE_BYTES", INT, "1048576", 4096,   \
 	  1073741824, "outbound bytes queued per connection before it is cut off")      \
+	X(max_replay, "max-replay", "MAX_REPLAY", INT, "100000", 1, 100000000,              \
+	  "events one subscribe, reconnect or SSE stream replays at most; older ones are skipped and counted in missedEvents") \
 	X(max_connections, "max-connections", "MAX_CONNECTIONS", INT, "100000", 1,       \
 	  10000000, "WebSocket connections one process accepts")                         \
 	X(handshake_timeout_s, "handshake-timeout", "HANDSHAKE_TIMEOUT", INT, "10", 1,   \
@@ -54,7 +60,9 @@
 	X(jwt_key, "jwt-key", "JWT_KEY", STR, "", 0, 0,                                   \
 	  "file with the HS256 secret, or the RS256/ES256 PEM public key")              \
 	X(jwt_alg, "jwt-alg", "JWT_ALG", STR, "RS256", 0, 0,                              \
-	  "the one algorithm accepted: HS256, RS256 or ES256")                          \
+	  "the one algorithm accepted with --jwt-key: HS256, RS256 or ES256")           \
+	X(jwt_jwks, "jwt-jwks", "JWT_JWKS", STR, "", 0, 0,                                \
+	  "file with a JWKS (JSON Web Key Set) to verify tokens with, instead of --jwt-key: RSA (RS256), EC P-256 (ES256) and oct (HS256) keys chosen by kid; re-read when it changes and on SIGHUP") \
 	X(jwt_audience, "jwt-audience", "JWT_AUDIENCE", STR, "", 0, 0,                    \
 	  "when set, tokens must carry this aud")                                       \
 	X(jwt_issuer, "jwt-issuer", "JWT_ISSUER", STR, "", 0, 0,                          \
@@ -100,6 +108,11 @@ struct tc_config {
 	enum tc_log_level log_threshold; /**< parsed log_level */
 	bool commands_on;                /**< parsed commands */
 	struct tc_redis_addr redis;      /**< parsed redis_url */
+	struct tc_hostport {
+		char *host;
+		int port;
+	} *sentinels;                    /**< parsed redis_sentinels */
+	int nsentinels;
 };
 
 /** Result of tc_config_load(). */

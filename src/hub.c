@@ -27,7 +27,8 @@ struct tc_thread {
 	size_t nmembers;
 	unsigned inflight;         /* Redis commands whose callback is pending */
 	bool detached;             /* out of the table; freed when inflight drops to 0 */
-	enum sub_state sub;        /* the doorbell SUBSCRIBE, see on_pubsub_* below */
+	enum sub_state sub;        /* the doorbell SSUBSCRIBE, see on_pubsub_* below */
+	unsigned sub_node;         /* the Redis node it went to (tc_redis_subscribe) */
 	bool synced;               /* head and epoch read since the last SUBSCRIBE */
 	bool syncing, filling;     /* a meta read / an XRANGE fill is in flight */
 	bool rang_while_filling;   /* a doorbell arrived during the fill */
@@ -457,7 +458,8 @@ static void thread_unlink(struct tc_thread *t)
 static void subscribe(struct tc_thread *t)
 {
 	t->synced = false;
-	t->sub = tc_redis_subscribe(t->hub->redis, t->channel) ? SUB_NONE : SUB_PENDING;
+	t->sub_node = tc_redis_subscribe(t->hub->redis, t->channel);
+	t->sub = t->sub_node ? SUB_PENDING : SUB_NONE;
 }
 
 static void on_subscribed(void *ctx, const char *ch, size_t clen)
@@ -471,15 +473,40 @@ static void on_subscribed(void *ctx, const char *ch, size_t clen)
 	sync_thread(t);
 }
 
-static void on_unsubscribed(void *ctx, const char *ch, size_t clen)
+static void left(struct tc_thread *t)
 {
-	struct tc_thread *t = thread_of_channel(ctx, ch, clen);
-	if (!t || t->sub != SUB_LEAVING)
-		return;
 	if (t->nmembers)
 		subscribe(t); /* someone came back while we were leaving */
 	else
 		thread_unlink(t);
+}
+
+static void on_unsubscribed(void *ctx, const char *ch, size_t clen)
+{
+	struct tc_thread *t = thread_of_channel(ctx, ch, clen);
+	if (!t || t->sub == SUB_NONE)
+		return;
+	if (t->sub == SUB_LEAVING) {
+		left(t);
+		return;
+	}
+	/* Unasked: Redis dropped the channel (its slot moved to another
+	 * master). Subscribe again; its sync fills what was missed. */
+	tc_log(TC_LOG_INFO, "doorbell dropped by redis; subscribing again", TC_LS("thread", t->id));
+	subscribe(t);
+}
+
+static void on_refused(void *ctx, const char *ch, size_t clen)
+{
+	struct tc_thread *t = thread_of_channel(ctx, ch, clen);
+	if (!t || t->sub == SUB_NONE)
+		return;
+	if (t->sub == SUB_LEAVING) {
+		left(t); /* not subscribed there either way */
+		return;
+	}
+	t->synced = false;
+	t->sub = SUB_NONE; /* on_sub_up tries again, once the slot map is re-read */
 }
 
 static void for_each_thread(struct tc_hub *hub, void (*fn)(struct tc_thread *))
@@ -511,9 +538,15 @@ static void link_lost(struct tc_thread *t)
 		thread_unlink(t);
 }
 
-static void on_sub_down(void *ctx)
+static void on_sub_down(void *ctx, unsigned node)
 {
-	for_each_thread(ctx, link_lost);
+	struct tc_hub *hub = ctx;
+	for (size_t i = 0; i < hub->nbuckets; i++)
+		for (struct tc_thread *t = hub->buckets[i], *next; t; t = next) {
+			next = t->hnext; /* link_lost may unlink t */
+			if (t->sub != SUB_NONE && t->sub_node == node)
+				link_lost(t);
+		}
 }
 
 static void resume(struct tc_thread *t)
@@ -534,6 +567,7 @@ static const struct tc_redis_listener listener = {
 	.sub_down = on_sub_down,
 	.subscribed = on_subscribed,
 	.unsubscribed = on_unsubscribed,
+	.refused = on_refused,
 	.message = on_message,
 	.cmd_up = on_cmd_up,
 };
@@ -620,7 +654,7 @@ void tc_hub_detach(struct tc_hub *hub, struct tc_member *m)
 	if (t->sub == SUB_LEAVING)
 		return;
 	if ((t->sub == SUB_ACTIVE || t->sub == SUB_PENDING) &&
-	    tc_redis_unsubscribe(hub->redis, t->channel) == 0) {
+	    tc_redis_unsubscribe(hub->redis, t->sub_node, t->channel) == 0) {
 		t->sub = SUB_LEAVING;
 		t->synced = false;
 		return;

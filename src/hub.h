@@ -2,7 +2,7 @@
  * hub.h — the per-thread fan-out table.
  *
  * For every thread with local subscribers the hub holds one tc_thread: the
- * subscribed members (one per client connection), the doorbell SUBSCRIBE,
+ * subscribed members (one per client connection), the doorbell SSUBSCRIBE,
  * the thread's epoch and `head`, the highest seq the hub has fanned out.
  * Doorbells carry everything needed to deliver (seq, epoch, method, encoded
  * namespace, event JSON), so the usual path costs no Redis round trip: the

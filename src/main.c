@@ -18,6 +18,7 @@
 #include "config.h"
 #include "hub.h"
 #include "log.h"
+#include "lwsmem.h"
 #include "redis_source.h"
 #include "server.h"
 #include "util.h"
@@ -30,9 +31,14 @@ struct app {
 	struct tc_bridge *bridge;
 	struct tc_session_env env;
 	struct tc_server *server;
-	uv_signal_t sigint, sigterm;
+	struct tc_auth *auth;
+	uv_signal_t sigint, sigterm, sighup;
+	uv_timer_t key_check; /* notices a rotated key file */
 	bool draining, stopping;
 };
+
+/* How often the key file is looked at for a rotation. */
+#define KEY_CHECK_MS 5000
 
 static void app_stop(void *arg)
 {
@@ -47,6 +53,37 @@ static void app_stop(void *arg)
 	tc_redis_stop(app->redis);
 	uv_close((uv_handle_t *)&app->sigint, NULL);
 	uv_close((uv_handle_t *)&app->sigterm, NULL);
+	uv_close((uv_handle_t *)&app->sighup, NULL);
+	uv_close((uv_handle_t *)&app->key_check, NULL);
+}
+
+/* Keys are re-read when their file changes, or at once on SIGHUP. */
+static void reload_keys(struct app *app, bool force)
+{
+	char err[512];
+	size_t skipped;
+
+	if (!app->auth)
+		return;
+	switch (tc_auth_reload(app->auth, force, err, sizeof(err))) {
+	case 1:
+		tc_log(TC_LOG_INFO, "verifying keys reloaded",
+		       TC_LI("keys", tc_auth_keys(app->auth, &skipped)), TC_LI("skipped", skipped));
+		break;
+	case -1:
+		tc_log(TC_LOG_ERROR, "verifying keys not reloaded; the previous ones stay", TC_LS("error", err));
+		break;
+	}
+}
+
+static void on_key_check(uv_timer_t *t)
+{
+	reload_keys(t->data, false);
+}
+
+static void on_sighup(uv_signal_t *h, int signum)
+{
+	reload_keys(h->data, true);
 }
 
 static void on_signal(uv_signal_t *h, int signum)
@@ -90,6 +127,7 @@ int main(int argc, char **argv)
 	}
 	tc_log_init(app.cfg.log_threshold);
 	signal(SIGPIPE, SIG_IGN);
+	tc_lwsmem_init();
 	srand((unsigned)uv_hrtime() ^ (unsigned)getpid());
 
 	bool auth_off;
@@ -99,8 +137,14 @@ int main(int argc, char **argv)
 		tc_config_free(&app.cfg);
 		return 2;
 	}
-	if (auth_off)
+	if (auth_off) {
 		tc_log0(TC_LOG_WARN, "authentication is off (--auth off): anyone may read any thread");
+	} else {
+		size_t skipped;
+		tc_log(TC_LOG_INFO, "verifying keys loaded", TC_LI("keys", tc_auth_keys(auth, &skipped)),
+		       TC_LI("skipped", skipped));
+	}
+	app.auth = auth;
 
 	uv_loop_init(&app.loop);
 	app.redis = tc_redis_new(&app.loop, &app.cfg, tc_function_source, tc_function_source_len, 0);
@@ -123,9 +167,14 @@ int main(int argc, char **argv)
 	}
 	uv_signal_init(&app.loop, &app.sigint);
 	uv_signal_init(&app.loop, &app.sigterm);
-	app.sigint.data = app.sigterm.data = &app;
+	uv_signal_init(&app.loop, &app.sighup);
+	uv_timer_init(&app.loop, &app.key_check);
+	app.sigint.data = app.sigterm.data = app.sighup.data = app.key_check.data = &app;
 	uv_signal_start(&app.sigint, on_signal, SIGINT);
 	uv_signal_start(&app.sigterm, on_signal, SIGTERM);
+	uv_signal_start(&app.sighup, on_sighup, SIGHUP);
+	if (auth)
+		uv_timer_start(&app.key_check, on_key_check, KEY_CHECK_MS, KEY_CHECK_MS);
 
 	tc_log(TC_LOG_INFO, "listening", TC_LS("host", app.cfg.host),
 	       TC_LI("port", tc_server_port(app.server)), TC_LS("redis", app.cfg.redis_url),
@@ -143,6 +192,7 @@ int main(int argc, char **argv)
 		tc_log(TC_LOG_ERROR, "event loop still had handles at exit", TC_LS("error", uv_strerror(rc)));
 	else
 		tc_log0(TC_LOG_INFO, "stopped");
+	tc_lwsmem_shutdown();
 	tc_config_free(&app.cfg);
 	return rc ? 1 : 0;
 }

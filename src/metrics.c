@@ -89,11 +89,14 @@ char *tc_metrics_render(const struct tc_metrics_gauges *g)
 	counter(&o, "threadcast_bytes_out_total", "Bytes written to client sockets.", m->bytes_out);
 	counter(&o, "threadcast_replay_requests_total", "Replays started (subscribe, reconnect, SSE).", m->replay_requests);
 	counter(&o, "threadcast_replayed_events_total", "Event frames sent by replays.", m->replayed_events);
+	counter(&o, "threadcast_replays_capped_total", "Replays that began later than asked because of --max-replay.", m->replays_capped);
 	counter(&o, "threadcast_gap_fills_total", "Stream reads that filled doorbell gaps.", m->gap_fills);
 	counter(&o, "threadcast_slow_consumer_cuts_total", "Connections closed because their queue was full.", m->slow_consumer_cuts);
 	counter(&o, "threadcast_commands_total", "Commands received.", m->commands_total);
 	counter(&o, "threadcast_command_errors_total", "Error replies sent.", m->command_errors);
 	counter(&o, "threadcast_redis_connects_total", "Connections made to Redis (first and reconnects).", m->redis_reconnects);
+	counter(&o, "threadcast_redis_redirects_total", "Redis Cluster MOVED and ASK replies followed.", m->redis_redirects);
+	counter(&o, "threadcast_redis_slot_map_changes_total", "Redis Cluster slot maps read that changed where commands go.", m->redis_slot_maps);
 	hist(&o, "threadcast_command_latency_seconds", "Runtime commands, sent to a worker until answered.", &m->command_latency);
 	hist(&o, "threadcast_redis_rtt_seconds", "Redis PING round-trip time.", &m->redis_rtt);
 	return o.buf;

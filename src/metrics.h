@@ -31,11 +31,14 @@ struct tc_metrics {
 	uint64_t bytes_out;          /**< bytes handed to sockets */
 	uint64_t replay_requests;    /**< subscribe / reconnect / SSE replays started */
 	uint64_t replayed_events;    /**< event frames sent by replays */
+	uint64_t replays_capped;     /**< replays shortened by --max-replay */
 	uint64_t gap_fills;          /**< XRANGE reads to fill doorbell gaps */
 	uint64_t slow_consumer_cuts; /**< connections closed for a full queue */
 	uint64_t commands_total;     /**< commands received (all methods) */
 	uint64_t command_errors;     /**< error replies sent */
 	uint64_t redis_reconnects;   /**< command-link connections made */
+	uint64_t redis_redirects;    /**< Cluster MOVED / ASK replies followed */
+	uint64_t redis_slot_maps;    /**< Cluster slot maps read that changed routing */
 	uint64_t subscriptions;      /**< gauge: subscriptions held */
 	struct tc_hist command_latency; /**< runtime command: sent → answered */
 	struct tc_hist redis_rtt;       /**< PING round trips */

@@ -1,17 +1,26 @@
 /*
- * redis_source.h — threadcast's connections to Redis.
+ * redis_source.h — threadcast's connections to Redis: one node, or a Cluster.
  *
- * Two hiredis async links on the process's libuv loop:
- *   - the command link: FUNCTION LOAD of the producer contract, XRANGE
- *     replays and gap fills, index reads; many commands in flight, answered
- *     in order;
- *   - the pub/sub link: SUBSCRIBE to the doorbell channel of every thread
- *     with local subscribers.
- * Each connects in the background, authenticates and selects the database
- * from the configured URL, and reconnects with exponential backoff and
- * jitter when it drops. A periodic PING on the command link tells a hung
- * Redis from a quiet one: one PING unanswered for a period makes Redis
- * "slow" (unready); five periods drop both links and reconnect.
+ * Per Redis node, two links on the process's libuv loop:
+ *   - the command link (hiredis async): FUNCTION LOAD of the producer
+ *     contract, XRANGE replays and gap fills, index reads; many commands in
+ *     flight, answered in order;
+ *   - the pub/sub link (pslink.c): SSUBSCRIBE to the doorbell channel of
+ *     every thread with local subscribers. Doorbells are sharded pub/sub
+ *     (SPUBLISH), so in a Cluster each one travels only inside its shard.
+ * The configured URL names one node. Once its command link is up, CLUSTER
+ * SLOTS tells whether it belongs to a Cluster: if not, that node is all
+ * there is; if so, threadcast connects to every master, sends each command
+ * to the master of its key's slot (the `{thread_id}` hash tag keeps a
+ * thread's keys and channel in one slot), follows MOVED and ASK, waits out
+ * TRYAGAIN and CLUSTERDOWN, and re-reads the slot map when a node drops,
+ * when Redis redirects, and periodically — which is how it follows a
+ * failover.
+ * Each link connects in the background, authenticates (and selects the
+ * database, outside a Cluster), and reconnects with exponential backoff
+ * and jitter when it drops. A periodic PING on each command link tells a
+ * hung Redis from a quiet one: one PING unanswered for a period makes Redis
+ * "slow" (unready); five periods drop the node's links and reconnect.
  * Redis being down at start-up is not fatal; tc_redis_ready() says so.
  */
 #ifndef TC_REDIS_SOURCE_H
@@ -38,14 +47,20 @@ typedef void tc_redis_cb(struct tc_redis *r, redisReply *reply, void *privdata);
  * bridge); each picks the channels it owns. Any hook may be NULL.
  */
 struct tc_redis_listener {
-	/** The pub/sub link is (again) usable: SUBSCRIBE what is wanted. */
+	/** A pub/sub link is (again) usable, or the slot map changed: subscribe
+	 *  whatever is not subscribed. */
 	void (*sub_up)(void *ctx);
-	/** The pub/sub link dropped: every subscription is gone. */
-	void (*sub_down)(void *ctx);
-	/** A SUBSCRIBE to channel was confirmed. */
+	/** The pub/sub link of node dropped: every subscription made there
+	 *  (tc_redis_subscribe() returned node) is gone. */
+	void (*sub_down)(void *ctx, unsigned node);
+	/** A subscription to channel was confirmed. */
 	void (*subscribed)(void *ctx, const char *channel, size_t clen);
-	/** An UNSUBSCRIBE from channel was confirmed. */
+	/** channel is no longer subscribed: an unsubscribe was confirmed, or
+	 *  Redis dropped it unasked (its slot moved to another node). */
 	void (*unsubscribed)(void *ctx, const char *channel, size_t clen);
+	/** Redis refused to subscribe channel (or to unsubscribe it): it is not
+	 *  subscribed; try again after the next sub_up (the slot map is re-read). */
+	void (*refused)(void *ctx, const char *channel, size_t clen);
 	/** A message arrived on channel. */
 	void (*message)(void *ctx, const char *channel, size_t clen, const char *data, size_t dlen);
 	/** The command link became ready (connected, function loaded). */
@@ -79,29 +94,45 @@ struct tc_redis *tc_redis_new(uv_loop_t *loop, const struct tc_config *cfg,
 /** Adds a listener; l and ctx must outlive r. */
 void tc_redis_add_listener(struct tc_redis *r, const struct tc_redis_listener *l, void *ctx);
 
-/** True when both links are up, the function is loaded and PINGs are answered. */
+/** True when every link is up, the function is loaded and PINGs are answered. */
 bool tc_redis_ready(const struct tc_redis *r);
 
-/** True when the command link can take commands (even if Redis is slow). */
+/** True when commands can go to every slot (even if Redis is slow). */
 bool tc_redis_cmd_up(const struct tc_redis *r);
 
 /** "up", "slow", "connecting" or "down", for /readyz and logs. */
 const char *tc_redis_status(const struct tc_redis *r);
 
-/** Number of times the command link became ready. */
+/** Number of times commands became possible (after start-up or an outage). */
 unsigned tc_redis_connects(const struct tc_redis *r);
 
+/** True once Redis turned out to be a Cluster. */
+bool tc_redis_is_cluster(const struct tc_redis *r);
+
+/** Masters known (1 outside a Cluster). */
+unsigned tc_redis_nodes(const struct tc_redis *r);
+
 /**
- * Sends a command on the command link (binary-safe arguments). Returns 0
- * when queued — cb will run exactly once — or -1 when the link is not up
- * (cb will not run).
+ * Sends a command (binary-safe arguments) to the node serving its key: the
+ * first key of EVAL/FCALL, the stream of XREADGROUP, XGROUP's key, or else
+ * argv[1]. Returns 0 when queued — cb will run exactly once — or -1 when
+ * that node's link is not up (cb will not run). Cluster redirections are
+ * followed before cb runs.
  */
 int tc_redis_command(struct tc_redis *r, tc_redis_cb *cb, void *privdata, int argc,
 		     const char **argv, const size_t *argvlen);
 
-/** SUBSCRIBE / UNSUBSCRIBE on the pub/sub link. -1 when the link is not up. */
-int tc_redis_subscribe(struct tc_redis *r, const char *channel);
-int tc_redis_unsubscribe(struct tc_redis *r, const char *channel);
+/**
+ * SSUBSCRIBE to channel on the pub/sub link of the node serving its slot.
+ * Returns that node's number (> 0, never reused; see sub_down), or 0 when
+ * that link is not up.
+ */
+unsigned tc_redis_subscribe(struct tc_redis *r, const char *channel);
+/** SUNSUBSCRIBE channel on node (as returned by tc_redis_subscribe). -1 when that link is gone. */
+int tc_redis_unsubscribe(struct tc_redis *r, unsigned node, const char *channel);
+
+/** The Cluster slot of a key (CRC16 of the key or of its {hash tag}, mod 16384). */
+unsigned tc_redis_slot(const char *key, size_t len);
 
 /** Calls w->fn once the command link is ready (at once, from the loop, if it is). */
 void tc_redis_wait_ready(struct tc_redis *r, struct tc_redis_waiter *w);

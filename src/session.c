@@ -30,7 +30,7 @@ struct pending {
 	char data[];
 };
 
-enum job_kind { JOB_NONE, JOB_SUBSCRIBE, JOB_RECONNECT, JOB_TREE };
+enum job_kind { JOB_SUBSCRIBE, JOB_RECONNECT, JOB_TREE };
 
 /* What the job does next; advance() issues it. */
 enum step {
@@ -62,6 +62,7 @@ struct job {
 	bool wait_drain;  /* frames wait in out until the transport drains */
 	uint64_t hist_end, start, end, pos;
 	uint64_t counted; /* subscribe: replayedEvents */
+	uint64_t skipped; /* events before start left out by --max-replay */
 	uint64_t run_seq, head, first;
 	char epoch[40];   /* the thread's epoch per meta */
 	char *run_id;
@@ -102,7 +103,7 @@ struct tc_session {
 	double tokens;          /* command rate limit: a token bucket */
 	uint64_t refilled_ns;
 	unsigned rejected;      /* commands refused in a row */
-	struct job job;
+	struct job *job; /* the command being served, NULL between commands */
 };
 
 static void advance(struct tc_session *s);
@@ -112,15 +113,21 @@ static void run_pending(struct tc_session *s);
 
 #define SESSION_OF(m) ((struct tc_session *)((char *)(m) - offsetof(struct tc_session, member)))
 
-static void job_clear(struct job *j)
+/* The job is over: everything it holds goes. (An idle session holds no job:
+ * its 300-odd bytes are only spent while a command is served.) */
+static void job_end(struct tc_session *s)
 {
+	struct job *j = s->job;
+	if (!j)
+		return;
 	tc_bufq_clear(&j->out);
 	tc_bufq_clear(&j->baseline);
 	tc_bufq_clear(&j->prefetch);
 	free(j->run_id);
 	free(j->want_run);
 	cJSON_Delete(j->result);
-	memset(j, 0, sizeof(*j));
+	free(j);
+	s->job = NULL;
 }
 
 static void session_free(struct tc_session *s)
@@ -131,7 +138,7 @@ static void session_free(struct tc_session *s)
 	}
 	tc_metrics.subscriptions -= s->nsubs;
 	free(s->subs);
-	job_clear(&s->job);
+	job_end(s);
 	while (s->pending) {
 		struct pending *p = s->pending;
 		s->pending = p->next;
@@ -195,7 +202,7 @@ static bool match_subs(const struct tc_session *s, const struct tc_event_key *k,
 /* Whether the job sends the event with this seq (see struct job). */
 static bool job_wants(const struct tc_session *s, const struct tc_event_key *k, uint64_t seq)
 {
-	const struct job *j = &s->job;
+	const struct job *j = s->job;
 	if (seq <= j->hist_end)
 		return match_subs(s, k, FRESH) && !match_subs(s, k, OLD);
 	if (seq < j->start)
@@ -220,7 +227,7 @@ static void member_send(struct tc_member *m, struct tc_event *ev)
 static void member_ready(struct tc_member *m)
 {
 	struct tc_session *s = SESSION_OF(m);
-	if (s->job.kind && s->job.step == ST_LIVE)
+	if (s->job && s->job->step == ST_LIVE)
 		advance(s);
 }
 
@@ -260,7 +267,7 @@ static void job_done(struct tc_session *s)
 {
 	for (size_t i = 0; i < s->nsubs; i++)
 		s->subs[i].fresh = false;
-	job_clear(&s->job);
+	job_end(s);
 	run_pending(s);
 }
 
@@ -272,10 +279,10 @@ static void job_fail(struct tc_session *s, enum tc_err code, const char *message
 		if (s->subs[i].fresh)
 			remove_sub(s, i);
 	tc_error_set(&err, code, "%s", message);
-	if (s->job.stream)
+	if (s->job->stream)
 		s->io->close(s->ctx, 1011, "the event store (Redis) is unavailable; retry shortly");
 	else
-		send_error(s, true, s->job.cmd_id, &err);
+		send_error(s, true, s->job->cmd_id, &err);
 	job_done(s);
 }
 
@@ -291,7 +298,7 @@ static void on_redis_back(struct tc_redis_waiter *w)
  * told to retry; after it, the job resumes where it was once Redis is back. */
 static void redis_failed(struct tc_session *s)
 {
-	if (!s->job.responded) {
+	if (!s->job->responded) {
 		job_fail(s, TC_ERR_UNKNOWN_ERROR, "the event store (Redis) is unavailable; retry shortly");
 		return;
 	}
@@ -308,13 +315,13 @@ static void job_command(struct tc_session *s, tc_redis_cb *cb, int argc, const c
 		return;
 	}
 	s->refs++;
-	s->job.in_flight = true;
+	s->job->in_flight = true;
 }
 
 /* Common head of every job reply callback: false when it must stop here. */
 static bool job_reply(struct tc_session *s, redisReply *reply, int type)
 {
-	s->job.in_flight = false;
+	s->job->in_flight = false;
 	if (release(s))
 		return false;
 	if (!reply) {
@@ -324,7 +331,7 @@ static bool job_reply(struct tc_session *s, redisReply *reply, int type)
 	if (reply->type != type) {
 		tc_log(TC_LOG_ERROR, "unexpected Redis reply", TC_LS("thread", s->thread_id),
 		       TC_LS("error", reply->type == REDIS_REPLY_ERROR ? reply->str : NULL));
-		if (!s->job.responded)
+		if (!s->job->responded)
 			job_fail(s, TC_ERR_UNKNOWN_ERROR, "the event store answered unexpectedly");
 		else
 			s->io->close(s->ctx, 1011, "internal error while replaying");
@@ -349,19 +356,19 @@ static bool pump(struct tc_session *s)
 {
 	const size_t room = (size_t)s->env->cfg->max_queue_bytes / 2;
 	struct tc_buf *b;
-	while ((b = tc_bufq_peek(&s->job.out)) && s->io->queued(s->ctx) < room)
-		s->io->send(s->ctx, tc_bufq_pop(&s->job.out));
-	if (!s->job.out.count)
+	while ((b = tc_bufq_peek(&s->job->out)) && s->io->queued(s->ctx) < room)
+		s->io->send(s->ctx, tc_bufq_pop(&s->job->out));
+	if (!s->job->out.count)
 		return true;
-	s->job.wait_drain = true;
+	s->job->wait_drain = true;
 	return false;
 }
 
 void tc_session_on_drained(struct tc_session *s)
 {
-	if (s->closed || !s->job.wait_drain)
+	if (s->closed || !s->job || !s->job->wait_drain)
 		return;
-	s->job.wait_drain = false;
+	s->job->wait_drain = false;
 	advance(s);
 }
 
@@ -369,14 +376,14 @@ static void queue_frame(struct tc_session *s, struct tc_buf *b)
 {
 	tc_metrics.events_delivered++;
 	tc_metrics.replayed_events++;
-	tc_bufq_push(&s->job.out, b);
+	tc_bufq_push(&s->job->out, b);
 }
 
 /* A replayed event framed for this session's transport (one reference). */
 static struct tc_buf *replay_frame(struct tc_session *s, uint64_t seq, const char *method,
 				   size_t mlen, const char *json, size_t jlen)
 {
-	struct tc_event ev = { .epoch = s->job.epoch, .seq = seq, .method = method,
+	struct tc_event ev = { .epoch = s->job->epoch, .seq = seq, .method = method,
 			       .method_len = mlen, .json = json, .json_len = jlen };
 	struct tc_buf *b = tc_buf_ref(tc_event_frame(&ev, s->io->kind));
 	tc_event_release(&ev);
@@ -385,10 +392,27 @@ static struct tc_buf *replay_frame(struct tc_session *s, uint64_t seq, const cha
 
 /* ==== job steps ======================================================================================= */
 
+/*
+ * Bounds the work one request can ask for: a replay from start to end that
+ * is longer than --max-replay begins at the newest --max-replay events
+ * instead; what it leaves out is counted in j->skipped.
+ */
+static void cap_replay(struct tc_session *s)
+{
+	struct job *j = s->job;
+	const uint64_t max = (uint64_t)s->env->cfg->max_replay;
+	if (j->end < j->start || j->end - j->start < max)
+		return;
+	uint64_t start = j->end - max + 1;
+	j->skipped += start - j->start;
+	j->start = start;
+	tc_metrics.replays_capped++;
+}
+
 static void on_meta(struct tc_redis *r, redisReply *reply, void *priv)
 {
 	struct tc_session *s = priv;
-	struct job *j = &s->job;
+	struct job *j = s->job;
 
 	if (!job_reply(s, reply, REDIS_REPLY_ARRAY) || reply->elements != 4)
 		return;
@@ -404,6 +428,7 @@ static void on_meta(struct tc_redis *r, redisReply *reply, void *priv)
 	switch (j->kind) {
 	case JOB_SUBSCRIBE:
 		j->start = j->run_seq;
+		cap_replay(s);
 		if (j->fresh_member)
 			j->hist_end = j->start - 1;
 		j->pos = j->start - 1;
@@ -435,7 +460,7 @@ static int cmp_snapshot(const void *a, const void *b)
 static void on_values(struct tc_redis *r, redisReply *reply, void *priv)
 {
 	struct tc_session *s = priv;
-	struct job *j = &s->job;
+	struct job *j = s->job;
 
 	if (!job_reply(s, reply, REDIS_REPLY_ARRAY))
 		return;
@@ -470,15 +495,19 @@ static void on_values(struct tc_redis *r, redisReply *reply, void *priv)
 /* The count is known: reply, then baseline, then the replay, then live. */
 static void respond_subscribe(struct tc_session *s)
 {
-	struct job *j = &s->job;
+	struct job *j = s->job;
 	struct tc_buf *b;
 
 	if (j->stream) {
-		s->io->stream_started(s->ctx, true, false, 0);
+		s->io->stream_started(s->ctx, !j->skipped, j->skipped != 0, j->skipped);
 	} else {
 		cJSON *res = cJSON_CreateObject();
 		cJSON_AddStringToObject(res, "subscriptionId", s->subs[s->nsubs - 1].id);
 		cJSON_AddNumberToObject(res, "replayedEvents", (double)j->counted);
+		/* An extension (the result is Extensible): the run's first events
+		 * were left out of the replay by --max-replay. */
+		if (j->skipped)
+			cJSON_AddNumberToObject(res, "missedEvents", (double)j->skipped);
 		send_success(s, j->cmd_id, res, (int64_t)j->end);
 	}
 	j->responded = true;
@@ -500,7 +529,7 @@ static void respond_subscribe(struct tc_session *s)
 static void on_count(struct tc_redis *r, redisReply *reply, void *priv)
 {
 	struct tc_session *s = priv;
-	struct job *j = &s->job;
+	struct job *j = s->job;
 
 	if (!job_reply(s, reply, REDIS_REPLY_ARRAY))
 		return;
@@ -535,7 +564,7 @@ static void on_count(struct tc_redis *r, redisReply *reply, void *priv)
 static void on_scan(struct tc_redis *r, redisReply *reply, void *priv)
 {
 	struct tc_session *s = priv;
-	struct job *j = &s->job;
+	struct job *j = s->job;
 	const size_t budget = (size_t)s->env->cfg->max_queue_bytes / 2;
 	bool stopped = false;
 
@@ -653,7 +682,7 @@ static cJSON *build_tree(redisReply *reply)
 static void on_tree(struct tc_redis *r, redisReply *reply, void *priv)
 {
 	struct tc_session *s = priv;
-	struct job *j = &s->job;
+	struct job *j = s->job;
 
 	if (!job_reply(s, reply, REDIS_REPLY_ARRAY))
 		return;
@@ -695,6 +724,17 @@ static void on_tree(struct tc_redis *r, redisReply *reply, void *priv)
 		}
 	} else {
 		j->start = j->run_seq;
+	}
+	cap_replay(s);
+	if (j->skipped) {
+		/* Too far behind to replay all of it: the newest --max-replay events
+		 * come, the rest is missed (added to what trimming took, if known). */
+		cJSON *missed = cJSON_GetObjectItemCaseSensitive(res, "missedEvents");
+		if (missed)
+			cJSON_SetNumberValue(missed, missed->valuedouble + (double)j->skipped);
+		else if (restored)
+			cJSON_AddNumberToObject(res, "missedEvents", (double)j->skipped);
+		restored = false;
 	}
 	cJSON_AddBoolToObject(res, "restored", restored);
 	cJSON *cur = cJSON_AddArrayToObject(res, "currentNamespaces");
@@ -742,8 +782,8 @@ static void on_epoch(struct tc_redis *r, redisReply *reply, void *priv)
 		s->io->close(s->ctx, TC_CLOSE_HISTORY_RESET, "the thread's history is inconsistent; reconnect");
 		return;
 	}
-	snprintf(s->job.epoch, sizeof(s->job.epoch), "%s", reply->str);
-	s->job.step = ST_SCAN;
+	snprintf(s->job->epoch, sizeof(s->job->epoch), "%s", reply->str);
+	s->job->step = ST_SCAN;
 	advance(s);
 }
 
@@ -754,19 +794,19 @@ static void on_first(struct tc_redis *r, redisReply *reply, void *priv)
 
 	if (!job_reply(s, reply, REDIS_REPLY_ARRAY))
 		return;
-	s->job.first = reply->elements && !tc_stream_entry_parse(reply->element[0], &e) ?
-			       e.seq : s->job.head + 1;
-	s->job.step = ST_TREE;
+	s->job->first = reply->elements && !tc_stream_entry_parse(reply->element[0], &e) ?
+			       e.seq : s->job->head + 1;
+	s->job->step = ST_TREE;
 	advance(s);
 }
 
 /* Issues the job's next Redis command, or goes live. */
 static void advance(struct tc_session *s)
 {
-	struct job *j = &s->job;
+	struct job *j = s->job;
 	char key[TC_THREAD_ID_MAX + 32], from[32], to[32], count[16];
 
-	if (s->closed || !j->kind || j->in_flight || !pump(s))
+	if (s->closed || !j || j->in_flight || !pump(s))
 		return;
 	snprintf(count, sizeof(count), "%d", SCAN_BATCH);
 	switch (j->step) {
@@ -826,8 +866,7 @@ static void advance(struct tc_session *s)
 /* Prepares the job of a command; the caller fills its fields, then job_begin(). */
 static struct job *job_new(struct tc_session *s, enum job_kind kind, uint64_t id)
 {
-	struct job *j = &s->job;
-	memset(j, 0, sizeof(*j));
+	struct job *j = s->job = tc_xcalloc(1, sizeof(*j));
 	j->kind = kind;
 	j->cmd_id = id;
 	j->step = ST_META;
@@ -873,7 +912,7 @@ static enum tc_err add_sub(struct tc_session *s, struct tc_filter *f, const char
 				    "unsubscribe one first", s->nsubs);
 	}
 	if (s->nsubs == s->capsubs) {
-		s->capsubs = s->capsubs ? s->capsubs * 2 : 4;
+		s->capsubs = s->capsubs ? s->capsubs * 2 : 1; /* most connections hold one */
 		s->subs = tc_xrealloc(s->subs, s->capsubs * sizeof(*s->subs));
 	}
 	char *id;
@@ -1092,7 +1131,7 @@ enum tc_err tc_session_open_stream(struct tc_session *s, const cJSON *request,
 	return TC_OK;
 }
 
-/* Handles one frame now; returns with s->job.kind set if it started a job. */
+/* Handles one frame now; returns with s->job set if it started a job. */
 static void handle_frame(struct tc_session *s, const char *data, size_t len)
 {
 	struct tc_command cmd;
@@ -1135,7 +1174,7 @@ static void handle_frame(struct tc_session *s, const char *data, size_t len)
 /* Runs queued frames until one starts a job or none are left. */
 static void run_pending(struct tc_session *s)
 {
-	while (!s->closed && !s->job.kind && s->pending) {
+	while (!s->closed && !s->job && s->pending) {
 		struct pending *p = s->pending;
 		s->pending = p->next;
 		if (!s->pending)
@@ -1144,7 +1183,7 @@ static void run_pending(struct tc_session *s)
 		handle_frame(s, p->data, p->len);
 		free(p);
 	}
-	if (!s->closed && !s->reading && !s->job.kind) {
+	if (!s->closed && !s->reading && !s->job) {
 		s->reading = true;
 		s->io->set_reading(s->ctx, true);
 	}
@@ -1193,7 +1232,7 @@ void tc_session_on_frame(struct tc_session *s, const char *data, size_t len)
 		return;
 	}
 	s->rejected = 0;
-	if (!s->job.kind) {
+	if (!s->job) {
 		handle_frame(s, data, len);
 		return;
 	}

@@ -6,7 +6,7 @@
 --
 -- validates the event, assigns the thread's next seq, appends it to the
 -- thread's stream as entry <seq>-0, trims, refreshes TTLs, maintains the run,
--- tree and values indexes, and PUBLISHes the doorbell. Returns the new seq.
+-- tree and values indexes, and SPUBLISHes the doorbell (sharded pub/sub). Returns the new seq.
 -- A bad call gets an error that says what is wrong, and changes nothing.
 -- protocol/README.md documents every key and field.
 
@@ -180,7 +180,7 @@ local function append(keys, args)
   for _, k in ipairs({ k_meta, k_events, k_tree, k_values }) do
     redis.call('EXPIRE', k, ttl)
   end
-  redis.call('PUBLISH', 'tc:{' .. tid .. '}:live',
+  redis.call('SPUBLISH', 'tc:{' .. tid .. '}:live',
     epoch .. '\n' .. seq .. '\n' .. method .. '\n' .. nsenc .. '\n' .. json)
   return seq
 end

@@ -580,7 +580,7 @@ static void answer(struct request *q, cJSON *result, const char *error, const ch
 		cJSON_AddItemToObject(m, "result", result ? result : cJSON_CreateObject());
 	}
 	char *payload = print(m);
-	const char *pub[] = { "PUBLISH", q->reply, payload };
+	const char *pub[] = { "SPUBLISH", q->reply, payload };
 	cmd(q->a->wr, ignore_reply, NULL, 3, pub);
 	free(payload);
 	const char *ack[] = { "XACK", "tc:commands", "workers", q->stream_id };

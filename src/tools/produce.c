@@ -9,7 +9,8 @@
  * --retry-ms, a lost connection is retried for that long and the events
  * that were not acknowledged are sent again (at least once). If the
  * function is not loaded yet, it loads it (the same library threadcast
- * loads). Exit status: 0 when every event was appended, 1 when some were
+ * loads). In a Redis Cluster, a MOVED reply sends the events to the master
+ * it names (back to the configured node if that one fails). Exit status: 0 when every event was appended, 1 when some were
  * refused (each refusal is printed to stderr), 2 on bad usage.
  */
 #include <errno.h>
@@ -32,6 +33,9 @@ struct opts {
 	long pipeline, retry_ms;
 	bool quiet;
 };
+
+/* Redirections followed before giving up (a Cluster resharding in a loop). */
+#define MAX_REDIRECTS 16
 
 struct pending {
 	char *json;
@@ -102,6 +106,24 @@ static void append_cmd(redisContext *c, const struct opts *o, const char *json)
 		argv[argc++] = o->run;
 	}
 	redisAppendCommandArgv(c, argc, argv, NULL);
+}
+
+/* "MOVED <slot> <host>:<port>": point addr at that node. Returns 0 or -1. */
+static int moved_to(const char *err, struct tc_redis_addr *addr)
+{
+	const char *sp = strrchr(err, ' '), *colon = sp ? strrchr(sp, ':') : NULL;
+	if (!colon || colon == sp + 1)
+		return -1;
+	int port = atoi(colon + 1);
+	if (port <= 0 || port > 65535)
+		return -1;
+	free(addr->host);
+	free(addr->unix_path);
+	addr->host = tc_xstrndup(sp + 1, (size_t)(colon - sp - 1));
+	addr->unix_path = NULL;
+	addr->port = port;
+	addr->db = 0;
+	return 0;
 }
 
 /* Reads the next event (from argv or stdin) into a new string; NULL at the end. */
@@ -189,12 +211,20 @@ int main(int argc, char **argv)
 	struct pending *win = tc_xcalloc((size_t)o.pipeline, sizeof(*win));
 	long head = 0, count = 0, line = 0, failures = 0;
 	bool eof = false, loaded = false;
+	int redirects = 0;
 	redisContext *c = NULL;
 	long deadline = 0;
 
 	for (;;) {
 		if (!c) {
 			c = connect_redis(&addr);
+			if (!c && redirects) {
+				/* The node a MOVED named is gone (a failed master): ask
+				 * the configured one again, it redirects to the new one. */
+				tc_redis_addr_free(&addr);
+				tc_redis_addr_parse(o.url, &addr, err, sizeof(err));
+				redirects = 0;
+			}
 			if (!c) {
 				if (!deadline)
 					deadline = now_ms() + o.retry_ms;
@@ -232,8 +262,18 @@ int main(int argc, char **argv)
 			continue;
 		}
 		struct pending *p = &win[head];
+		if (r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "MOVED ", 6) &&
+		    moved_to(r->str, &addr) == 0 && ++redirects <= MAX_REDIRECTS) {
+			/* A Cluster, and the thread's slot lives elsewhere: nothing in
+			 * the window ran here (one thread, one slot); send it there. */
+			freeReplyObject(r);
+			redisFree(c);
+			c = NULL;
+			continue;
+		}
 		if (r->type == REDIS_REPLY_ERROR && o.retry_ms &&
-		    (!strncmp(r->str, "LOADING", 7) || !strncmp(r->str, "TRYAGAIN", 8))) {
+		    (!strncmp(r->str, "LOADING", 7) || !strncmp(r->str, "TRYAGAIN", 8) ||
+		     !strncmp(r->str, "CLUSTERDOWN", 11))) {
 			/* Redis is restarting: nothing was appended; start over on a
 			 * fresh connection, as after a lost one. */
 			freeReplyObject(r);

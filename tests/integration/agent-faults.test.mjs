@@ -8,8 +8,7 @@ after(async () => { await stopAll(); });
 test('no worker: the command times out with unknown_error after the configured time', async () => {
   const redis = await startRedis();
   const tc = await startThreadcast({ redisUrl: redis.url, args: ['--command-timeout', '800'] });
-  await tc.waitLog((l) => l.msg === 'redis connected' && l.link === 'pubsub');
-  await waitUntil(async () => (await tc.http('/readyz')).status === 200, 5000, 'ready');
+  await tc.ready();
   const c = await connect(tc.url('nw1'));
   const t0 = Date.now();
   const r = await c.request({ id: 1, method: 'run.start', params: { assistantId: 'a', input: 'x' } });
@@ -40,7 +39,7 @@ test('--commands off: runtime methods answer not_supported', async () => {
 test('a worker dies holding an unacknowledged command: another claims it, the client gets one answer', async () => {
   const redis = await startRedis();
   const tc = await startThreadcast({ redisUrl: redis.url, args: ['--command-timeout', '20000'] });
-  await tc.waitLog((l) => l.msg === 'redis connected' && l.link === 'pubsub');
+  await tc.ready();
   const rc = redisClient(redis.port);
   const hung = await startAgent(redis.url, { name: 'hung', args: ['--stall', 'state.get', '--claim-idle-ms', '300'] });
   const c = await connect(tc.url('dead1'));

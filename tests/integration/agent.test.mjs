@@ -9,7 +9,7 @@ before(async () => {
   redis = await startRedis();
   tc = await startThreadcast({ redisUrl: redis.url });
   agents = await Promise.all([startAgent(redis.url, { name: 'a1' }), startAgent(redis.url, { name: 'a2' })]);
-  await tc.waitLog((l) => l.msg === 'redis connected' && l.link === 'pubsub');
+  await tc.ready();
 });
 after(async () => {
   const reports = tc.sanitizerReports();

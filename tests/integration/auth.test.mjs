@@ -8,12 +8,14 @@ import path from 'node:path';
 import { startRedis, startThreadcast, connect, stopAll, waitUntil, sse } from './lib/harness.mjs';
 
 const b64u = (x) => Buffer.from(x).toString('base64url');
-function sign(claims, key, alg = 'RS256') {
-  const head = b64u(JSON.stringify({ alg, typ: 'JWT' }));
+function sign(claims, key, alg = 'RS256', kid = undefined) {
+  const head = b64u(JSON.stringify({ alg, typ: 'JWT', ...(kid ? { kid } : {}) }));
   const body = b64u(JSON.stringify(claims));
   const data = `${head}.${body}`;
   const sig = alg === 'HS256' ? crypto.createHmac('sha256', key).update(data).digest()
-    : alg === 'none' ? Buffer.alloc(0) : crypto.sign('sha256', Buffer.from(data), key);
+    : alg === 'none' ? Buffer.alloc(0)
+    : alg === 'ES256' ? crypto.sign('sha256', Buffer.from(data), { key, dsaEncoding: 'ieee-p1363' })
+    : crypto.sign('sha256', Buffer.from(data), key);
   return `${data}.${b64u(sig)}`;
 }
 
@@ -29,8 +31,7 @@ before(async () => {
   redis = await startRedis();
   tc = await startThreadcast({ redisUrl: redis.url, env: { THREADCAST_AUTH: 'jwt',
     THREADCAST_JWT_KEY: path.join(dir, 'pub.pem'), THREADCAST_ALLOWED_ORIGINS: 'https://app.example' } });
-  await tc.waitLog((l) => l.msg === 'redis connected' && l.link === 'pubsub');
-  await waitUntil(async () => (await tc.http('/readyz')).status === 200, 5000, 'ready');
+  await tc.ready();
 });
 after(async () => {
   const reports = tc.sanitizerReports();
@@ -114,4 +115,63 @@ test('starting with auth on but no key is refused at start-up with exit 2', asyn
   const bad = spawnSync(threadcastBin, ['--jwt-key', '/nonexistent'], { env: { ...process.env, THREADCAST_AUTH: 'jwt' }, encoding: 'utf8' });
   assert.equal(bad.status, 2);
   assert.match(bad.stderr, /cannot read/);
+});
+
+test('a JWKS file: RSA, EC P-256 and oct keys chosen by kid; unusable keys skipped; rotation on change and SIGHUP', async () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'tc-jwks-'));
+  const file = path.join(dir, 'jwks.json');
+  const rsa = crypto.generateKeyPairSync('rsa', { modulusLength: 2048 });
+  const ec = crypto.generateKeyPairSync('ec', { namedCurve: 'P-256' });
+  const p384 = crypto.generateKeyPairSync('ec', { namedCurve: 'P-384' });
+  const secret = crypto.randomBytes(32);
+  const jwk = (k, extra) => ({ ...k.publicKey.export({ format: 'jwk' }), ...extra });
+  writeFileSync(file, JSON.stringify({ keys: [
+    jwk(rsa, { kid: 'rsa1', use: 'sig', alg: 'RS256' }),
+    jwk(ec, { kid: 'ec1' }),
+    { kty: 'oct', kid: 'hs1', k: b64u(secret) },
+    jwk(p384, { kid: 'p384' }),                 // ES384: not taken
+    jwk(other, { kid: 'enc1', use: 'enc' }),    // not for signatures
+  ] }));
+  const jt = await startThreadcast({ redisUrl: redis.url, env: { THREADCAST_AUTH: 'jwt', THREADCAST_JWT_JWKS: file } });
+  await jt.ready();
+  assert.deepEqual(jt.logs.find((l) => l.msg === 'verifying keys loaded'), { ...jt.logs.find((l) => l.msg === 'verifying keys loaded'), keys: 3, skipped: 2 });
+  const claims = () => ({ exp: now() + 600, threads: ['j-*'] });
+  const open = (token) => connect(`ws://127.0.0.1:${jt.port}/threads/j-1/stream?access_token=${token}`);
+  const refused = (token) => open(token).then(() => ({ status: 101 }), (e) => ({ status: e.status, message: JSON.parse(e.body).message }));
+  for (const token of [sign(claims(), rsa.privateKey, 'RS256', 'rsa1'), sign(claims(), ec.privateKey, 'ES256', 'ec1'),
+    sign(claims(), secret, 'HS256', 'hs1'), sign(claims(), rsa.privateKey, 'RS256')]) {
+    const c = await open(token);
+    assert.equal((await c.request({ id: 1, method: 'subscription.subscribe', params: { channels: ['tasks'] } })).type, 'success');
+    await c.close();
+  }
+  const cases = [
+    [sign(claims(), rsa.privateKey, 'RS256', 'ec1'), /signed with RS256; this server accepts only ES256/], // kid of another key type
+    [sign(claims(), other.privateKey, 'RS256', 'rsa1'), /signature does not verify/],
+    [sign(claims(), rsa.privateKey, 'RS256', 'nope'), /key id "nope"/],
+    [sign(claims(), p384.privateKey, 'ES256', 'p384'), /key id "p384"/],
+    [sign(claims(), rsa.publicKey.export({ type: 'spki', format: 'pem' }), 'HS256', 'rsa1'), /accepts only RS256/],
+    [sign(claims(), null, 'none'), /signed with none/],
+  ];
+  for (const [token, why] of cases) {
+    const r = await refused(token);
+    assert.equal(r.status, 401, `${why}`);
+    assert.match(r.message, why);
+  }
+  // Rotation: rsa1 leaves, rsa2 comes; SIGHUP re-reads at once.
+  const rsa2 = crypto.generateKeyPairSync('rsa', { modulusLength: 2048 });
+  writeFileSync(file, JSON.stringify({ keys: [jwk(rsa2, { kid: 'rsa2' })] }));
+  jt.proc.kill('SIGHUP');
+  await jt.waitLog((l) => l.msg === 'verifying keys reloaded' && l.keys === 1);
+  assert.equal((await refused(sign(claims(), rsa.privateKey, 'RS256', 'rsa1'))).status, 401);
+  await (await open(sign(claims(), rsa2.privateKey, 'RS256', 'rsa2'))).close();
+  // A broken file keeps the keys in use; a good one is picked up by itself.
+  writeFileSync(file, '{"keys": [');
+  jt.proc.kill('SIGHUP');
+  await jt.waitLog((l) => l.msg === 'verifying keys not reloaded; the previous ones stay');
+  await (await open(sign(claims(), rsa2.privateKey, 'RS256', 'rsa2'))).close();
+  writeFileSync(file, JSON.stringify({ keys: [jwk(rsa2, { kid: 'rsa2' }), jwk(ec, { kid: 'ec2' })] }));
+  await jt.waitLog((l) => l.msg === 'verifying keys reloaded' && l.keys === 2, 12000);
+  await (await open(sign(claims(), ec.privateKey, 'ES256', 'ec2'))).close();
+  await jt.stop();
+  assert.deepEqual(jt.sanitizerReports(), [], jt.stderr);
 });

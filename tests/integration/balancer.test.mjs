@@ -62,6 +62,7 @@ async function scenario(stopSignal) {
   const redis = await startRedis();
   const a = await startThreadcast({ redisUrl: redis.url, args: ['--drain-spread', '1000'] });
   const b = await startThreadcast({ redisUrl: redis.url });
+  await Promise.all([a.ready(), b.ready()]);
   const lb = await startHaproxy([a.port, b.port]);
   const thread = `lb-${stopSignal}`;
   const clients = [];

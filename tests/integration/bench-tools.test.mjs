@@ -43,7 +43,7 @@ test('loadgen receives every published event once, over many threads, with laten
   const lg = run('loadgen', ['--port', tc.port, '--thread', 'bt', '--threads', '5', '--conns', '50',
     '--expect', '40', '--duration', '60', '--hold', '60']);
   // Publish once every connection is subscribed: loadgen prints {"ready"} first.
-  await waitUntil(async () => Number(await rc.cmd('PUBSUB', 'NUMSUB', 'tc:{bt-4}:live').then((r) => r[1])) > 0,
+  await waitUntil(async () => Number(await rc.cmd('PUBSUB', 'SHARDNUMSUB', 'tc:{bt-4}:live').then((r) => r[1])) > 0,
     10000, 'subscriptions');
   await new Promise((r) => setTimeout(r, 300));
   const pub = await run('publish', ['--redis-url', redis.url, '--threads', 'bt', '--nthreads', '5',

@@ -9,8 +9,7 @@ let redis, tc, browser;
 before(async () => {
   redis = await startRedis();
   tc = await startThreadcast({ redisUrl: redis.url });
-  await tc.waitLog((l) => l.msg === 'redis connected' && l.link === 'pubsub');
-  await waitUntil(async () => (await tc.http('/readyz')).status === 200, 5000, 'ready');
+  await tc.ready();
   browser = await chromium.launch({
     executablePath: process.env.CHROMIUM_PATH || '/usr/bin/chromium',
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',

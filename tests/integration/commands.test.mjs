@@ -7,7 +7,7 @@ let redis, tc, c;
 before(async () => {
   redis = await startRedis();
   tc = await startThreadcast({ redisUrl: redis.url, args: ['--max-subscriptions', '3'] });
-  await tc.waitLog((l) => l.msg === 'redis connected' && l.link === 'pubsub');
+  await tc.ready();
   c = await connect(tc.url('cmd1'));
 });
 after(async () => {

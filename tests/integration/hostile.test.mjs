@@ -13,8 +13,7 @@ before(async () => {
   tc = await startThreadcast({ redisUrl: redis.url, args: [
     '--max-command-rate', '50', '--max-command-burst', '20', '--handshake-timeout', '2',
     '--ping-interval', '1', '--idle-timeout', '3', '--max-subscriptions', '64'] });
-  await tc.waitLog((l) => l.msg === 'redis connected' && l.link === 'pubsub');
-  await waitUntil(async () => (await tc.http('/readyz')).status === 200, 5000, 'ready');
+  await tc.ready();
   good = await connect(tc.url('steady'));
   await good.request({ id: 1, method: 'subscription.subscribe', params: { channels: ['tasks'] } });
   // A slow, steady producer for the whole file: 3,000 events over ~10 s.

@@ -2,7 +2,7 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { startRedis, startThreadcast, connect, stopAll, freePort, waitUntil, threadcastBin, produce } from './lib/harness.mjs';
+import { startRedis, startThreadcast, connect, stopAll, freePort, waitUntil, threadcastBin, produce, sse } from './lib/harness.mjs';
 
 after(async () => { await stopAll(); });
 
@@ -35,6 +35,7 @@ test('bad configuration exits 2 with a message naming the setting', () => {
 test('SIGTERM closes WebSockets with 1001 and exits 0 with everything freed', async () => {
   const redis = await startRedis();
   const tc = await startThreadcast({ redisUrl: redis.url });
+  await tc.ready();
   const a = await connect(tc.url('t1'));
   const b = await connect(tc.url('t2'));
   await a.request({ id: 1, method: 'subscription.subscribe', params: { channels: ['messages'] } });
@@ -64,10 +65,12 @@ test('draining refuses new upgrades and turns /readyz unready', async () => {
   const redis = await startRedis();
   const tc = await startThreadcast({ redisUrl: redis.url,
     args: ['--drain-timeout', '3000', '--max-queue-bytes', '16000000'] });
+  // A subscribe before Redis is ready is refused; this test needs it to work.
+  await tc.ready();
   // A client that stopped reading, with megabytes queued for it, keeps the
   // drain open long enough to look around.
   const a = await connect(tc.url('d1'));
-  await a.request({ id: 1, method: 'subscription.subscribe', params: { channels: ['tasks'] } });
+  assert.equal((await a.request({ id: 1, method: 'subscription.subscribe', params: { channels: ['tasks'] } })).type, 'success');
   a.ws._socket.pause();
   const big = 'z'.repeat(16000);
   await produce(redis.url, 'd1', Array.from({ length: 500 }, () => ({ method: 'tasks', params: { namespace: [], data: big } })));
@@ -89,8 +92,22 @@ test('Redis down at start is not fatal; /readyz follows Redis', async () => {
   let r = await tc.http('/readyz');
   assert.equal(r.status, 503);
   assert.equal((await r.json()).redis, 'down');
+  assert.equal(r.headers.get('retry-after'), '1');
+  // While Redis is away a WebSocket subscribe is answered with an error, and
+  // an SSE stream is refused before its head: 503, told when to retry.
+  const ws = await connect(tc.url('down1'));
+  const reply = await ws.request({ id: 1, method: 'subscription.subscribe', params: { channels: ['tasks'] } });
+  assert.equal(reply.error, 'unknown_error');
+  assert.match(reply.message, /Redis\) is unavailable; retry/);
+  const s = await sse(`http://127.0.0.1:${tc.port}/threads/down1/stream?channels=tasks`, { headers: { accept: 'text/event-stream' } });
+  assert.equal(s.status, 503);
+  assert.equal(s.headers.get('retry-after'), '1');
+  assert.equal(JSON.parse(s.body).error, 'unavailable');
   const redis = await startRedis({ port });
-  await waitUntil(async () => (await tc.http('/readyz')).status === 200, 5000, 'ready');
+  await tc.ready();
+  // The same connection subscribes once Redis is back.
+  assert.equal((await ws.request({ id: 2, method: 'subscription.subscribe', params: { channels: ['tasks'] } })).type, 'success');
+  await ws.close();
   await redis.stop();
   await waitUntil(async () => (await tc.http('/readyz')).status === 503, 5000, 'unready');
   const again = await startRedis({ port });

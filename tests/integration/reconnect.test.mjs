@@ -2,14 +2,14 @@
 // history are reported instead of being papered over.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { startRedis, startThreadcast, connect, stopAll, produce, waitUntil, redisClient } from './lib/harness.mjs';
+import { startRedis, startThreadcast, connect, stopAll, produce, waitUntil, redisClient, sse } from './lib/harness.mjs';
 import { mix, expectedSeqs } from './lib/events.mjs';
 
 let redis, a, b, rc;
 before(async () => {
   redis = await startRedis();
   [a, b] = await Promise.all([startThreadcast({ redisUrl: redis.url }), startThreadcast({ redisUrl: redis.url })]);
-  await Promise.all([a, b].map((t) => t.waitLog((l) => l.msg === 'redis connected' && l.link === 'pubsub')));
+  await Promise.all([a, b].map((t) => t.ready()));
   rc = redisClient(redis.port);
 });
 after(async () => {
@@ -156,4 +156,54 @@ test('a live connection whose thread history is reset is closed with 1012', asyn
   const { code, reason } = await c.closed;
   assert.equal(code, 1012);
   assert.match(reason, /reset/);
+});
+
+test('--max-replay bounds every replay: the newest events come, the rest is counted as missed', async () => {
+  const capped = await startThreadcast({ redisUrl: redis.url, args: ['--max-replay', '50'] });
+  await capped.ready();
+  const thread = 'cap1';
+  await produce(redis.url, thread, [
+    { method: 'lifecycle', params: { namespace: [], data: { event: 'started', graphName: 'g' } } },
+    ...Array.from({ length: 199 }, (_, i) => ({ method: 'tasks', params: { namespace: [], data: i } })),
+  ]);
+  const range = (from, to) => Array.from({ length: to - from + 1 }, (_, i) => from + i);
+  // subscribe: the run has 200 events; the last 50 are replayed, 150 missed.
+  const c = await connect(capped.url(thread));
+  const sub = await c.request({ id: 1, method: 'subscription.subscribe', params: { channels: ['tasks', 'lifecycle'] } });
+  assert.equal(sub.result.replayedEvents, 50);
+  assert.equal(sub.result.missedEvents, 150);
+  await waitUntil(() => c.events.length >= 50, 5000, 'the capped replay');
+  await produce(redis.url, thread, [{ method: 'tasks', params: { namespace: [], data: 'live' } }]);
+  await waitUntil(() => c.events.length >= 51, 5000, 'the live event');
+  assert.deepEqual(c.events.map((e) => e.seq), range(151, 201));
+  const epoch = c.events[0].eventId.split(':')[0];
+  // reconnect from seq 10: 191 events behind, 141 of them missed.
+  const r = await connect(capped.url(thread));
+  const rr = await r.request({ id: 1, method: 'subscription.reconnect',
+    params: { runId: 'r', lastEventId: `${epoch}:10`, subscriptions: [sub.result.subscriptionId] } });
+  assert.equal(rr.result.restored, false);
+  assert.equal(rr.result.missedEvents, 141);
+  await waitUntil(() => r.events.length >= 50, 5000, 'the capped reconnect');
+  assert.deepEqual(r.events.map((e) => e.seq), range(152, 201));
+  // Within the bound nothing changes: restored, everything after the id.
+  const ok = await connect(capped.url(thread));
+  const ro = await ok.request({ id: 1, method: 'subscription.reconnect',
+    params: { runId: 'r', lastEventId: `${epoch}:180`, subscriptions: [sub.result.subscriptionId] } });
+  assert.equal(ro.result.restored, true);
+  assert.ok(!('missedEvents' in ro.result));
+  await waitUntil(() => ok.events.length >= 21, 5000, 'the reconnect');
+  assert.deepEqual(ok.events.map((e) => e.seq), range(181, 201));
+  // SSE: the same bound, told with a resync event first.
+  const s = await sse(`http://127.0.0.1:${capped.port}/threads/${thread}/stream?channels=tasks&since=1`,
+    { headers: { accept: 'text/event-stream' } });
+  await waitUntil(() => s.events.length >= 51, 5000, 'the capped SSE replay');
+  assert.equal(s.events[0].event, 'resync');
+  assert.deepEqual(s.events[0].data, { restored: false, missedEvents: 150 });
+  assert.deepEqual(s.events.slice(1).map((e) => e.data.seq), range(152, 201));
+  s.close();
+  const metrics = await (await capped.http('/metrics')).text();
+  assert.match(metrics, /threadcast_replays_capped_total 3\n/);
+  await Promise.all([c.close(), r.close(), ok.close()]);
+  await capped.stop();
+  assert.deepEqual(capped.sanitizerReports(), [], capped.stderr);
 });

@@ -8,7 +8,7 @@ after(async () => { await stopAll(); });
 test('restart redis-server (appendonly) mid-stream: clients get every acknowledged event', async () => {
   const redis = await startRedis({ appendonly: true });
   const tc = await startThreadcast({ redisUrl: redis.url, args: ['--redis-backoff-max', '200'] });
-  await tc.waitLog((l) => l.msg === 'redis connected' && l.link === 'pubsub');
+  await tc.ready();
   const clients = await Promise.all([0, 1, 2].map(() => connect(tc.url('rr1'))));
   await Promise.all(clients.map((c) => c.request({ id: 1, method: 'subscription.subscribe', params: { channels: ['tasks'] } })));
   const events = Array.from({ length: 3000 }, (_, i) => ({ method: 'tasks', params: { namespace: [], data: i } }));

@@ -128,7 +128,7 @@ test('POST /commands: 200 for responses and errors, 400 for no command, 413 over
 
 test('a slow SSE reader is cut off; others are unaffected', async () => {
   const slowTc = await startThreadcast({ redisUrl: redis.url, args: ['--max-queue-bytes', '1000000'] });
-  await slowTc.waitLog((l) => l.msg === 'redis connected' && l.link === 'pubsub');
+  await slowTc.ready();
   // A raw client that sends the request and never reads.
   const sock = net.createConnection({ port: slowTc.port, host: '127.0.0.1' });
   await new Promise((r) => sock.once('connect', r));

@@ -19,8 +19,7 @@ test('valgrind: no errors, no leaks after WebSockets, SSE, commands, replay and 
   const redis = await startRedis();
   const tc = await startThreadcast({ redisUrl: redis.url, env: { THREADCAST_BIN: wrapper },
     args: ['--drain-spread', '200', '--command-timeout', '3000'], bin: wrapper });
-  await tc.waitLog((l) => l.msg === 'redis connected' && l.link === 'pubsub', 30000);
-  await waitUntil(async () => (await tc.http('/readyz')).status === 200, 30000, 'ready');
+  await tc.ready(30000);
   const agent = await startAgent(redis.url);
   await produce(redis.url, 'vg1', mix(300));
   const ws = await connect(tc.url('vg1'));

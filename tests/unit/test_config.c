@@ -56,6 +56,11 @@ static void auth_is_on_by_default(void **state)
 	tc_config_free(&cfg);
 	assert_int_equal(load(&cfg, err, 1, "--auth=maybe"), TC_CONFIG_ERROR);
 	tc_config_free(&cfg);
+	assert_int_equal(load(&cfg, err, 1, "--jwt-jwks=/keys.json"), TC_CONFIG_OK);
+	tc_config_free(&cfg);
+	assert_int_equal(load(&cfg, err, 2, "--jwt-jwks=/keys.json", "--jwt-key=/k"), TC_CONFIG_ERROR);
+	assert_non_null(strstr(err, "exclusive"));
+	tc_config_free(&cfg);
 }
 
 static void defaults(void **state)
@@ -199,6 +204,41 @@ static void redis_urls(void **state)
 	}
 }
 
+static void sentinel_lists(void **state)
+{
+	struct tc_config cfg;
+	char err[256];
+
+	assert_int_equal(load(&cfg, err, 1, "--redis-sentinels=s1:26380,[::1]:5000,s3"), TC_CONFIG_OK);
+	assert_int_equal(cfg.nsentinels, 3);
+	assert_string_equal(cfg.sentinels[0].host, "s1");
+	assert_int_equal(cfg.sentinels[0].port, 26380);
+	assert_string_equal(cfg.sentinels[1].host, "::1");
+	assert_int_equal(cfg.sentinels[1].port, 5000);
+	assert_string_equal(cfg.sentinels[2].host, "s3");
+	assert_int_equal(cfg.sentinels[2].port, 26379); /* Sentinel's default port */
+	assert_string_equal(cfg.redis_sentinel_master, "mymaster");
+	tc_config_free(&cfg);
+
+	assert_int_equal(load(&cfg, err, 0), TC_CONFIG_OK);
+	assert_int_equal(cfg.nsentinels, 0); /* off unless given */
+	tc_config_free(&cfg);
+
+	static const char *const bad[] = { "--redis-sentinels=s1:0", "--redis-sentinels=s1:x",
+					   "--redis-sentinels=:5", "--redis-sentinels=[::1",
+					   "--redis-sentinels=a:1,,b:2" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(load(&cfg, err, 1, bad[i]), TC_CONFIG_ERROR);
+		assert_non_null(strstr(err, "--redis-sentinels / THREADCAST_REDIS_SENTINELS"));
+		assert_int_equal(cfg.nsentinels, 0);
+		tc_config_free(&cfg);
+	}
+	assert_int_equal(load(&cfg, err, 2, "--redis-sentinels=s1", "--redis-sentinel-master="),
+			 TC_CONFIG_ERROR);
+	assert_non_null(strstr(err, "--redis-sentinel-master"));
+	tc_config_free(&cfg);
+}
+
 int main(void)
 {
 	tc_cjson_init();
@@ -207,6 +247,7 @@ int main(void)
 		cmocka_unit_test_setup(env_then_flag_precedence, clear_env),
 		cmocka_unit_test_setup(bad_values_name_the_setting, clear_env),
 		cmocka_unit_test(redis_urls),
+		cmocka_unit_test_setup(sentinel_lists, clear_env),
 		cmocka_unit_test_setup(auth_is_on_by_default, clear_env),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

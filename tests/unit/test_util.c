@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "buf.h"
+#include "redis_source.h"
 #include "util.h"
 
 static void thread_ids(void **state)
@@ -116,6 +117,28 @@ static void bufq_shrinks_when_empty(void **state)
 	assert_null(q.ring);
 }
 
+/* Expected slots are what redis-server 7.0 answers to CLUSTER KEYSLOT. */
+static void cluster_slots(void **state)
+{
+	static const struct {
+		const char *key;
+		unsigned slot;
+	} cases[] = {
+		{ "123456789", 12739 },             /* the CRC16/XMODEM check value */
+		{ "foo", 12182 },
+		{ "{user1000}.following", 3443 },   /* only the tag is hashed */
+		{ "foo{}{bar}", 8363 },             /* empty tag: the whole key */
+		{ "foo{{bar}}zap", 4015 },          /* tag is "{bar" */
+		{ "foo{bar}{zap}", 5061 },          /* the first tag only */
+		{ "tc:{t1}:live", 8943 },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		assert_int_equal(tc_redis_slot(cases[i].key, strlen(cases[i].key)), cases[i].slot);
+	/* A thread's keys and doorbell share a slot. */
+	assert_int_equal(tc_redis_slot("tc:{t1}:events", 14), tc_redis_slot("tc:{t1}:live", 12));
+	assert_int_equal(tc_redis_slot("t1", 2), tc_redis_slot("tc:{t1}:meta", 12));
+}
+
 int main(void)
 {
 	tc_cjson_init();
@@ -126,6 +149,7 @@ int main(void)
 		cmocka_unit_test(buf_refcount),
 		cmocka_unit_test(bufq_fifo_and_bytes),
 		cmocka_unit_test(bufq_shrinks_when_empty),
+		cmocka_unit_test(cluster_slots),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

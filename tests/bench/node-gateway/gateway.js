@@ -1,7 +1,7 @@
 // The Node.js gateway a team would write instead of threadcast, as scripts/bench
 // runs it: ws + ioredis, one process. Clients connect to /threads/:id/stream
-// and send subscription.subscribe; the gateway SUBSCRIBEs the thread's Redis
-// doorbell channel (one Redis subscription per thread, shared) and forwards
+// and send subscription.subscribe; the gateway SSUBSCRIBEs the thread's Redis
+// doorbell channel (sharded pub/sub, as the producer SPUBLISHes it) (one Redis subscription per thread, shared) and forwards
 // each event in the same envelope threadcast sends. Live only: no replay.
 //
 //   node gateway.js PORT REDIS_PORT
@@ -13,7 +13,7 @@ const [port, redisPort] = process.argv.slice(2).map(Number);
 const sub = new Redis({ port: redisPort, host: '127.0.0.1' });
 const watchers = new Map(); // channel → Set of sockets
 
-sub.on('messageBuffer', (channel, message) => {
+sub.on('smessageBuffer', (channel, message) => {
   const sockets = watchers.get(channel.toString());
   if (!sockets) return;
   // Doorbell: epoch \n seq \n method \n namespace \n event JSON
@@ -43,7 +43,7 @@ wss.on('connection', (ws, req) => {
     if (!sockets) {
       sockets = new Set();
       watchers.set(channel, sockets);
-      sub.subscribe(channel);
+      sub.ssubscribe(channel);
     }
     sockets.add(ws);
     ws.send(JSON.stringify({ type: 'success', id: cmd.id, result: { subscriptionId: 's1' } }));
@@ -52,7 +52,7 @@ wss.on('connection', (ws, req) => {
     const sockets = watchers.get(channel);
     if (!sockets) return;
     sockets.delete(ws);
-    if (!sockets.size) { watchers.delete(channel); sub.unsubscribe(channel); }
+    if (!sockets.size) { watchers.delete(channel); sub.sunsubscribe(channel); }
   });
 });
 server.listen(port, '127.0.0.1', () => console.error(JSON.stringify({ msg: 'listening', port })));

@@ -125,6 +125,8 @@ export async function startThreadcast({ redisUrl, args = [], env = {}, bin = thr
   tc.http = (p, init) => fetch(`http://127.0.0.1:${tc.port}${p}`, init);
   tc.sanitizerReports = () => sanitizerPatterns.filter((re) => re.test(tc.stderr));
   tc.waitLog = (pred, ms = 5000) => waitUntil(() => tc.logs.find(pred), ms, 'log line');
+  /** Resolves once /readyz answers 200: Redis reached, the function loaded, not draining. */
+  tc.ready = (ms = 15000) => waitUntil(async () => (await tc.http('/readyz')).status === 200, ms, 'threadcast to be ready');
   /** Sends signal and waits for exit; resolves {code, signal}. */
   tc.stop = async (signal = 'SIGTERM') => {
     if (tc.exitCode === null && tc.signal === null) proc.kill(signal);
@@ -344,8 +346,7 @@ export function gateway({ args = [], env = {} } = {}, set) {
   before(async () => {
     redis = await startRedis();
     tc = await startThreadcast({ redisUrl: redis.url, args, env });
-    await tc.waitLog((l) => l.msg === 'redis connected' && l.link === 'pubsub');
-    await waitUntil(async () => (await tc.http('/readyz')).status === 200, 10000, 'ready');
+    await tc.ready();
     set(redis, tc);
   });
   after(async () => {
