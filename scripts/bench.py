@@ -264,7 +264,7 @@ def median(xs):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--runs', type=int, default=3)
-    ap.add_argument('--only', default='a,a10k,b,c,d,e')
+    ap.add_argument('--only', default='a,a-full,a10k,b,b1,c,d,e')
     ap.add_argument('--systems', default='threadcast,nchan,node')
     ap.add_argument('--quick', action='store_true', help='smaller counts, one run')
     ap.add_argument('--out', default=os.path.join(ROOT, 'bench-results'))
@@ -285,6 +285,10 @@ def main():
                  lambda k: delivery(k, tmp, redis, conns=10000, threads=1, count=int(100 * q), rate=10, size=200)),
         'b': ('many threads: 10,000 threads x 1 subscriber, 10,000 events/s spread evenly',
               lambda k: delivery(k, tmp, redis, conns=10000, threads=10000, count=int(100000 * q), rate=10000, size=200)),
+        # b's control: the same event rate and one recipient per event, but one
+        # thread: b/b1 is what watching 10,000 threads costs per event.
+        'b1': ('control for b: 1 thread x 1 subscriber, 10,000 events/s',
+               lambda k: delivery(k, tmp, redis, conns=1, threads=1, count=int(100000 * q), rate=10000, size=200)),
         'c': ('idle memory: 10,000 idle WebSockets',
               lambda k: idle_memory(k, tmp, redis, conns=10000)),
         'c50k': ('idle memory: 50,000 idle WebSockets',
