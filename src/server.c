@@ -62,10 +62,14 @@ struct tc_conn {
 	bool headers_sent;       /* HTTP kinds: the response head is out */
 	bool close_sent;         /* our close frame is out; waiting for the peer's */
 	bool dirty;              /* on the server's flush list */
+	bool pinged;             /* WebSocket: a PING went out since we last heard from it */
+	bool ping_due;           /* WebSocket: write a PING with the next flush */
+	uint64_t heard;          /* WebSocket: loop time (ms) of its last frame, see on_idle */
 	unsigned status;         /* CONN_COMMAND: HTTP status of the reply */
 	int64_t auth_exp;        /* the token's exp (Unix s); 0 when auth is off */
 	struct tc_conn *prev, *next;
 	struct tc_conn *dirty_prev, *dirty_next;
+	struct tc_conn *quiet_prev, *quiet_next; /* WebSockets by `heard`, oldest first */
 };
 
 /* A request body being read (POST /stream, POST /commands), and what it is for. */
@@ -106,11 +110,11 @@ struct tc_server {
 	struct tc_conn *conns;     /* every open connection */
 	size_t nconns, nws, nsse;
 	bool draining;
-	uv_timer_t drain_timer, heartbeat, drain_tick, expiry;
+	uv_timer_t drain_timer, heartbeat, drain_tick, expiry, idle;
+	struct tc_conn *quiet, *quiet_tail; /* every WebSocket, least recently heard first */
 	uv_check_t flush;          /* writes what this loop iteration queued */
 	struct tc_conn *dirty;     /* WebSockets with frames queued since the last flush */
 	size_t drain_per_tick;       /* connections to close per tick while draining */
-	lws_retry_bo_t idle_policy;  /* WebSocket PING after silence, drop after more */
 	char too_big[64];            /* close reason naming --max-frame-bytes */
 	struct tc_buf *heartbeat_frame;
 	void (*drain_done)(void *);
@@ -193,6 +197,83 @@ static void unmark_dirty(struct tc_conn *c)
 		c->srv->dirty = c->dirty_next;
 	if (c->dirty_next)
 		c->dirty_next->dirty_prev = c->dirty_prev;
+}
+
+/*
+ * Idle WebSockets. One silent for --ping-interval gets a PING; one silent for
+ * --idle-timeout (PONGs and any other frame count) is dropped. lws could do
+ * this (retry_and_idle_policy), but it files every connection's deadline in
+ * one sorted list and walks that list on each insertion, once per PONG and
+ * once per accepted connection: with 10,000 WebSockets that was 100 us per
+ * PONG. Here the list is kept in the order connections were last heard
+ * from, which is also the order of their deadlines: a frame moves its
+ * connection to the tail, and a timer reads from the head until it meets
+ * one heard from recently.
+ */
+#define IDLE_TICK_MS 250
+
+static void quiet_unlink(struct tc_conn *c)
+{
+	struct tc_server *srv = c->srv;
+	if (!c->quiet_prev && srv->quiet != c)
+		return; /* not on the list */
+	if (c->quiet_prev)
+		c->quiet_prev->quiet_next = c->quiet_next;
+	else
+		srv->quiet = c->quiet_next;
+	if (c->quiet_next)
+		c->quiet_next->quiet_prev = c->quiet_prev;
+	else
+		srv->quiet_tail = c->quiet_prev;
+	c->quiet_prev = c->quiet_next = NULL;
+}
+
+/* We heard from c (or cannot blame it for silence): it goes to the tail. */
+static void heard_from(struct tc_conn *c)
+{
+	struct tc_server *srv = c->srv;
+	uint64_t now = uv_now(srv->loop);
+
+	c->pinged = false;
+	if (srv->quiet_tail == c && c->heard == now)
+		return;
+	quiet_unlink(c);
+	c->heard = now;
+	c->quiet_prev = srv->quiet_tail;
+	if (srv->quiet_tail)
+		srv->quiet_tail->quiet_next = c;
+	else
+		srv->quiet = c;
+	srv->quiet_tail = c;
+}
+
+static void on_idle(uv_timer_t *t)
+{
+	struct tc_server *srv = t->data;
+	const struct tc_config *cfg = srv->cfg;
+	uint64_t now = uv_now(srv->loop);
+	struct tc_conn *c, *next;
+
+	for (c = srv->quiet; c; c = next) {
+		next = c->quiet_next;
+		uint64_t silent = now - c->heard;
+		if (silent < (uint64_t)cfg->ping_interval_s * 1000)
+			break; /* and so is everyone after it */
+		if (c->rx_off) {
+			heard_from(c); /* we are not reading it: its PONG may be waiting */
+		} else if (silent >= (uint64_t)cfg->idle_timeout_s * 1000) {
+			quiet_unlink(c);
+			tc_log(TC_LOG_INFO, "idle websocket dropped", TC_LS("thread", tc_session_thread(c->session)),
+			       TC_LI("silent_ms", (long long)silent));
+			/* Now: an async kill waits for lws' next service pass, which an
+			 * idle server may not have for a long time. This frees c. */
+			lws_set_timeout(c->wsi, PENDING_TIMEOUT_KILLED_BY_PARENT, LWS_TO_KILL_SYNC);
+		} else if (!c->pinged && !c->close_code) {
+			c->pinged = true;
+			c->ping_due = true;
+			mark_dirty(c);
+		}
+	}
 }
 
 /* Transport hook for the session: queue one frame, bounded. */
@@ -313,6 +394,7 @@ static void conn_free(struct tc_conn *c)
 	srv->nws -= c->kind == CONN_WS;
 	srv->nsse -= c->kind == CONN_SSE;
 	unmark_dirty(c);
+	quiet_unlink(c);
 	tc_session_close(c->session);
 	tc_bufq_clear(&c->out);
 	free(c->rx);
@@ -360,7 +442,7 @@ static int after_write(struct tc_conn *c)
 		}
 		tc_session_on_drained(c->session); /* a paced replay may go on */
 	}
-	if (c->out.count) {
+	if (c->out.count || c->ping_due) {
 		request_write(c);
 		return 0;
 	}
@@ -400,6 +482,13 @@ static int ws_flush(struct tc_conn *c)
 	struct tc_buf *b;
 	int writes = 0;
 
+	if (c->ping_due && !lws_partial_buffered(c->wsi)) {
+		/* With a payload: lws does not report empty PONGs (4.1.6). */
+		c->ping_due = false;
+		buf[LWS_PRE] = 't';
+		if (lws_write(c->wsi, buf + LWS_PRE, 1, LWS_WRITE_PING) < 0)
+			return -1;
+	}
 	while ((b = tc_bufq_peek(&c->out)) && writes++ < WRITE_BATCH && !lws_partial_buffered(c->wsi)) {
 		if (c->out.count == 1 || WS_HEADER_MAX + b->len > WS_COALESCE_MAX) {
 			if (lws_write(c->wsi, tc_buf_data(b), b->len, LWS_WRITE_TEXT) < 0)
@@ -1077,6 +1166,7 @@ static int on_established(struct tc_server *srv, struct lws *wsi, struct pss *ps
 		return -1;
 	pss->conn = conn_new(srv, wsi, CONN_WS, thread);
 	pss->conn->auth_exp = g.exp;
+	heard_from(pss->conn);
 	tc_session_allow_commands(pss->conn->session, g.commands);
 	tc_log(TC_LOG_DEBUG, "websocket open", TC_LS("thread", thread),
 	       TC_LI("connections", srv->nconns));
@@ -1115,7 +1205,15 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 
 	case LWS_CALLBACK_RECEIVE:
 		c = pss->conn;
-		return c ? ws_receive(c, in, len) : -1;
+		if (!c)
+			return -1;
+		heard_from(c);
+		return ws_receive(c, in, len);
+
+	case LWS_CALLBACK_RECEIVE_PONG:
+		if ((c = pss->conn))
+			heard_from(c);
+		return 0;
 
 	case LWS_CALLBACK_SERVER_WRITEABLE:
 		c = pss->conn;
@@ -1197,7 +1295,9 @@ struct tc_server *tc_server_new(uv_loop_t *loop, const struct tc_session_env *en
 	uv_timer_init(loop, &srv->expiry);
 	uv_check_init(loop, &srv->flush);
 	srv->flush.data = srv;
+	uv_timer_init(loop, &srv->idle);
 	srv->drain_timer.data = srv->heartbeat.data = srv->drain_tick.data = srv->expiry.data = srv;
+	srv->idle.data = srv;
 	srv->heartbeat_frame = tc_buf_copy(": heartbeat\n\n", 13);
 	snprintf(srv->too_big, sizeof(srv->too_big), "message larger than %lld bytes", cfg->max_frame_bytes);
 
@@ -1213,9 +1313,9 @@ struct tc_server *tc_server_new(uv_loop_t *loop, const struct tc_session_env *en
 	info.pcontext = &srv->ctx;
 	info.timeout_secs = (unsigned)cfg->handshake_timeout_s;
 	info.timeout_secs_ah_idle = (unsigned)cfg->handshake_timeout_s; /* silent sockets */
-	srv->idle_policy.secs_since_valid_ping = (uint16_t)cfg->ping_interval_s;
-	srv->idle_policy.secs_since_valid_hangup = (uint16_t)cfg->idle_timeout_s;
-	info.retry_and_idle_policy = &srv->idle_policy;
+	/* An all-zero policy keeps lws' own idle timers off (see on_idle). */
+	static const lws_retry_bo_t no_idle_timers;
+	info.retry_and_idle_policy = &no_idle_timers;
 	info.vhost_name = "threadcast";
 	info.server_string = "threadcast";
 
@@ -1227,6 +1327,7 @@ struct tc_server *tc_server_new(uv_loop_t *loop, const struct tc_session_env *en
 		uv_close((uv_handle_t *)&srv->heartbeat, NULL);
 		uv_close((uv_handle_t *)&srv->drain_tick, NULL);
 		uv_close((uv_handle_t *)&srv->expiry, NULL);
+		uv_close((uv_handle_t *)&srv->idle, NULL);
 		uv_close((uv_handle_t *)&srv->flush, NULL);
 		uv_run(loop, UV_RUN_NOWAIT);
 		tc_buf_unref(srv->heartbeat_frame);
@@ -1239,6 +1340,7 @@ struct tc_server *tc_server_new(uv_loop_t *loop, const struct tc_session_env *en
 		       (uint64_t)cfg->sse_heartbeat_ms);
 	if (env->auth)
 		uv_timer_start(&srv->expiry, on_expiry, 1000, 1000);
+	uv_timer_start(&srv->idle, on_idle, IDLE_TICK_MS, IDLE_TICK_MS);
 	return srv;
 }
 
@@ -1306,6 +1408,8 @@ void tc_server_stop(struct tc_server *srv)
 	uv_timer_stop(&srv->drain_tick);
 	uv_timer_stop(&srv->expiry);
 	uv_close((uv_handle_t *)&srv->expiry, NULL);
+	uv_timer_stop(&srv->idle);
+	uv_close((uv_handle_t *)&srv->idle, NULL);
 	uv_close((uv_handle_t *)&srv->drain_timer, NULL);
 	uv_close((uv_handle_t *)&srv->heartbeat, NULL);
 	uv_close((uv_handle_t *)&srv->drain_tick, NULL);

@@ -124,6 +124,20 @@ test('a client that never answers PINGs is dropped after the idle timeout; one t
   await alive.close();
 });
 
+test('any frame counts as life: a client that never answers PINGs but keeps sending stays', async () => {
+  const sock = await rawWs('/threads/idle3/stream');
+  let closed = false, replies = 0;
+  sock.on('close', () => { closed = true; });
+  sock.on('data', (d) => { if (d.includes('"unknown_command"')) replies++; });
+  for (let i = 0; i < 9; i++) { // 6.3 s, over twice the 3 s idle timeout
+    sock.write(maskedFrame(1, Buffer.from(`{"id":${i},"method":"nope"}`)));
+    await new Promise((r) => setTimeout(r, 700));
+  }
+  assert.equal(closed, false, 'dropped although it kept sending');
+  await waitUntil(() => replies >= 9, 5000, 'every reply');
+  sock.destroy();
+});
+
 test('half-open TCP and slowloris handshakes are closed by the handshake timeout', async () => {
   const t0 = Date.now();
   const silent = net.createConnection({ port: tc.port, host: '127.0.0.1' });
