@@ -157,6 +157,11 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
 	struct conn *c = s->data;
 	if (nread < 0) {
 		uv_read_stop(s);
+		if (!c->upgraded) { /* closed before the upgrade: the server gave up on it */
+			c->upgraded = true; /* counted once */
+			g.failed++;
+			settled();
+		}
 		return;
 	}
 	c->len += (size_t)nread;
@@ -317,13 +322,21 @@ int main(int argc, char **argv)
 		struct conn *c = &g.conns[i];
 		uv_tcp_init(g.loop, &c->tcp);
 		c->tcp.data = c->req.data = c;
+		int rc = 0;
 		if (g.nsources) {
 			struct sockaddr_in src;
 			uv_ip4_addr(g.sources[i % g.nsources], 0, &src);
-			uv_tcp_bind(&c->tcp, (struct sockaddr *)&src, 0);
+			rc = uv_tcp_bind(&c->tcp, (struct sockaddr *)&src, 0);
 		}
-		uv_tcp_connect(&c->req, &c->tcp, (struct sockaddr *)&dst, on_connect);
+		if (!rc)
+			rc = uv_tcp_connect(&c->req, &c->tcp, (struct sockaddr *)&dst, on_connect);
+		if (rc) { /* e.g. no ephemeral port left on this source address */
+			if (!g.failed)
+				fprintf(stderr, "loadgen: connection %d: %s\n", i, uv_strerror(rc));
+			g.failed++;
+		}
 	}
+	settled();
 	uv_timer_init(g.loop, &g.stop_timer);
 	uv_timer_start(&g.stop_timer, on_stop, (uint64_t)(g.duration * 1000), 0);
 	uv_run(g.loop, UV_RUN_DEFAULT);

@@ -75,3 +75,18 @@ test('the replay scenario: a reconnect from the first event replays the rest, on
   const res = r.lines.at(-1);
   assert.deepEqual([res.received, res.missing, res.duplicates], [300, 0, 0]);
 });
+
+test('loadgen counts connections closed before the upgrade as failed', async () => {
+  // A server that accepts and hangs up at once, as a gateway past its
+  // handshake timeout does: loadgen must say so instead of waiting.
+  const net = await import('node:net');
+  const srv = net.createServer((s) => s.destroy());
+  await new Promise((r) => srv.listen(0, '127.0.0.1', r));
+  try {
+    const r = await run('loadgen', ['--port', String(srv.address().port), '--thread', 'x', '--conns', '20',
+      '--hold', '1', '--duration', '20']);
+    assert.deepEqual(r.lines[0], { ready: 0, failed: 20 });
+  } finally {
+    srv.close();
+  }
+});
