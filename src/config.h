@@ -43,7 +43,7 @@
 	  "events one subscribe, reconnect or SSE stream replays at most; older ones are skipped and counted in missedEvents") \
 	X(max_connections, "max-connections", "MAX_CONNECTIONS", INT, "100000", 1,       \
 	  10000000, "WebSocket connections one process accepts")                         \
-	X(handshake_timeout_s, "handshake-timeout", "HANDSHAKE_TIMEOUT", INT, "10", 1,   \
+	X(handshake_timeout_s, "handshake-timeout", "HANDSHAKE_TIMEOUT", INT, "30", 1,   \
 	  3600, "seconds a client has to complete its HTTP request or upgrade")         \
 	X(redis_backoff_min_ms, "redis-backoff-min", "REDIS_BACKOFF_MIN", INT, "100", 1, \
 	  600000, "first Redis reconnect delay, milliseconds")                           \
