@@ -23,8 +23,7 @@ struct tc_thread {
 	char *id;
 	char *channel;             /* "tc:{id}:live" */
 	struct tc_thread *hnext;   /* hash chain */
-	struct tc_member *members;
-	size_t nmembers;
+	struct tc_dlist members;   /* of struct tc_member, by link */
 	unsigned inflight;         /* Redis commands whose callback is pending */
 	bool detached;             /* out of the table; freed when inflight drops to 0 */
 	enum sub_state sub;        /* the doorbell SSUBSCRIBE, see on_pubsub_* below */
@@ -43,6 +42,8 @@ struct tc_hub {
 	struct tc_thread **buckets;
 	size_t nbuckets, nthreads;
 };
+
+#define MEMBER_OF(n) TC_DLIST_ENTRY(n, struct tc_member, link)
 
 static void sync_thread(struct tc_thread *t);
 static void fill(struct tc_thread *t);
@@ -238,7 +239,8 @@ static void deliver(struct tc_thread *t, uint64_t seq, const char *method, size_
 	t->head = seq;
 	if (tc_event_key_init(&key, method, mlen, ns, nlen))
 		return; /* not an event method: the function never writes one */
-	for (struct tc_member *m = t->members; m; m = m->next) {
+	for (struct tc_dlink *n = t->members.head; n; n = n->next) {
+		struct tc_member *m = MEMBER_OF(n);
 		if (!m->live || seq <= m->cursor)
 			continue;
 		m->cursor = seq;
@@ -251,18 +253,22 @@ static void deliver(struct tc_thread *t, uint64_t seq, const char *method, size_
 /* Members that cannot be served the thread's history any more are told so. */
 static void lose_members(struct tc_thread *t, bool only_live, const char *why)
 {
-	for (struct tc_member *m = t->members; m; m = m->next)
+	for (struct tc_dlink *n = t->members.head; n; n = n->next) {
+		struct tc_member *m = MEMBER_OF(n);
 		if (!only_live || m->live)
 			m->ops->lost(m, why);
+	}
 }
 
 static void notify_ready(struct tc_thread *t)
 {
 	/* ready() may detach nothing (detaching happens on close, later), so
 	 * iterating is safe. */
-	for (struct tc_member *m = t->members; m; m = m->next)
+	for (struct tc_dlink *n = t->members.head; n; n = n->next) {
+		struct tc_member *m = MEMBER_OF(n);
 		if (!m->live)
 			m->ops->ready(m);
+	}
 }
 
 static void new_epoch(struct tc_thread *t, const char *why)
@@ -475,7 +481,7 @@ static void on_subscribed(void *ctx, const char *ch, size_t clen)
 
 static void left(struct tc_thread *t)
 {
-	if (t->nmembers)
+	if (t->members.count)
 		subscribe(t); /* someone came back while we were leaving */
 	else
 		thread_unlink(t);
@@ -534,7 +540,7 @@ static void link_lost(struct tc_thread *t)
 	/* Doorbells are lost until the next SUBSCRIBE; its sync fills the gap. */
 	t->synced = false;
 	t->sub = SUB_NONE;
-	if (!t->nmembers)
+	if (!t->members.count)
 		thread_unlink(t);
 }
 
@@ -623,12 +629,7 @@ void tc_hub_attach(struct tc_hub *hub, const char *thread_id, struct tc_member *
 	}
 	m->thread = t;
 	m->live = false;
-	m->prev = NULL;
-	m->next = t->members;
-	if (m->next)
-		m->next->prev = m;
-	t->members = m;
-	t->nmembers++;
+	tc_dlist_push_head(&t->members, &m->link);
 }
 
 void tc_hub_detach(struct tc_hub *hub, struct tc_member *m)
@@ -637,16 +638,10 @@ void tc_hub_detach(struct tc_hub *hub, struct tc_member *m)
 
 	if (!t)
 		return;
-	if (m->prev)
-		m->prev->next = m->next;
-	else
-		t->members = m->next;
-	if (m->next)
-		m->next->prev = m->prev;
-	m->prev = m->next = NULL;
+	tc_dlist_remove(&t->members, &m->link);
 	m->thread = NULL;
 	m->live = false;
-	if (--t->nmembers)
+	if (t->members.count)
 		return;
 	/* Last one out: stop watching. The thread stays in the table until
 	 * Redis confirms, so a SUBSCRIBE for a returning member cannot cross

@@ -29,6 +29,7 @@
 
 #include "buf.h"
 #include "config.h"
+#include "dlist.h"
 #include "filter.h"
 #include "redis_source.h"
 
@@ -79,7 +80,7 @@ struct tc_member_ops {
 struct tc_member {
 	const struct tc_member_ops *ops;
 	struct tc_thread *thread;      /**< set while attached */
-	struct tc_member *prev, *next; /**< the thread's member list */
+	struct tc_dlink link;          /**< on the thread's member list */
 	uint64_t cursor;               /**< every seq <= cursor is accounted for */
 	bool live;                     /**< receives the hub's fan-out */
 };

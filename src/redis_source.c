@@ -90,7 +90,7 @@ struct tc_redis {
 	uv_timer_t refresh;
 	uv_timer_t park;       /* resends parked commands */
 	struct cmd_ctx *parked;
-	struct tc_redis_waiter *waiters;
+	struct tc_dlist waiters;  /* of struct tc_redis_waiter, oldest first */
 	struct {
 		const struct tc_redis_listener *l;
 		void *ctx;
@@ -255,54 +255,31 @@ static int ev_attach(redisAsyncContext *ac, uv_loop_t *loop)
 static void on_kick(uv_timer_t *t)
 {
 	struct tc_redis *r = t->data;
-	/* Callbacks may add waiters (which then wait for the next kick) or
-	 * cancel others, so take the list first and pop one at a time. */
-	struct tc_redis_waiter *list = r->waiters;
-	r->waiters = NULL;
-	while (list && tc_redis_cmd_up(r)) {
-		struct tc_redis_waiter *w = list;
-		list = w->next;
-		if (list)
-			list->prev = NULL;
-		w->linked = false;
-		w->prev = w->next = NULL;
+	/* Those who were waiting when the kick began; callbacks may add
+	 * waiters (at the tail: they wait for the next kick) or cancel any. */
+	size_t n = r->waiters.count;
+	struct tc_dlink *l;
+
+	while (n-- && tc_redis_cmd_up(r) && (l = r->waiters.head)) {
+		struct tc_redis_waiter *w = TC_DLIST_ENTRY(l, struct tc_redis_waiter, link);
+		tc_dlist_remove(&r->waiters, l);
 		w->fn(w);
 	}
-	/* Link went down while running callbacks: put the rest back. */
-	while (list) {
-		struct tc_redis_waiter *w = list;
-		list = w->next;
-		w->linked = false;
-		tc_redis_wait_ready(r, w);
-	}
+	/* The link went down while callbacks ran: the rest wait on. */
 }
 
 void tc_redis_wait_ready(struct tc_redis *r, struct tc_redis_waiter *w)
 {
-	if (w->linked)
+	if (tc_dlist_linked(&r->waiters, &w->link))
 		return;
-	w->prev = NULL;
-	w->next = r->waiters;
-	if (w->next)
-		w->next->prev = w;
-	r->waiters = w;
-	w->linked = true;
+	tc_dlist_push_tail(&r->waiters, &w->link);
 	if (tc_redis_cmd_up(r) && !r->stopping)
 		uv_timer_start(&r->kick, on_kick, 0, 0);
 }
 
 void tc_redis_wait_cancel(struct tc_redis *r, struct tc_redis_waiter *w)
 {
-	if (!w->linked)
-		return;
-	if (w->prev)
-		w->prev->next = w->next;
-	else
-		r->waiters = w->next;
-	if (w->next)
-		w->next->prev = w->prev;
-	w->prev = w->next = NULL;
-	w->linked = false;
+	tc_dlist_remove(&r->waiters, &w->link);
 }
 
 /* ---- nodes and links ------------------------------------------------------------ */
@@ -859,7 +836,7 @@ static void update_state(struct tc_redis *r)
 		return;
 	r->connects++;
 	NOTIFY0(r, cmd_up);
-	if (r->waiters)
+	if (r->waiters.count)
 		uv_timer_start(&r->kick, on_kick, 0, 0);
 	if (r->parked)
 		uv_timer_start(&r->park, on_park_timer, 0, 0);

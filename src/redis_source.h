@@ -32,6 +32,7 @@
 #include <uv.h>
 
 #include "config.h"
+#include "dlist.h"
 
 struct tc_redis;
 
@@ -73,8 +74,7 @@ struct tc_redis_listener {
  */
 struct tc_redis_waiter {
 	void (*fn)(struct tc_redis_waiter *w);
-	struct tc_redis_waiter *prev, *next;
-	bool linked;
+	struct tc_dlink link;
 };
 
 /** tc_redis_new() flag: no pub/sub link (a plain command connection). */

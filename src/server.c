@@ -11,6 +11,7 @@
 
 #include "auth.h"
 #include "buf.h"
+#include "dlist.h"
 #include "log.h"
 #include "metrics.h"
 #include "session.h"
@@ -61,16 +62,17 @@ struct tc_conn {
 	bool rx_off;             /* what lws was last told */
 	bool headers_sent;       /* HTTP kinds: the response head is out */
 	bool close_sent;         /* our close frame is out; waiting for the peer's */
-	bool dirty;              /* on the server's flush list */
 	bool pinged;             /* WebSocket: a PING went out since we last heard from it */
 	bool ping_due;           /* WebSocket: write a PING with the next flush */
 	uint64_t heard;          /* WebSocket: loop time (ms) of its last frame, see on_idle */
 	unsigned status;         /* CONN_COMMAND: HTTP status of the reply */
 	int64_t auth_exp;        /* the token's exp (Unix s); 0 when auth is off */
-	struct tc_conn *prev, *next;
-	struct tc_conn *dirty_prev, *dirty_next;
-	struct tc_conn *quiet_prev, *quiet_next; /* WebSockets by `heard`, oldest first */
+	struct tc_dlink link;    /* on the server's conns */
+	struct tc_dlink dirty;   /* on the server's flush list */
+	struct tc_dlink quiet;   /* WebSocket: on the server's idle list */
 };
+
+#define CONN_OF(n, member) TC_DLIST_ENTRY(n, struct tc_conn, member)
 
 /* A request body being read (POST /stream, POST /commands), and what it is for. */
 struct body {
@@ -107,13 +109,13 @@ struct tc_server {
 	struct lws_context *ctx;   /* NULL once lws finished destroying it */
 	struct lws_vhost *vhost;
 	int port;
-	struct tc_conn *conns;     /* every open connection */
-	size_t nconns, nws, nsse;
+	struct tc_dlist conns;     /* every open connection */
+	size_t nws, nsse;
 	bool draining;
 	uv_timer_t drain_timer, heartbeat, drain_tick, expiry, idle;
-	struct tc_conn *quiet, *quiet_tail; /* every WebSocket, least recently heard first */
+	struct tc_dlist quiet;     /* every WebSocket, least recently heard first */
 	uv_check_t flush;          /* writes what this loop iteration queued */
-	struct tc_conn *dirty;     /* WebSockets with frames queued since the last flush */
+	struct tc_dlist dirty;     /* WebSockets with frames queued since the last flush */
 	size_t drain_per_tick;       /* connections to close per tick while draining */
 	char too_big[64];            /* close reason naming --max-frame-bytes */
 	struct tc_buf *heartbeat_frame;
@@ -170,33 +172,25 @@ static void update_rx(struct tc_conn *c)
 static void mark_dirty(struct tc_conn *c)
 {
 	struct tc_server *srv = c->srv;
-	if (c->dirty)
+	if (tc_dlist_linked(&srv->dirty, &c->dirty))
 		return;
 	if (uv_is_closing((uv_handle_t *)&srv->flush)) { /* shutting down */
 		request_write(c);
 		return;
 	}
-	c->dirty = true;
-	c->dirty_prev = NULL;
-	c->dirty_next = srv->dirty;
-	if (srv->dirty)
-		srv->dirty->dirty_prev = c;
-	else
+	if (!srv->dirty.count)
 		uv_check_start(&srv->flush, on_flush);
-	srv->dirty = c;
+	tc_dlist_push_head(&srv->dirty, &c->dirty);
 }
 
-static void unmark_dirty(struct tc_conn *c)
+/*
+ * Closes c's socket now, without a close frame; lws calls CLOSED, which
+ * frees c. Not LWS_TO_KILL_ASYNC from our own handles: that waits for lws'
+ * next service pass, which an idle server may not have for a long time.
+ */
+static void conn_kill(struct tc_conn *c)
 {
-	if (!c->dirty)
-		return;
-	c->dirty = false;
-	if (c->dirty_prev)
-		c->dirty_prev->dirty_next = c->dirty_next;
-	else
-		c->srv->dirty = c->dirty_next;
-	if (c->dirty_next)
-		c->dirty_next->dirty_prev = c->dirty_prev;
+	lws_set_timeout(c->wsi, PENDING_TIMEOUT_KILLED_BY_PARENT, LWS_TO_KILL_SYNC);
 }
 
 /*
@@ -212,22 +206,6 @@ static void unmark_dirty(struct tc_conn *c)
  */
 #define IDLE_TICK_MS 250
 
-static void quiet_unlink(struct tc_conn *c)
-{
-	struct tc_server *srv = c->srv;
-	if (!c->quiet_prev && srv->quiet != c)
-		return; /* not on the list */
-	if (c->quiet_prev)
-		c->quiet_prev->quiet_next = c->quiet_next;
-	else
-		srv->quiet = c->quiet_next;
-	if (c->quiet_next)
-		c->quiet_next->quiet_prev = c->quiet_prev;
-	else
-		srv->quiet_tail = c->quiet_prev;
-	c->quiet_prev = c->quiet_next = NULL;
-}
-
 /* We heard from c (or cannot blame it for silence): it goes to the tail. */
 static void heard_from(struct tc_conn *c)
 {
@@ -235,16 +213,11 @@ static void heard_from(struct tc_conn *c)
 	uint64_t now = uv_now(srv->loop);
 
 	c->pinged = false;
-	if (srv->quiet_tail == c && c->heard == now)
+	if (srv->quiet.tail == &c->quiet && c->heard == now)
 		return;
-	quiet_unlink(c);
+	tc_dlist_remove(&srv->quiet, &c->quiet);
 	c->heard = now;
-	c->quiet_prev = srv->quiet_tail;
-	if (srv->quiet_tail)
-		srv->quiet_tail->quiet_next = c;
-	else
-		srv->quiet = c;
-	srv->quiet_tail = c;
+	tc_dlist_push_tail(&srv->quiet, &c->quiet);
 }
 
 static void on_idle(uv_timer_t *t)
@@ -252,22 +225,20 @@ static void on_idle(uv_timer_t *t)
 	struct tc_server *srv = t->data;
 	const struct tc_config *cfg = srv->cfg;
 	uint64_t now = uv_now(srv->loop);
-	struct tc_conn *c, *next;
+	struct tc_dlink *n, *next;
 
-	for (c = srv->quiet; c; c = next) {
-		next = c->quiet_next;
+	for (n = srv->quiet.head; n; n = next) {
+		struct tc_conn *c = CONN_OF(n, quiet);
+		next = n->next;
 		uint64_t silent = now - c->heard;
 		if (silent < (uint64_t)cfg->ping_interval_s * 1000)
 			break; /* and so is everyone after it */
 		if (c->rx_off) {
 			heard_from(c); /* we are not reading it: its PONG may be waiting */
 		} else if (silent >= (uint64_t)cfg->idle_timeout_s * 1000) {
-			quiet_unlink(c);
 			tc_log(TC_LOG_INFO, "idle websocket dropped", TC_LS("thread", tc_session_thread(c->session)),
 			       TC_LI("silent_ms", (long long)silent));
-			/* Now: an async kill waits for lws' next service pass, which an
-			 * idle server may not have for a long time. This frees c. */
-			lws_set_timeout(c->wsi, PENDING_TIMEOUT_KILLED_BY_PARENT, LWS_TO_KILL_SYNC);
+			conn_kill(c); /* frees c, and unlinks it */
 		} else if (!c->pinged && !c->close_code) {
 			c->pinged = true;
 			c->ping_due = true;
@@ -368,11 +339,7 @@ static struct tc_conn *conn_new(struct tc_server *srv, struct lws *wsi, enum con
 	c->wsi = wsi;
 	c->kind = kind;
 	c->session = tc_session_new(srv->env, thread, kind == CONN_SSE ? &sse_io : &ws_io, c);
-	c->next = srv->conns;
-	if (c->next)
-		c->next->prev = c;
-	srv->conns = c;
-	srv->nconns++;
+	tc_dlist_push_head(&srv->conns, &c->link);
 	srv->nws += kind == CONN_WS;
 	srv->nsse += kind == CONN_SSE;
 	return c;
@@ -384,22 +351,16 @@ static void conn_free(struct tc_conn *c)
 {
 	struct tc_server *srv = c->srv;
 
-	if (c->prev)
-		c->prev->next = c->next;
-	else
-		srv->conns = c->next;
-	if (c->next)
-		c->next->prev = c->prev;
-	srv->nconns--;
+	tc_dlist_remove(&srv->conns, &c->link);
 	srv->nws -= c->kind == CONN_WS;
 	srv->nsse -= c->kind == CONN_SSE;
-	unmark_dirty(c);
-	quiet_unlink(c);
+	tc_dlist_remove(&srv->dirty, &c->dirty);
+	tc_dlist_remove(&srv->quiet, &c->quiet);
 	tc_session_close(c->session);
 	tc_bufq_clear(&c->out);
 	free(c->rx);
 	free(c);
-	if (srv->draining && srv->nconns == 0)
+	if (srv->draining && srv->conns.count == 0)
 		drain_finish(srv);
 }
 
@@ -515,7 +476,7 @@ static int ws_flush(struct tc_conn *c)
 static int ws_writeable(struct tc_conn *c)
 {
 	c->want_write = false;
-	unmark_dirty(c);
+	tc_dlist_remove(&c->srv->dirty, &c->dirty);
 	if (ws_flush(c) < 0)
 		return -1;
 	return after_write(c);
@@ -525,10 +486,11 @@ static int ws_writeable(struct tc_conn *c)
 static void on_flush(uv_check_t *h)
 {
 	struct tc_server *srv = h->data;
-	struct tc_conn *c;
+	struct tc_dlink *n;
 
-	while ((c = srv->dirty)) {
-		unmark_dirty(c);
+	while ((n = srv->dirty.head)) {
+		struct tc_conn *c = CONN_OF(n, dirty);
+		tc_dlist_remove(&srv->dirty, n);
 		/* Closing, or WRITEABLE already on its way: that path writes. */
 		if (c->close_code || c->want_write)
 			continue;
@@ -537,8 +499,7 @@ static void on_flush(uv_check_t *h)
 			continue;
 		}
 		if (ws_flush(c) < 0) {
-			tc_bufq_clear(&c->out);
-			lws_set_timeout(c->wsi, PENDING_TIMEOUT_KILLED_BY_PARENT, LWS_TO_KILL_ASYNC);
+			conn_kill(c);
 			continue;
 		}
 		after_write(c); /* close_code is 0: this never writes a close frame */
@@ -723,7 +684,7 @@ static int http_readyz(struct tc_server *srv, struct lws *wsi)
 		 "\"draining\":%s,\"connections\":%zu,\"websockets\":%zu,\"sse\":%zu}",
 		 ready ? "true" : "false", tc_redis_status(srv->redis),
 		 tc_redis_is_cluster(srv->redis) ? "true" : "false", tc_redis_nodes(srv->redis),
-		 srv->draining ? "true" : "false", srv->nconns, srv->nws, srv->nsse);
+		 srv->draining ? "true" : "false", srv->conns.count, srv->nws, srv->nsse);
 	return http_json(wsi, ready ? 200 : 503, body);
 }
 
@@ -732,7 +693,7 @@ static int http_metrics(struct tc_server *srv, struct lws *wsi)
 	struct tc_metrics_gauges g = {
 		.websockets = srv->nws,
 		.sse = srv->nsse,
-		.http_commands = srv->nconns - srv->nws - srv->nsse,
+		.http_commands = srv->conns.count - srv->nws - srv->nsse,
 		.threads = tc_hub_threads(srv->env->hub),
 		.pending_commands = srv->env->bridge ? tc_bridge_pending(srv->env->bridge) : 0,
 		.redis_up = tc_redis_ready(srv->redis),
@@ -812,7 +773,7 @@ static int refuse_if_full(struct tc_server *srv, struct lws *wsi)
 {
 	if (srv->draining)
 		return http_error(wsi, 503, "draining", "this instance is shutting down; reconnect");
-	if (srv->nconns >= (size_t)srv->cfg->max_connections)
+	if (srv->conns.count >= (size_t)srv->cfg->max_connections)
 		return http_error(wsi, 503, "too_many_connections",
 				  "this instance is at its connection limit; retry elsewhere");
 	return 1; /* admitted */
@@ -900,7 +861,7 @@ static int sse_start(struct tc_server *srv, struct lws *wsi, struct pss *pss, co
 		return -1;
 	c->headers_sent = true;
 	lws_http_mark_sse(wsi);
-	tc_log(TC_LOG_DEBUG, "sse open", TC_LS("thread", thread), TC_LI("connections", srv->nconns));
+	tc_log(TC_LOG_DEBUG, "sse open", TC_LS("thread", thread), TC_LI("connections", srv->conns.count));
 	return 0;
 }
 
@@ -1169,7 +1130,7 @@ static int on_established(struct tc_server *srv, struct lws *wsi, struct pss *ps
 	heard_from(pss->conn);
 	tc_session_allow_commands(pss->conn->session, g.commands);
 	tc_log(TC_LOG_DEBUG, "websocket open", TC_LS("thread", thread),
-	       TC_LI("connections", srv->nconns));
+	       TC_LI("connections", srv->conns.count));
 	return 0;
 }
 
@@ -1263,18 +1224,22 @@ static void on_expiry(uv_timer_t *t)
 {
 	struct tc_server *srv = t->data;
 	int64_t now = tc_wall_ms() / 1000;
-	for (struct tc_conn *c = srv->conns; c; c = c->next)
+	for (struct tc_dlink *n = srv->conns.head; n; n = n->next) {
+		struct tc_conn *c = CONN_OF(n, link);
 		if (c->auth_exp && c->auth_exp <= now && !c->close_code)
 			conn_close(c, LWS_CLOSE_STATUS_POLICY_VIOLATION, "token expired; reconnect with a fresh one", false);
+	}
 }
 
 static void on_heartbeat(uv_timer_t *t)
 {
 	struct tc_server *srv = t->data;
 	/* One shared buffer for every stream; proxies see traffic and keep them. */
-	for (struct tc_conn *c = srv->conns; c; c = c->next)
+	for (struct tc_dlink *n = srv->conns.head; n; n = n->next) {
+		struct tc_conn *c = CONN_OF(n, link);
 		if (c->kind == CONN_SSE && c->headers_sent && !c->out.count)
 			conn_send(c, tc_buf_ref(srv->heartbeat_frame));
+	}
 }
 
 struct tc_server *tc_server_new(uv_loop_t *loop, const struct tc_session_env *env)
@@ -1351,15 +1316,15 @@ int tc_server_port(const struct tc_server *s)
 
 size_t tc_server_connections(const struct tc_server *s)
 {
-	return s->nconns;
+	return s->conns.count;
 }
 
 static void on_drain_timeout(uv_timer_t *t)
 {
 	struct tc_server *srv = t->data;
-	if (srv->nconns)
+	if (srv->conns.count)
 		tc_log(TC_LOG_WARN, "drain timeout: closing remaining connections",
-		       TC_LI("connections", srv->nconns));
+		       TC_LI("connections", srv->conns.count));
 	drain_finish(srv);
 }
 
@@ -1370,7 +1335,8 @@ static void on_drain_tick(uv_timer_t *t)
 {
 	struct tc_server *srv = t->data;
 	size_t n = 0;
-	for (struct tc_conn *c = srv->conns; c && n < srv->drain_per_tick; c = c->next) {
+	for (struct tc_dlink *l = srv->conns.head; l && n < srv->drain_per_tick; l = l->next) {
+		struct tc_conn *c = CONN_OF(l, link);
 		if (c->kind == CONN_COMMAND || c->close_code)
 			continue;
 		conn_close(c, LWS_CLOSE_STATUS_GOINGAWAY, "server shutting down; reconnect", true);
@@ -1380,7 +1346,7 @@ static void on_drain_tick(uv_timer_t *t)
 		/* Everyone has been told: give them drain_timeout_ms to finish. */
 		uv_timer_stop(&srv->drain_tick);
 		uv_timer_start(&srv->drain_timer, on_drain_timeout,
-			       srv->nconns ? (uint64_t)srv->cfg->drain_timeout_ms : 0, 0);
+			       srv->conns.count ? (uint64_t)srv->cfg->drain_timeout_ms : 0, 0);
 	}
 }
 
@@ -1391,7 +1357,7 @@ void tc_server_drain(struct tc_server *srv, void (*done)(void *), void *arg)
 	srv->drain_done = done;
 	srv->drain_arg = arg;
 	/* Spread the closes so clients do not all reconnect in the same instant. */
-	srv->drain_per_tick = ticks ? (srv->nconns + ticks - 1) / ticks : srv->nconns;
+	srv->drain_per_tick = ticks ? (srv->conns.count + ticks - 1) / ticks : srv->conns.count;
 	if (!srv->drain_per_tick)
 		srv->drain_per_tick = 1;
 	on_drain_tick(&srv->drain_tick);

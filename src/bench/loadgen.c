@@ -158,8 +158,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
 	if (nread < 0) {
 		uv_read_stop(s);
 		if (!c->upgraded) { /* closed before the upgrade: the server gave up on it */
-			c->upgraded = true; /* counted once */
-			g.failed++;
+			g.failed++; /* once: no read callback follows uv_read_stop */
 			settled();
 		}
 		return;
