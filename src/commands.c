@@ -45,6 +45,8 @@ struct tc_bridge {
 
 static void on_timeout(uv_timer_t *t);
 
+static const char down_msg[] = "agent commands are unavailable while Redis is unreachable; retry shortly";
+
 static struct waiting *entry(struct tc_bridge *b, uint64_t n)
 {
 	if (n < b->first || n - b->first >= b->count)
@@ -269,7 +271,7 @@ enum tc_err tc_bridge_submit(struct tc_bridge *b, struct tc_bridge_caller *calle
 {
 	if (!b->subscribed || !tc_redis_cmd_up(b->redis))
 		return tc_error_set(err, TC_ERR_UNKNOWN_ERROR,
-				    "agent commands are unavailable while Redis is unreachable; retry shortly");
+				    "%s", down_msg);
 	if (b->live >= MAX_WAITING || b->count >= 4 * MAX_WAITING)
 		return tc_error_set(err, TC_ERR_UNKNOWN_ERROR,
 				    "this gateway has too many commands waiting for workers; retry shortly");
@@ -302,7 +304,7 @@ enum tc_err tc_bridge_submit(struct tc_bridge *b, struct tc_bridge_caller *calle
 	if (rc) {
 		free(sent);
 		return tc_error_set(err, TC_ERR_UNKNOWN_ERROR,
-				    "agent commands are unavailable while Redis is unreachable; retry shortly");
+				    "%s", down_msg);
 	}
 	b->ring[(b->head + b->count) % b->cap] = (struct waiting){
 		.deadline = uv_now(b->loop) + (uint64_t)b->cfg->command_timeout_ms,

@@ -25,8 +25,22 @@ const char *tc_err_message(enum tc_err err)
 	return i >= 0 && i < TC__ERRNUM_COUNT ? err_msgs[i] : "internal error";
 }
 
-#define TC__METHOD_NAME(e, name) name,
+const char *tc_close_reason(enum tc_close code)
+{
+#define TC__CLOSE_CASE(e, num, reason) case TC_CLOSE_##e: return reason;
+	switch (code) {
+	TC_CLOSE_MAP(TC__CLOSE_CASE)
+	}
+#undef TC__CLOSE_CASE
+	return "closing";
+}
+
+#define TC__METHOD_NAME(e, name, who) name,
 static const char *const method_names[] = { TC_METHOD_MAP(TC__METHOD_NAME) };
+#define TC__METHOD_RUNTIME(e, name, who) [TC_METHOD_##e] = TC__IS_##who,
+#define TC__IS_RUNTIME true
+#define TC__IS_GATEWAY false
+static const bool method_runtime[] = { TC_METHOD_MAP(TC__METHOD_RUNTIME) };
 
 const char *tc_method_name(enum tc_method m)
 {
@@ -423,7 +437,5 @@ cJSON *tc_stream_request_from_query(const char *channels, const char *namespaces
 
 bool tc_method_is_runtime(enum tc_method m)
 {
-	return m == TC_METHOD_RUN_START || m == TC_METHOD_INPUT_RESPOND ||
-	       m == TC_METHOD_INPUT_INJECT || m == TC_METHOD_STATE_GET ||
-	       m == TC_METHOD_STATE_LIST_CHECKPOINTS || m == TC_METHOD_STATE_FORK;
+	return m < TC_METHOD_UNKNOWN && method_runtime[m];
 }

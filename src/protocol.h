@@ -38,25 +38,54 @@ enum { TC_ERROR_MAP(TC__ERR_ENUM) TC__ERRNUM_COUNT };
 /** Protocol error codes; 0 is success. */
 enum tc_err { TC_OK = 0, TC_ERROR_MAP(TC__ERR_NEG) };
 
+/**
+ * X(ENUM, code, reason): every WebSocket close code threadcast sends, with
+ * the reason it gives when the caller has no more specific one. 1007
+ * (invalid UTF-8) is sent by libwebsockets itself.
+ */
+#define TC_CLOSE_MAP(X)                                                                    \
+	X(GOING_AWAY, 1001, "server shutting down; reconnect")                             \
+	X(UNSUPPORTED_DATA, 1003, "binary messages are not supported: send commands as JSON text") \
+	X(POLICY, 1008, "policy violation")                                                \
+	X(TOO_BIG, 1009, "message too big")                                                \
+	X(INTERNAL, 1011, "internal error")                                                \
+	X(HISTORY_RESET, 1012, "the thread's history was reset; reconnect to resync")      \
+	X(TRY_AGAIN, 1013, "too slow: outbound queue limit exceeded; reconnect and resume")
+
+#define TC__CLOSE_ENUM(e, code, reason) TC_CLOSE_##e = code,
+/** WebSocket close codes. */
+enum tc_close { TC_CLOSE_MAP(TC__CLOSE_ENUM) };
+
+/** The default reason of a close code. */
+const char *tc_close_reason(enum tc_close code);
+
+/** What a client is told when the event store cannot be reached. */
+#define TC_MSG_REDIS_DOWN "the event store (Redis) is unavailable; retry shortly"
+
 /** Wire code ("invalid_argument", ...) of err. */
 const char *tc_err_code(enum tc_err err);
 /** Default human message of err. */
 const char *tc_err_message(enum tc_err err);
 
-/** X(ENUM, wire method name): every method of the CDDL. */
-#define TC_METHOD_MAP(X)                                        \
-	X(RUN_START, "run.start")                               \
-	X(SUBSCRIBE, "subscription.subscribe")                  \
-	X(UNSUBSCRIBE, "subscription.unsubscribe")              \
-	X(RECONNECT, "subscription.reconnect")                  \
-	X(AGENT_GET_TREE, "agent.getTree")                      \
-	X(INPUT_RESPOND, "input.respond")                       \
-	X(INPUT_INJECT, "input.inject")                         \
-	X(STATE_GET, "state.get")                               \
-	X(STATE_LIST_CHECKPOINTS, "state.listCheckpoints")      \
-	X(STATE_FORK, "state.fork")
+/**
+ * X(ENUM, wire method name, who answers): every method of the CDDL. GATEWAY
+ * methods are answered by threadcast itself; RUNTIME ones by agent workers,
+ * through the command bridge (bridge.h). This table is the one place that
+ * says which is which.
+ */
+#define TC_METHOD_MAP(X)                                                 \
+	X(RUN_START, "run.start", RUNTIME)                               \
+	X(SUBSCRIBE, "subscription.subscribe", GATEWAY)                  \
+	X(UNSUBSCRIBE, "subscription.unsubscribe", GATEWAY)              \
+	X(RECONNECT, "subscription.reconnect", GATEWAY)                  \
+	X(AGENT_GET_TREE, "agent.getTree", GATEWAY)                      \
+	X(INPUT_RESPOND, "input.respond", RUNTIME)                       \
+	X(INPUT_INJECT, "input.inject", RUNTIME)                         \
+	X(STATE_GET, "state.get", RUNTIME)                               \
+	X(STATE_LIST_CHECKPOINTS, "state.listCheckpoints", RUNTIME)      \
+	X(STATE_FORK, "state.fork", RUNTIME)
 
-#define TC__METHOD_ENUM(e, name) TC_METHOD_##e,
+#define TC__METHOD_ENUM(e, name, who) TC_METHOD_##e,
 enum tc_method { TC_METHOD_MAP(TC__METHOD_ENUM) TC_METHOD_UNKNOWN };
 
 /** Wire name of a known method. */
@@ -108,11 +137,7 @@ struct tc_buf *tc_response_error(bool has_id, uint64_t id, enum tc_err code, con
 /** Serializes a cJSON value into a frame buffer. Does not consume v. */
 struct tc_buf *tc_json_frame(const cJSON *v);
 
-/**
- * True for the methods answered by agent workers through the command bridge
- * (run.start, input.respond, input.inject, state.get, state.listCheckpoints,
- * state.fork).
- */
+/** True for the methods answered by agent workers (RUNTIME in TC_METHOD_MAP). */
 bool tc_method_is_runtime(enum tc_method m);
 
 /**

@@ -263,7 +263,7 @@ static void conn_send(void *ctx, struct tc_buf *b)
 		tc_log(TC_LOG_WARN, "slow consumer cut off", TC_LS("thread", tc_session_thread(c->session)),
 		       TC_LS("transport", c->kind == CONN_SSE ? "sse" : "websocket"),
 		       TC_LI("queued_bytes", c->out.bytes), TC_LI("limit", cfg->max_queue_bytes));
-		conn_close(c, 1013, "too slow: outbound queue limit exceeded; reconnect and resume", false);
+		conn_close(c, TC_CLOSE_TRY_AGAIN, tc_close_reason(TC_CLOSE_TRY_AGAIN), false);
 		return;
 	}
 	tc_bufq_push(&c->out, b);
@@ -543,8 +543,7 @@ static int ws_receive(struct tc_conn *c, const char *in, size_t len)
 	if (c->close_code)
 		return 0; /* closing: what still arrives is read and dropped */
 	if (lws_frame_is_binary(c->wsi)) {
-		conn_close(c, LWS_CLOSE_STATUS_UNACCEPTABLE_OPCODE,
-			   "binary messages are not supported: send commands as JSON text", false);
+		conn_close(c, TC_CLOSE_UNSUPPORTED_DATA, tc_close_reason(TC_CLOSE_UNSUPPORTED_DATA), false);
 		return 0;
 	}
 	if (c->rx_len + len > max) {
@@ -553,7 +552,7 @@ static int ws_receive(struct tc_conn *c, const char *in, size_t len)
 		free(c->rx);
 		c->rx = NULL;
 		c->rx_len = c->rx_cap = 0;
-		conn_close(c, LWS_CLOSE_STATUS_MESSAGE_TOO_LARGE, c->srv->too_big, false);
+		conn_close(c, TC_CLOSE_TOO_BIG, c->srv->too_big, false);
 		return 0;
 	}
 	bool final = lws_is_final_fragment(c->wsi);
@@ -846,8 +845,7 @@ static int sse_start(struct tc_server *srv, struct lws *wsi, struct pss *pss, co
 	/* Refused before the head is sent, while the client can still be told
 	 * plainly; a WebSocket is told in the reply to its subscribe instead. */
 	if (!tc_redis_cmd_up(srv->redis))
-		return http_error(wsi, 503, "unavailable",
-				  "the event store (Redis) is unavailable; retry shortly");
+		return http_error(wsi, 503, "unavailable", TC_MSG_REDIS_DOWN);
 	struct tc_conn *c = conn_new(srv, wsi, CONN_SSE, thread);
 	c->auth_exp = pss->grant.exp;
 	/* Browsers resend the last id on reconnect; it wins over `since`. */
@@ -1227,7 +1225,7 @@ static void on_expiry(uv_timer_t *t)
 	for (struct tc_dlink *n = srv->conns.head; n; n = n->next) {
 		struct tc_conn *c = CONN_OF(n, link);
 		if (c->auth_exp && c->auth_exp <= now && !c->close_code)
-			conn_close(c, LWS_CLOSE_STATUS_POLICY_VIOLATION, "token expired; reconnect with a fresh one", false);
+			conn_close(c, TC_CLOSE_POLICY, "token expired; reconnect with a fresh one", false);
 	}
 }
 
@@ -1339,7 +1337,7 @@ static void on_drain_tick(uv_timer_t *t)
 		struct tc_conn *c = CONN_OF(l, link);
 		if (c->kind == CONN_COMMAND || c->close_code)
 			continue;
-		conn_close(c, LWS_CLOSE_STATUS_GOINGAWAY, "server shutting down; reconnect", true);
+		conn_close(c, TC_CLOSE_GOING_AWAY, tc_close_reason(TC_CLOSE_GOING_AWAY), true);
 		n++;
 	}
 	if (n < srv->drain_per_tick) {

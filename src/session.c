@@ -280,7 +280,7 @@ static void job_fail(struct tc_session *s, enum tc_err code, const char *message
 			remove_sub(s, i);
 	tc_error_set(&err, code, "%s", message);
 	if (s->job->stream)
-		s->io->close(s->ctx, 1011, "the event store (Redis) is unavailable; retry shortly");
+		s->io->close(s->ctx, TC_CLOSE_INTERNAL, TC_MSG_REDIS_DOWN);
 	else
 		send_error(s, true, s->job->cmd_id, &err);
 	job_done(s);
@@ -299,7 +299,7 @@ static void on_redis_back(struct tc_redis_waiter *w)
 static void redis_failed(struct tc_session *s)
 {
 	if (!s->job->responded) {
-		job_fail(s, TC_ERR_UNKNOWN_ERROR, "the event store (Redis) is unavailable; retry shortly");
+		job_fail(s, TC_ERR_UNKNOWN_ERROR, TC_MSG_REDIS_DOWN);
 		return;
 	}
 	tc_redis_wait_ready(s->env->redis, &s->waiter);
@@ -334,7 +334,7 @@ static bool job_reply(struct tc_session *s, redisReply *reply, int type)
 		if (!s->job->responded)
 			job_fail(s, TC_ERR_UNKNOWN_ERROR, "the event store answered unexpectedly");
 		else
-			s->io->close(s->ctx, 1011, "internal error while replaying");
+			s->io->close(s->ctx, TC_CLOSE_INTERNAL, "internal error while replaying");
 		return false;
 	}
 	return true;
@@ -888,7 +888,7 @@ static struct job *job_new(struct tc_session *s, enum job_kind kind, uint64_t id
 static void job_begin(struct tc_session *s)
 {
 	if (!tc_redis_cmd_up(s->env->redis)) {
-		job_fail(s, TC_ERR_UNKNOWN_ERROR, "the event store (Redis) is unavailable; retry shortly");
+		job_fail(s, TC_ERR_UNKNOWN_ERROR, TC_MSG_REDIS_DOWN);
 		return;
 	}
 	advance(s);
@@ -1212,7 +1212,7 @@ static void rate_limited(struct tc_session *s, const char *data, size_t len)
 	const struct tc_config *cfg = s->env->cfg;
 
 	if (++s->rejected > 100) {
-		s->io->close(s->ctx, 1008, "command rate limit exceeded");
+		s->io->close(s->ctx, TC_CLOSE_POLICY, "command rate limit exceeded");
 		return;
 	}
 	tc_command_parse(data, len, &cmd, &err);
@@ -1239,7 +1239,7 @@ void tc_session_on_frame(struct tc_session *s, const char *data, size_t len)
 	/* A command is being served: this one waits its turn, and the client
 	 * is not read from until the queue is empty again. */
 	if (s->npending >= MAX_PENDING) {
-		s->io->close(s->ctx, 1008, "too many commands pipelined behind a replay");
+		s->io->close(s->ctx, TC_CLOSE_POLICY, "too many commands pipelined behind a replay");
 		return;
 	}
 	struct pending *p = tc_xmalloc(sizeof(*p) + len);

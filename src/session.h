@@ -101,7 +101,4 @@ const char *tc_session_thread(const struct tc_session *s);
 /** Number of subscriptions the session holds. */
 size_t tc_session_subscriptions(const struct tc_session *s);
 
-/** WebSocket close code used when a thread's history was reset. */
-#define TC_CLOSE_HISTORY_RESET 1012
-
 #endif
