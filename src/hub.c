@@ -1,5 +1,6 @@
 #include "hub.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +22,7 @@ enum sub_state { SUB_NONE, SUB_PENDING, SUB_ACTIVE, SUB_LEAVING };
 struct tc_thread {
 	struct tc_hub *hub;
 	char *id;
-	char *channel;             /* "tc:{id}:live" */
+	char channel[TC_STORE_KEY_MAX]; /* "tc:{id}:live" */
 	struct tc_thread *hnext;   /* hash chain */
 	struct tc_dlist members;   /* of struct tc_member, by link */
 	unsigned inflight;         /* Redis commands whose callback is pending */
@@ -33,7 +34,7 @@ struct tc_thread {
 	bool rang_while_filling;   /* a doorbell arrived during the fill */
 	uint64_t head;             /* highest seq fanned out */
 	uint64_t heard;            /* highest seq a doorbell announced */
-	char epoch[40];            /* "" until the thread's first event */
+	char epoch[TC_EPOCH_MAX];  /* "" until the thread's first event */
 };
 
 struct tc_hub {
@@ -47,118 +48,6 @@ struct tc_hub {
 
 static void sync_thread(struct tc_thread *t);
 static void fill(struct tc_thread *t);
-
-/* ==== helpers ============================================================================ */
-
-int tc_thread_key(char *buf, size_t cap, const char *thread_id, const char *suffix)
-{
-	return snprintf(buf, cap, "tc:{%s}:%s", thread_id, suffix);
-}
-
-static struct tc_buf *ws_frame(const struct tc_event *ev)
-{
-	char head[96];
-	int n = snprintf(head, sizeof(head), "{\"type\":\"event\",\"eventId\":\"%s:%llu\",\"seq\":%llu,",
-			 ev->epoch, (unsigned long long)ev->seq, (unsigned long long)ev->seq);
-	/* The stored JSON starts with '{' (the function guarantees it). */
-	struct tc_buf *b = tc_buf_new((size_t)n + ev->json_len - 1);
-	memcpy(tc_buf_data(b), head, (size_t)n);
-	memcpy(tc_buf_data(b) + n, ev->json + 1, ev->json_len - 1);
-	return b;
-}
-
-/*
- * SSE: the same envelope as the WebSocket frame, as data lines. A line break
- * inside the stored JSON (whitespace between tokens) starts a new "data:"
- * line; EventSource joins them back with "\n", so the JSON is unchanged.
- */
-static struct tc_buf *sse_frame(struct tc_event *ev)
-{
-	struct tc_buf *ws = tc_event_frame(ev, TC_FRAME_WS);
-	const unsigned char *p = tc_buf_data(ws), *end = p + ws->len;
-	size_t breaks = 0;
-	for (const unsigned char *c = p; c < end; c++)
-		breaks += *c == '\n' || *c == '\r';
-	char head[200];
-	int n = snprintf(head, sizeof(head), "id: %s:%llu\nevent: %.*s\ndata: ", ev->epoch,
-			 (unsigned long long)ev->seq, (int)ev->method_len, ev->method);
-	struct tc_buf *b = tc_buf_new((size_t)n + ws->len + breaks * 6 + 2);
-	unsigned char *o = tc_buf_data(b);
-	memcpy(o, head, (size_t)n);
-	o += n;
-	for (const unsigned char *c = p; c < end; c++) {
-		if (*c == '\r' && c + 1 < end && c[1] == '\n')
-			continue; /* CRLF: one break */
-		if (*c == '\n' || *c == '\r') {
-			memcpy(o, "\ndata: ", 7);
-			o += 7;
-		} else {
-			*o++ = *c;
-		}
-	}
-	*o++ = '\n';
-	*o++ = '\n';
-	b->len = (uint32_t)(o - tc_buf_data(b));
-	return b;
-}
-
-struct tc_buf *tc_event_frame(struct tc_event *ev, enum tc_frame_kind kind)
-{
-	if (!ev->frames[kind])
-		ev->frames[kind] = kind == TC_FRAME_WS ? ws_frame(ev) : sse_frame(ev);
-	return ev->frames[kind];
-}
-
-void tc_event_release(struct tc_event *ev)
-{
-	for (int i = 0; i < TC_FRAME_KINDS; i++) {
-		tc_buf_unref(ev->frames[i]);
-		ev->frames[i] = NULL;
-	}
-}
-
-static int parse_seq(const char *s, size_t len, uint64_t *out)
-{
-	uint64_t v = 0;
-	size_t i = 0;
-	for (; i < len && s[i] >= '0' && s[i] <= '9'; i++) {
-		if (v > (uint64_t)TC_JS_MAX_SAFE / 10)
-			return -1;
-		v = v * 10 + (uint64_t)(s[i] - '0');
-	}
-	if (i == 0)
-		return -1;
-	*out = v;
-	return (int)i;
-}
-
-int tc_stream_entry_parse(const redisReply *e, struct tc_stream_entry *out)
-{
-	memset(out, 0, sizeof(*out));
-	if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 ||
-	    e->element[0]->type != REDIS_REPLY_STRING || e->element[1]->type != REDIS_REPLY_ARRAY)
-		return -1;
-	const redisReply *id = e->element[0], *f = e->element[1];
-	int n = parse_seq(id->str, id->len, &out->seq);
-	if (n < 0 || (size_t)n + 2 != id->len || strcmp(id->str + n, "-0"))
-		return -1;
-	for (size_t i = 0; i + 1 < f->elements; i += 2) {
-		const redisReply *k = f->element[i], *v = f->element[i + 1];
-		if (k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING || k->len != 1)
-			continue;
-		if (k->str[0] == 'm') {
-			out->method = v->str;
-			out->method_len = v->len;
-		} else if (k->str[0] == 'n') {
-			out->ns = v->str;
-			out->ns_len = v->len;
-		} else if (k->str[0] == 'e') {
-			out->json = v->str;
-			out->json_len = v->len;
-		}
-	}
-	return out->method && out->ns && out->json && out->json_len >= 2 && out->json[0] == '{' ? 0 : -1;
-}
 
 /* ==== the thread table ======================================================================= */
 
@@ -200,24 +89,20 @@ static void grow(struct tc_hub *hub)
 static struct tc_thread *thread_of_channel(struct tc_hub *hub, const char *ch, size_t len)
 {
 	char id[TC_THREAD_ID_MAX + 1];
-	if (len < 10 || len - 9 > TC_THREAD_ID_MAX || memcmp(ch, "tc:{", 4) ||
-	    memcmp(ch + len - 6, "}:live", 6))
-		return NULL;
-	memcpy(id, ch + 4, len - 10);
-	id[len - 10] = '\0';
-	return *slot_of(hub, id);
+	return tc_store_live_thread(ch, len, id) ? NULL : *slot_of(hub, id);
 }
 
 static void thread_free(struct tc_thread *t)
 {
+	assert(!t->inflight && !t->members.count);
 	free(t->id);
-	free(t->channel);
 	free(t);
 }
 
 /* A Redis callback of t finished; frees t if it was waiting for that. */
 static bool thread_release(struct tc_thread *t)
 {
+	assert(t->inflight > 0);
 	t->inflight--;
 	if (t->detached) {
 		if (!t->inflight)
@@ -298,7 +183,7 @@ static void on_fill(struct tc_redis *r, redisReply *reply, void *privdata)
 	}
 	for (size_t i = 0; i < reply->elements; i++) {
 		struct tc_stream_entry e;
-		if (tc_stream_entry_parse(reply->element[i], &e) || e.seq <= t->head)
+		if (tc_store_entry_parse(reply->element[i], &e) || e.seq <= t->head)
 			continue;
 		if (e.seq != t->head + 1) {
 			/* The stream was trimmed past events we never delivered. */
@@ -320,18 +205,14 @@ static void on_fill(struct tc_redis *r, redisReply *reply, void *privdata)
 
 static void fill(struct tc_thread *t)
 {
-	char key[TC_THREAD_ID_MAX + 32], start[32], count[16];
+	struct tc_store_cmd c;
 
 	if (t->filling || !t->synced)
 		return;
-	tc_thread_key(key, sizeof(key), t->id, "events");
-	snprintf(start, sizeof(start), "%llu-1", (unsigned long long)t->head); /* exclusive of head */
-	snprintf(count, sizeof(count), "%d", FILL_BATCH);
-	const char *argv[] = { "XRANGE", key, start, "+", "COUNT", count };
-	size_t lens[] = { 6, strlen(key), strlen(start), 1, 5, strlen(count) };
+	tc_store_read_range(&c, t->id, t->head, 0, FILL_BATCH);
 	tc_log(TC_LOG_DEBUG, "filling gap", TC_LS("thread", t->id), TC_LI("after", t->head),
 	       TC_LI("heard", t->heard));
-	if (tc_redis_command(t->hub->redis, on_fill, t, 6, argv, lens) == 0) {
+	if (tc_redis_cmd(t->hub->redis, on_fill, t, c.argv) == 0) {
 		tc_metrics.gap_fills++;
 		t->filling = true;
 		t->inflight++;
@@ -347,13 +228,11 @@ static void on_sync(struct tc_redis *r, redisReply *reply, void *privdata)
 	t->syncing = false;
 	if (thread_release(t))
 		return;
-	if (!reply || reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 || t->sub != SUB_ACTIVE)
+	struct tc_store_meta m;
+	if (!reply || tc_store_meta_parse(reply, &m) || t->sub != SUB_ACTIVE)
 		return; /* retried on cmd_up / next subscribe */
-	const redisReply *seq = reply->element[0], *epoch = reply->element[1];
-	uint64_t s = 0;
-	if (seq->type == REDIS_REPLY_STRING && parse_seq(seq->str, seq->len, &s) < 0)
-		s = 0;
-	const char *e = epoch->type == REDIS_REPLY_STRING ? epoch->str : "";
+	uint64_t s = m.seq;
+	const char *e = m.epoch;
 
 	if (t->epoch[0] && strcmp(t->epoch, e)) {
 		new_epoch(t, *e ? "epoch changed" : "thread vanished from Redis");
@@ -380,14 +259,12 @@ static void on_sync(struct tc_redis *r, redisReply *reply, void *privdata)
 
 static void sync_thread(struct tc_thread *t)
 {
-	char key[TC_THREAD_ID_MAX + 32];
+	struct tc_store_cmd c;
 
 	if (t->syncing)
 		return;
-	tc_thread_key(key, sizeof(key), t->id, "meta");
-	const char *argv[] = { "HMGET", key, "seq", "epoch" };
-	size_t lens[] = { 5, strlen(key), 3, 5 };
-	if (tc_redis_command(t->hub->redis, on_sync, t, 4, argv, lens) == 0) {
+	tc_store_read_head(&c, t->id);
+	if (tc_redis_cmd(t->hub->redis, on_sync, t, c.argv) == 0) {
 		t->syncing = true;
 		t->inflight++;
 	}
@@ -395,55 +272,38 @@ static void sync_thread(struct tc_thread *t)
 
 /* ==== doorbells ===================================================================================== */
 
-/* "<epoch>\n<seq>\n<method>\n<ns>\n<json>": split into its five fields. */
-static int parse_doorbell(const char *p, size_t len, const char *f[5], size_t flen[5])
-{
-	const char *end = p + len;
-	for (int i = 0; i < 4; i++) {
-		const char *nl = memchr(p, '\n', (size_t)(end - p));
-		if (!nl)
-			return -1;
-		f[i] = p;
-		flen[i] = (size_t)(nl - p);
-		p = nl + 1;
-	}
-	f[4] = p;
-	flen[4] = (size_t)(end - p);
-	return flen[0] && flen[0] < 40 && flen[4] >= 2 && f[4][0] == '{' ? 0 : -1;
-}
-
 static void on_message(void *ctx, const char *ch, size_t clen, const char *data, size_t dlen)
 {
 	struct tc_hub *hub = ctx;
 	struct tc_thread *t = thread_of_channel(hub, ch, clen);
-	const char *f[5];
-	size_t fl[5];
-	uint64_t seq = 0;
+	struct tc_doorbell d;
 
-	if (!t || parse_doorbell(data, dlen, f, fl) || parse_seq(f[1], fl[1], &seq) != (int)fl[1]) {
-		if (t)
-			tc_log(TC_LOG_WARN, "malformed doorbell ignored", TC_LS("thread", t->id));
+	if (!t)
+		return;
+	if (tc_store_doorbell_parse(data, dlen, &d)) {
+		tc_log(TC_LOG_WARN, "malformed doorbell ignored", TC_LS("thread", t->id));
 		return;
 	}
+	uint64_t seq = d.seq;
 	if (seq > t->heard)
 		t->heard = seq;
 	if (!t->synced)
 		return; /* the sync that follows every SUBSCRIBE catches up */
 
-	bool same_epoch = strlen(t->epoch) == fl[0] && !memcmp(t->epoch, f[0], fl[0]);
+	bool same_epoch = strlen(t->epoch) == d.epoch_len && !memcmp(t->epoch, d.epoch, d.epoch_len);
 	if (!same_epoch) {
 		if (t->epoch[0] || t->head) {
 			new_epoch(t, "epoch changed");
 			return;
 		}
 		/* The thread's very first event: adopt its epoch. */
-		memcpy(t->epoch, f[0], fl[0]);
-		t->epoch[fl[0]] = '\0';
+		memcpy(t->epoch, d.epoch, d.epoch_len);
+		t->epoch[d.epoch_len] = '\0';
 	}
 	if (seq <= t->head)
 		return;
 	if (seq == t->head + 1 && !t->filling) {
-		deliver(t, seq, f[2], fl[2], f[3], fl[3], f[4], fl[4]);
+		deliver(t, seq, d.method, d.method_len, d.ns, d.ns_len, d.json, d.json_len);
 		return;
 	}
 	if (t->filling)
@@ -587,7 +447,7 @@ struct tc_hub *tc_hub_new(const struct tc_config *cfg, struct tc_redis *redis)
 	hub->redis = redis;
 	hub->nbuckets = 64;
 	hub->buckets = tc_xcalloc(hub->nbuckets, sizeof(*hub->buckets));
-	tc_redis_add_listener(redis, &listener, hub);
+	tc_redis_add_listener(redis, TC_STORE_LIVE_PREFIX, &listener, hub);
 	return hub;
 }
 
@@ -620,14 +480,14 @@ void tc_hub_attach(struct tc_hub *hub, const char *thread_id, struct tc_member *
 		t = tc_xcalloc(1, sizeof(*t));
 		t->hub = hub;
 		t->id = tc_xstrdup(thread_id);
-		size_t n = strlen(thread_id) + 16;
-		t->channel = tc_xmalloc(n);
-		tc_thread_key(t->channel, n, thread_id, "live");
+		tc_store_key(t->channel, thread_id, TC_KEY_LIVE);
 		*slot = t;
 		hub->nthreads++;
 		subscribe(t); /* or on_sub_up, when the link is down now */
 	}
+	assert(!m->thread);
 	m->thread = t;
+	m->cursor = 0;
 	m->live = false;
 	tc_dlist_push_head(&t->members, &m->link);
 }
@@ -655,6 +515,31 @@ void tc_hub_detach(struct tc_hub *hub, struct tc_member *m)
 		return;
 	}
 	thread_unlink(t);
+}
+
+void tc_hub_pause(struct tc_member *m)
+{
+	assert(m->thread);
+	m->live = false;
+}
+
+void tc_hub_advance(struct tc_member *m, uint64_t seq)
+{
+	assert(m->thread && !m->live);
+	if (seq > m->cursor)
+		m->cursor = seq;
+}
+
+enum tc_live tc_hub_go_live(struct tc_member *m)
+{
+	const struct tc_thread *t = m->thread;
+	assert(t && !m->live);
+	if (!t->synced)
+		return TC_LIVE_WAIT;
+	if (m->cursor < t->head)
+		return TC_LIVE_BEHIND;
+	m->live = true;
+	return TC_LIVE;
 }
 
 bool tc_thread_ready(const struct tc_thread *t)

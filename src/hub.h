@@ -13,10 +13,13 @@
  * pub/sub only rings the bell. A new epoch means Redis lost the thread's
  * history; members are told (ops->lost) rather than fed a different history.
  *
- * Members catch up on their own (session.c reads the stream for them) and go
+ * Members catch up on their own (replay.c reads the stream for them) and go
  * live once their cursor has reached the hub's head while the hub is ready;
  * from then on the hub delivers every event with seq > cursor exactly once,
- * in order. Cost per event is independent of how many threads are watched.
+ * in order. The hub is the only writer of a member's cursor and live flag:
+ * a replay moves them through tc_hub_pause(), tc_hub_advance() and
+ * tc_hub_go_live(). Cost per event is independent of how many threads are
+ * watched.
  */
 #ifndef TC_HUB_H
 #define TC_HUB_H
@@ -30,39 +33,14 @@
 #include "buf.h"
 #include "config.h"
 #include "dlist.h"
+#include "event.h"
 #include "filter.h"
-#include "redis_source.h"
+#include "redis.h"
+#include "store.h"
 
 struct tc_hub;
 struct tc_thread;
 struct tc_member;
-
-/** How a transport frames events. */
-enum tc_frame_kind { TC_FRAME_WS, TC_FRAME_SSE, TC_FRAME_KINDS };
-
-/**
- * One event on its way to clients: its parts (pointing into a Redis reply)
- * and, per transport kind, the frame built from them the first time a
- * client of that kind needs it — shared by every recipient.
- */
-struct tc_event {
-	const char *epoch;
-	uint64_t seq;
-	const char *method, *ns, *json;
-	size_t method_len, ns_len, json_len;
-	struct tc_buf *frames[TC_FRAME_KINDS];
-};
-
-/**
- * The frame of ev for kind, built on first use and owned by ev (take a
- * reference to keep it). WebSocket: {"type":"event","eventId":"<epoch>:<seq>",
- * "seq":<seq>, + the stored JSON after its opening brace. SSE: "id: <eventId>",
- * "event: <method>" and the same JSON as "data:" lines.
- */
-struct tc_buf *tc_event_frame(struct tc_event *ev, enum tc_frame_kind kind);
-
-/** Drops the frames ev built. */
-void tc_event_release(struct tc_event *ev);
 
 /** What the hub needs from a member (implemented by the session). */
 struct tc_member_ops {
@@ -76,7 +54,10 @@ struct tc_member_ops {
 	void (*lost)(struct tc_member *m, const char *why);
 };
 
-/** A subscriber of one thread; embedded in its owner (the session). */
+/**
+ * A subscriber of one thread; embedded in its owner (the session), which
+ * sets ops and reads the rest. Only the hub writes the other fields.
+ */
 struct tc_member {
 	const struct tc_member_ops *ops;
 	struct tc_thread *thread;      /**< set while attached */
@@ -97,6 +78,25 @@ void tc_hub_attach(struct tc_hub *hub, const char *thread_id, struct tc_member *
 /** Removes m; the last member leaving stops watching the thread. */
 void tc_hub_detach(struct tc_hub *hub, struct tc_member *m);
 
+/**
+ * Stops the fan-out to m (attached) while a replay reads the stream for it;
+ * every seq <= m->cursor stays accounted for.
+ */
+void tc_hub_pause(struct tc_member *m);
+
+/** The paused m's replay accounted for every seq <= seq: its cursor moves up to it. */
+void tc_hub_advance(struct tc_member *m, uint64_t seq);
+
+/** What tc_hub_go_live() found. */
+enum tc_live {
+	TC_LIVE,        /**< m is live: the hub delivers everything after its cursor */
+	TC_LIVE_WAIT,   /**< the thread is not ready; ops->ready() calls back */
+	TC_LIVE_BEHIND, /**< the hub fanned out past m's cursor: read the stream on */
+};
+
+/** Makes the paused m live if it has caught up with the thread's head. */
+enum tc_live tc_hub_go_live(struct tc_member *m);
+
 /** True when the thread's doorbell is subscribed and its head is known. */
 bool tc_thread_ready(const struct tc_thread *t);
 /** Highest seq the hub has fanned out for the thread. */
@@ -106,20 +106,5 @@ const char *tc_thread_epoch(const struct tc_thread *t);
 
 /** Threads currently watched. */
 size_t tc_hub_threads(const struct tc_hub *hub);
-
-/* ---- helpers shared with session.c ---------------------------------------------------- */
-
-/** Redis key of a thread: "tc:{<thread_id>}:<suffix>" into buf. */
-int tc_thread_key(char *buf, size_t cap, const char *thread_id, const char *suffix);
-
-/** One stream entry, pointing into a hiredis reply. */
-struct tc_stream_entry {
-	uint64_t seq;
-	const char *method, *ns, *json;
-	size_t method_len, ns_len, json_len;
-};
-
-/** Parses one XRANGE entry (["<seq>-0", [m, .., n, .., e, ..]]). Returns 0 or -1. */
-int tc_stream_entry_parse(const redisReply *entry, struct tc_stream_entry *out);
 
 #endif

@@ -14,12 +14,12 @@
 #include <uv.h>
 
 #include "auth.h"
-#include "commands.h"
+#include "bridge.h"
 #include "config.h"
 #include "hub.h"
 #include "log.h"
 #include "lwsmem.h"
-#include "redis_source.h"
+#include "redis.h"
 #include "server.h"
 #include "util.h"
 

@@ -7,13 +7,13 @@
  * It never sees a socket, so the WebSocket server, the SSE transport and
  * unit tests drive it the same way.
  *
- * Ordering. The session keeps a cursor: every event of the thread with a seq
- * at or below it has been sent if the client's subscriptions wanted it.
- * Subscribing (or reconnecting) replays from the stream, then catches up to
- * the hub and goes live; while a replay runs the hub sends the session
- * nothing and later commands wait their turn, so the client sees: the
- * command's response, its replay, then live events with strictly increasing
- * seq, no gap, no duplicate. A subscription added after events were already
+ * Ordering. The session's hub member keeps a cursor: every event of the
+ * thread with a seq at or below it has been sent if the client's
+ * subscriptions wanted it. Subscribing (or reconnecting) replays from the
+ * stream (replay.h), then catches up to the hub and goes live; while a
+ * replay runs the hub sends the session nothing and later commands wait
+ * their turn, so the client sees: the command's response, its replay, then
+ * live events with strictly increasing seq, no gap, no duplicate. A subscription added after events were already
  * sent replays the current run's events that match it and that no other
  * subscription of the connection matched; those come right after its
  * response, below the connection's position.
@@ -25,10 +25,10 @@
 #include <stddef.h>
 
 #include "buf.h"
-#include "commands.h"
+#include "bridge.h"
 #include "config.h"
 #include "hub.h"
-#include "redis_source.h"
+#include "redis.h"
 
 /** What a session needs from its transport. */
 struct tc_session_io {

@@ -30,7 +30,8 @@
 
 #include "config.h"
 #include "log.h"
-#include "redis_source.h"
+#include "redis.h"
+#include "store.h"
 #include "util.h"
 
 extern const char tc_function_source[];
@@ -54,12 +55,10 @@ struct agent {
 
 /* ==== small helpers ====================================================================== */
 
-static int cmd(struct tc_redis *r, tc_redis_cb *cb, void *priv, int argc, const char **argv)
+/* Sends a command built by store.h. */
+static int send_cmd(struct tc_redis *r, tc_redis_cb *cb, void *priv, const struct tc_store_cmd *c)
 {
-	size_t lens[32];
-	for (int i = 0; i < argc; i++)
-		lens[i] = strlen(argv[i]);
-	return tc_redis_command(r, cb, priv, argc, argv, lens);
+	return tc_redis_cmd(r, cb, priv, c->argv);
 }
 
 static void ignore_reply(struct tc_redis *r, redisReply *reply, void *priv)
@@ -75,22 +74,17 @@ static char *print(cJSON *o)
 	return s;
 }
 
-static void agent_keys(const char *thread, char *h, char *ck, size_t n)
-{
-	snprintf(h, n, "tc:{%s}:agent", thread);
-	snprintf(ck, n, "tc:{%s}:agent:ckpts", thread);
-}
-
 /* EVAL of agent_state.lua; argv holds the ARGV part. */
 static int state_op(struct agent *a, const char *thread, tc_redis_cb *cb, void *priv, int argc,
 		    const char **args)
 {
-	char h[192], ck[192];
-	const char *argv[16] = { "EVAL", tc_agent_state_source, "2", h, ck };
-	agent_keys(thread, h, ck, sizeof(h));
-	for (int i = 0; i < argc; i++)
+	char h[TC_STORE_KEY_MAX], ck[TC_STORE_KEY_MAX];
+	const char *argv[16] = { "EVAL", tc_agent_state_source, "2",
+				 tc_store_key(h, thread, TC_KEY_AGENT),
+				 tc_store_key(ck, thread, TC_KEY_AGENT_CKPTS) };
+	for (int i = 0; i < argc && i < 10; i++)
 		argv[5 + i] = args[i];
-	return cmd(a->wr, cb, priv, 5 + argc, argv);
+	return tc_redis_cmd(a->wr, cb, priv, argv);
 }
 
 static cJSON *ns_root(void)
@@ -520,8 +514,11 @@ static void emit(struct run *r)
 			next_step(r, 200);
 		return;
 	}
-	const char *argv[] = { "FCALL", "threadcast_append", "1", r->thread, s->json, "RUN", r->run_id };
-	if (cmd(r->a->wr, on_appended, r, r->k == 0 ? 7 : 5, argv))
+	struct tc_store_cmd c;
+	/* The run's first event names it. */
+	tc_store_append(&c, r->thread, s->json, &(struct tc_store_append_opts){
+		.run = r->k == 0 ? r->run_id : NULL });
+	if (send_cmd(r->a->wr, on_appended, r, &c))
 		next_step(r, 200);
 }
 
@@ -580,11 +577,12 @@ static void answer(struct request *q, cJSON *result, const char *error, const ch
 		cJSON_AddItemToObject(m, "result", result ? result : cJSON_CreateObject());
 	}
 	char *payload = print(m);
-	const char *pub[] = { "SPUBLISH", q->reply, payload };
-	cmd(q->a->wr, ignore_reply, NULL, 3, pub);
+	struct tc_store_cmd c;
+	tc_store_worker_answer(&c, q->reply, payload);
+	send_cmd(q->a->wr, ignore_reply, NULL, &c);
 	free(payload);
-	const char *ack[] = { "XACK", "tc:commands", "workers", q->stream_id };
-	cmd(q->a->wr, ignore_reply, NULL, 4, ack);
+	tc_store_worker_ack(&c, q->stream_id);
+	send_cmd(q->a->wr, ignore_reply, NULL, &c);
 	request_free(q);
 }
 
@@ -728,8 +726,9 @@ static void on_state(struct tc_redis *rr, redisReply *reply, void *priv)
 		snprintf(id, sizeof(id), "inject-%s", q->stream_id);
 		cJSON_AddStringToObject(data, "id", id);
 		char *json = print(ev);
-		const char *argv[] = { "FCALL", "threadcast_append", "1", q->thread, json };
-		cmd(q->a->wr, ignore_reply, NULL, 5, argv);
+		struct tc_store_cmd c;
+		tc_store_append(&c, q->thread, json, NULL);
+		send_cmd(q->a->wr, ignore_reply, NULL, &c);
 		free(json);
 		answer(q, cJSON_CreateObject(), NULL, NULL);
 		return;
@@ -803,10 +802,9 @@ static void handle(struct agent *a, struct request *q)
 	} else if (!strcmp(q->method, "input.respond")) {
 		respond(q);
 	} else if (!strcmp(q->method, "state.listCheckpoints")) {
-		char h[192], ck[192];
-		agent_keys(q->thread, h, ck, sizeof(h));
-		const char *argv[] = { "LRANGE", ck, "0", "-1" };
-		if (cmd(a->wr, on_checkpoints, q, 4, argv))
+		char ck[TC_STORE_KEY_MAX];
+		const char *argv[] = { "LRANGE", tc_store_key(ck, q->thread, TC_KEY_AGENT_CKPTS), "0", "-1", NULL };
+		if (tc_redis_cmd(a->wr, on_checkpoints, q, argv))
 			answer(q, NULL, "unknown_error", "the agent lost Redis");
 	} else if (!strcmp(q->method, "state.get") || !strcmp(q->method, "input.inject")) {
 		const char *args[] = { "state" };
@@ -840,8 +838,9 @@ static void take(struct agent *a, const redisReply *e)
 	bool late = deadline && atoll(deadline) < tc_wall_ms();
 	if (!thread || !method || !corr || !reply || late) {
 		/* Malformed, or nobody waits for it any more: acknowledge and move on. */
-		const char *ack[] = { "XACK", "tc:commands", "workers", e->element[0]->str };
-		cmd(a->wr, ignore_reply, NULL, 4, ack);
+		struct tc_store_cmd c;
+		tc_store_worker_ack(&c, e->element[0]->str);
+		send_cmd(a->wr, ignore_reply, NULL, &c);
 		return;
 	}
 	struct request *q = tc_xcalloc(1, sizeof(*q));
@@ -878,8 +877,9 @@ static void on_read(struct tc_redis *r, redisReply *reply, void *priv)
 		return;
 	if (!reply || reply->type == REDIS_REPLY_ERROR) {
 		if (reply && !strncmp(reply->str, "NOGROUP", 7)) {
-			const char *argv[] = { "XGROUP", "CREATE", "tc:commands", "workers", "$", "MKSTREAM" };
-			cmd(a->wr, on_group, NULL, 6, argv);
+			struct tc_store_cmd c;
+			tc_store_create_group(&c);
+			send_cmd(a->wr, on_group, NULL, &c);
 		}
 		uv_timer_start(&a->retry_read, on_retry_read, 200, 0);
 		return;
@@ -898,9 +898,9 @@ static void read_next(struct agent *a)
 {
 	if (a->reading || a->stopping)
 		return;
-	const char *argv[] = { "XREADGROUP", "GROUP", "workers", a->name, "COUNT", "32", "BLOCK", "500",
-			       "STREAMS", "tc:commands", ">" };
-	if (cmd(a->rd, on_read, a, 11, argv) == 0)
+	struct tc_store_cmd c;
+	tc_store_worker_read(&c, a->name, 32, 500);
+	if (send_cmd(a->rd, on_read, a, &c) == 0)
 		a->reading = true;
 	else
 		uv_timer_start(&a->retry_read, on_retry_read, 200, 0);
@@ -922,10 +922,9 @@ static void on_claim(struct tc_redis *r, redisReply *reply, void *priv)
 static void on_claim_tick(uv_timer_t *t)
 {
 	struct agent *a = t->data;
-	char idle[24];
-	snprintf(idle, sizeof(idle), "%ld", a->claim_idle_ms);
-	const char *argv[] = { "XAUTOCLAIM", "tc:commands", "workers", a->name, idle, "0-0", "COUNT", "32" };
-	cmd(a->wr, on_claim, a, 8, argv);
+	struct tc_store_cmd c;
+	tc_store_worker_claim(&c, a->name, a->claim_idle_ms, 32);
+	send_cmd(a->wr, on_claim, a, &c);
 }
 
 static void on_rd_up(void *ctx)
@@ -936,8 +935,9 @@ static void on_rd_up(void *ctx)
 static void on_wr_up(void *ctx)
 {
 	struct agent *a = ctx;
-	const char *argv[] = { "XGROUP", "CREATE", "tc:commands", "workers", "$", "MKSTREAM" };
-	cmd(a->wr, on_group, NULL, 6, argv);
+	struct tc_store_cmd c;
+	tc_store_create_group(&c);
+	send_cmd(a->wr, on_group, NULL, &c);
 }
 
 static const struct tc_redis_listener rd_listener = { .cmd_up = on_rd_up };
@@ -1039,8 +1039,8 @@ int main(int argc, char **argv)
 	uv_loop_init(&loop);
 	a.rd = tc_redis_new(&loop, &a.cfg, tc_function_source, tc_function_source_len, TC_REDIS_NO_PUBSUB);
 	a.wr = tc_redis_new(&loop, &a.cfg, tc_function_source, tc_function_source_len, TC_REDIS_NO_PUBSUB);
-	tc_redis_add_listener(a.rd, &rd_listener, &a);
-	tc_redis_add_listener(a.wr, &wr_listener, &a);
+	tc_redis_add_listener(a.rd, NULL, &rd_listener, &a);
+	tc_redis_add_listener(a.wr, NULL, &wr_listener, &a);
 	uv_timer_init(&loop, &a.claim);
 	uv_timer_init(&loop, &a.retry_read);
 	a.claim.data = a.retry_read.data = &a;

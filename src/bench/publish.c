@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "store.h"
 
 static uint64_t now_ns(void)
 {
@@ -184,8 +185,9 @@ int main(int argc, char **argv)
 				snprintf(ev, (size_t)size + 300,
 					 "{\"method\":\"tasks\",\"params\":{\"namespace\":[],\"data\":{\"t\":%llu,\"p\":\"%s\"}}}",
 					 (unsigned long long)now_ns(), pad);
-				const char *argv2[] = { "FCALL", "threadcast_append", "1", tv[k], ev, "MAXLEN", "1000000" };
-				redisAppendCommandArgv(c, 7, argv2, NULL);
+				struct tc_store_cmd cmd;
+				tc_store_append(&cmd, tv[k], ev, &(struct tc_store_append_opts){ .maxlen = "1000000" });
+				redisAppendCommandArgv(c, cmd.argc, cmd.argv, NULL);
 			}
 			sent++;
 			inflight++;

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "store.h"
 #include "util.h"
 
 extern const char tc_function_source[];
@@ -91,21 +92,10 @@ static redisContext *connect_redis(const struct tc_redis_addr *a)
 
 static void append_cmd(redisContext *c, const struct opts *o, const char *json)
 {
-	const char *argv[12] = { "FCALL", "threadcast_append", "1", o->thread, json };
-	int argc = 5;
-	if (o->maxlen) {
-		argv[argc++] = "MAXLEN";
-		argv[argc++] = o->maxlen;
-	}
-	if (o->ttl) {
-		argv[argc++] = "TTL";
-		argv[argc++] = o->ttl;
-	}
-	if (o->run) {
-		argv[argc++] = "RUN";
-		argv[argc++] = o->run;
-	}
-	redisAppendCommandArgv(c, argc, argv, NULL);
+	struct tc_store_cmd cmd;
+	tc_store_append(&cmd, o->thread, json, &(struct tc_store_append_opts){
+		.maxlen = o->maxlen, .ttl = o->ttl, .run = o->run });
+	redisAppendCommandArgv(c, cmd.argc, cmd.argv, NULL);
 }
 
 /* "MOVED <slot> <host>:<port>": point addr at that node. Returns 0 or -1. */

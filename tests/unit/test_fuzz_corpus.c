@@ -1,5 +1,5 @@
 /*
- * Replays the fuzz corpus (tests/fuzz/corpus) through both fuzz targets in
+ * Replays the fuzz corpus (tests/fuzz/corpus) through every fuzz target in
  * the normal suite, so inputs the fuzzers found interesting — and crashes
  * turned into regression inputs — are checked on every run, sanitizers on.
  * A target aborts when a property fails.
@@ -16,6 +16,7 @@
 
 int fuzz_command_entry(const uint8_t *data, size_t size);
 int fuzz_stream_entry(const uint8_t *data, size_t size);
+int fuzz_store_entry(const uint8_t *data, size_t size);
 
 static int replay(const char *sub, int (*entry)(const uint8_t *, size_t))
 {
@@ -52,11 +53,17 @@ static void stream_corpus(void **state)
 	assert_true(replay("stream", fuzz_stream_entry) >= 3);
 }
 
+static void store_corpus(void **state)
+{
+	assert_true(replay("store", fuzz_store_entry) >= 3);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(command_corpus),
 		cmocka_unit_test(stream_corpus),
+		cmocka_unit_test(store_corpus),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -10,7 +10,7 @@
 
 #include "hub.h"
 #include "protocol.h"
-#include "redis_source.h"
+#include "redis.h"
 #include "session.h"
 #include "util.h"
 

@@ -9,7 +9,8 @@
 #include <string.h>
 
 #include "buf.h"
-#include "redis_source.h"
+#include "redis.h"
+#include "slot.h"
 #include "util.h"
 
 static void thread_ids(void **state)
@@ -133,10 +134,10 @@ static void cluster_slots(void **state)
 		{ "tc:{t1}:live", 8943 },
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
-		assert_int_equal(tc_redis_slot(cases[i].key, strlen(cases[i].key)), cases[i].slot);
+		assert_int_equal(tc_slot_of(cases[i].key, strlen(cases[i].key)), cases[i].slot);
 	/* A thread's keys and doorbell share a slot. */
-	assert_int_equal(tc_redis_slot("tc:{t1}:events", 14), tc_redis_slot("tc:{t1}:live", 12));
-	assert_int_equal(tc_redis_slot("t1", 2), tc_redis_slot("tc:{t1}:meta", 12));
+	assert_int_equal(tc_slot_of("tc:{t1}:events", 14), tc_slot_of("tc:{t1}:live", 12));
+	assert_int_equal(tc_slot_of("t1", 2), tc_slot_of("tc:{t1}:meta", 12));
 }
 
 int main(void)

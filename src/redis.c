@@ -1,4 +1,4 @@
-#include "redis_source.h"
+#include "redis.h"
 
 #include <hiredis/async.h>
 #include <stdio.h>
@@ -9,13 +9,15 @@
 #include "log.h"
 #include "metrics.h"
 #include "pslink.h"
+#include "redis_uv.h"
+#include "slot.h"
 #include "util.h"
 
 /* PING periods a reply may be late before a node's links are dropped. */
 #define PING_DEAD_TICKS 5
 /* A connection attempt not answered by then is abandoned and retried. */
 #define CONNECT_TIMEOUT_MS 3000
-#define NSLOTS 16384
+#define NSLOTS TC_SLOTS
 /* Slot map re-read: while everything is up, and while something is not. */
 #define REFRESH_MS 5000
 #define REFRESH_UNREADY_MS 250
@@ -94,6 +96,8 @@ struct tc_redis {
 	struct {
 		const struct tc_redis_listener *l;
 		void *ctx;
+		const char *prefix; /* the channels it owns; NULL: none */
+		size_t prefix_len;
 	} listeners[TC_REDIS_MAX_LISTENERS];
 	int nlisteners;
 	unsigned connects;
@@ -122,7 +126,7 @@ static void want_refresh(struct tc_redis *r);
 static void send_ctx(struct cmd_ctx *c);
 static void resolve_start(struct tc_redis *r);
 
-/* Calls one event on every listener that handles it. */
+/* Calls a link event on every listener that handles it. */
 #define NOTIFY(r, ev, ...)                                                              \
 	do {                                                                            \
 		for (int i_ = 0; i_ < (r)->nlisteners; i_++)                             \
@@ -136,119 +140,19 @@ static void resolve_start(struct tc_redis *r);
 				(r)->listeners[i_].l->ev((r)->listeners[i_].ctx);        \
 	} while (0)
 
-/* ==== slots ============================================================================ */
-
-/* CRC16-CCITT (XMODEM), the Cluster's key hash. */
-static uint16_t crc16(const char *p, size_t n)
+/* The listener that owns channel (its hooks and ctx), or NULL. */
+static const struct tc_redis_listener *owner_of(const struct tc_redis *r, const char *ch,
+						size_t len, void **ctx)
 {
-	uint16_t crc = 0;
-	for (size_t i = 0; i < n; i++) {
-		crc ^= (uint16_t)((unsigned char)p[i] << 8);
-		for (int b = 0; b < 8; b++)
-			crc = crc & 0x8000 ? (uint16_t)(crc << 1 ^ 0x1021) : (uint16_t)(crc << 1);
-	}
-	return crc;
+	for (int i = 0; i < r->nlisteners; i++)
+		if (r->listeners[i].prefix && len >= r->listeners[i].prefix_len &&
+		    !memcmp(ch, r->listeners[i].prefix, r->listeners[i].prefix_len)) {
+			*ctx = r->listeners[i].ctx;
+			return r->listeners[i].l;
+		}
+	return NULL;
 }
 
-unsigned tc_redis_slot(const char *key, size_t len)
-{
-	const char *open = memchr(key, '{', len);
-	if (open) {
-		const char *start = open + 1, *close = memchr(start, '}', len - (size_t)(start - key));
-		if (close && close > start)
-			return crc16(start, (size_t)(close - start)) & (NSLOTS - 1);
-	}
-	return crc16(key, len) & (NSLOTS - 1);
-}
-
-/* Where the key of a command is; -1 when it has none. */
-static int key_index(int argc, const char **argv)
-{
-	if (argc < 2)
-		return -1;
-	const char *c = argv[0];
-	if (!strcasecmp(c, "EVAL") || !strcasecmp(c, "EVALSHA") || !strcasecmp(c, "FCALL") ||
-	    !strcasecmp(c, "FCALL_RO"))
-		return argc > 3 && strcmp(argv[2], "0") ? 3 : -1;
-	if (!strcasecmp(c, "XREADGROUP") || !strcasecmp(c, "XREAD")) {
-		for (int i = 1; i + 1 < argc; i++)
-			if (!strcasecmp(argv[i], "STREAMS"))
-				return i + 1;
-		return -1;
-	}
-	if (!strcasecmp(c, "XGROUP") || !strcasecmp(c, "XINFO"))
-		return argc > 2 ? 2 : -1;
-	if (!strcasecmp(c, "PING") || !strcasecmp(c, "CLUSTER") || !strcasecmp(c, "FUNCTION"))
-		return -1;
-	return 1;
-}
-
-/* ==== libuv adapter ====================================================================
- *
- * Our own instead of hiredis 0.14's adapters/libuv.h, which ignores a poll
- * error: a connect refused while Redis restarts then never completes and
- * the link hangs for good. On error we let hiredis read/write, so it sees
- * the socket error and reports it (hiredis 1.x adapters do the same).
- */
-struct uv_events {
-	redisAsyncContext *ac; /* NULL once hiredis cleaned up */
-	uv_poll_t poll;
-	int events;
-};
-
-static void ev_poll_cb(uv_poll_t *h, int status, int events)
-{
-	struct uv_events *p = h->data;
-	int ev = status ? p->events : events;
-	if (p->ac && (ev & UV_READABLE))
-		redisAsyncHandleRead(p->ac);
-	if (p->ac && (ev & UV_WRITABLE))
-		redisAsyncHandleWrite(p->ac);
-}
-
-static void ev_update(struct uv_events *p, int add, int del)
-{
-	p->events = (p->events | add) & ~del;
-	if (p->events)
-		uv_poll_start(&p->poll, p->events, ev_poll_cb);
-	else
-		uv_poll_stop(&p->poll);
-}
-
-static void ev_add_read(void *d) { ev_update(d, UV_READABLE, 0); }
-static void ev_del_read(void *d) { ev_update(d, 0, UV_READABLE); }
-static void ev_add_write(void *d) { ev_update(d, UV_WRITABLE, 0); }
-static void ev_del_write(void *d) { ev_update(d, 0, UV_WRITABLE); }
-
-static void ev_closed(uv_handle_t *h)
-{
-	free(h->data);
-}
-
-static void ev_cleanup(void *d)
-{
-	struct uv_events *p = d;
-	p->ac = NULL;
-	uv_close((uv_handle_t *)&p->poll, ev_closed);
-}
-
-static int ev_attach(redisAsyncContext *ac, uv_loop_t *loop)
-{
-	struct uv_events *p = tc_xcalloc(1, sizeof(*p));
-	if (uv_poll_init(loop, &p->poll, ac->c.fd)) {
-		free(p);
-		return -1;
-	}
-	p->ac = ac;
-	p->poll.data = p;
-	ac->ev.data = p;
-	ac->ev.addRead = ev_add_read;
-	ac->ev.delRead = ev_del_read;
-	ac->ev.addWrite = ev_add_write;
-	ac->ev.delWrite = ev_del_write;
-	ac->ev.cleanup = ev_cleanup;
-	return 0;
-}
 
 /* ---- waiters ------------------------------------------------------------------ */
 
@@ -602,12 +506,20 @@ static void ps_push(void *ctx, const char *kind, const char *ch, size_t clen, co
 	struct link *l = ctx;
 	struct tc_redis *r = l->node->r;
 	const char *k = kind[0] == 's' ? kind + 1 : kind; /* sharded or not, the same to us */
-	if (!strcmp(k, "message"))
-		NOTIFY(r, message, ch, clen, data, dlen);
-	else if (!strcmp(k, "subscribe"))
-		NOTIFY(r, subscribed, ch, clen);
-	else if (!strcmp(k, "unsubscribe"))
-		NOTIFY(r, unsubscribed, ch, clen);
+	void *octx;
+	const struct tc_redis_listener *o = owner_of(r, ch, clen, &octx);
+	if (!o)
+		return; /* nobody here asked for it */
+	if (!strcmp(k, "message")) {
+		if (o->message)
+			o->message(octx, ch, clen, data, dlen);
+	} else if (!strcmp(k, "subscribe")) {
+		if (o->subscribed)
+			o->subscribed(octx, ch, clen);
+	} else if (!strcmp(k, "unsubscribe")) {
+		if (o->unsubscribed)
+			o->unsubscribed(octx, ch, clen);
+	}
 }
 
 static void apply_redirect(struct tc_redis *r, const char *err);
@@ -621,7 +533,10 @@ static void ps_refused(void *ctx, const char *verb, const char *channel, const c
 	apply_redirect(r, err);
 	r->resubscribe = true;
 	want_refresh(r);
-	NOTIFY(r, refused, channel, strlen(channel));
+	void *octx;
+	const struct tc_redis_listener *o = owner_of(r, channel, strlen(channel), &octx);
+	if (o && o->refused)
+		o->refused(octx, channel, strlen(channel));
 }
 
 static const struct tc_pslink_ops ps_ops = {
@@ -666,7 +581,7 @@ static void connect_now(struct link *l)
 		return;
 	}
 	ac->data = l;
-	if (ev_attach(ac, r->loop)) {
+	if (tc_redis_uv_attach(ac, r->loop)) {
 		redisAsyncFree(ac);
 		schedule_retry(l);
 		return;
@@ -784,7 +699,7 @@ static void resolve_try(struct tc_redis *r)
 	}
 	const struct tc_hostport *s = &cfg->sentinels[r->res_idx];
 	redisAsyncContext *ac = redisAsyncConnect(s->host, s->port);
-	if (!ac || ac->err || ev_attach(ac, r->loop)) {
+	if (!ac || ac->err || tc_redis_uv_attach(ac, r->loop)) {
 		if (ac)
 			redisAsyncFree(ac);
 		r->res_idx++;
@@ -1146,8 +1061,7 @@ int tc_redis_command(struct tc_redis *r, tc_redis_cb *cb, void *privdata, int ar
 {
 	if (r->stopping || argc < 1)
 		return -1;
-	int k = key_index(argc, argv);
-	unsigned slot = k < 0 ? NSLOTS : tc_redis_slot(argv[k], argvlen[k]);
+	unsigned slot = tc_slot_of_command(argc, argv, argvlen);
 	struct node *n = route(r, slot);
 	if (!n || !n->cmd.up)
 		return -1;
@@ -1176,11 +1090,23 @@ int tc_redis_command(struct tc_redis *r, tc_redis_cb *cb, void *privdata, int ar
 	return 0;
 }
 
+int tc_redis_cmd(struct tc_redis *r, tc_redis_cb *cb, void *privdata, const char *const *argv)
+{
+	size_t lens[32];
+	int argc = 0;
+	for (; argv[argc]; argc++) {
+		if (argc == 32)
+			return -1; /* no command of ours is this long */
+		lens[argc] = strlen(argv[argc]);
+	}
+	return tc_redis_command(r, cb, privdata, argc, (const char **)argv, lens);
+}
+
 /* ==== pub/sub ===================================================================================== */
 
 unsigned tc_redis_subscribe(struct tc_redis *r, const char *channel)
 {
-	struct node *n = route(r, tc_redis_slot(channel, strlen(channel)));
+	struct node *n = route(r, tc_slot_of(channel, strlen(channel)));
 	if (!n || !n->sub.up || r->stopping || tc_pslink_send(n->sub.ps, "SSUBSCRIBE", channel))
 		return 0;
 	return n->id;
@@ -1218,12 +1144,15 @@ struct tc_redis *tc_redis_new(uv_loop_t *loop, const struct tc_config *cfg,
 	return r;
 }
 
-void tc_redis_add_listener(struct tc_redis *r, const struct tc_redis_listener *l, void *ctx)
+void tc_redis_add_listener(struct tc_redis *r, const char *prefix,
+			   const struct tc_redis_listener *l, void *ctx)
 {
 	if (r->nlisteners == TC_REDIS_MAX_LISTENERS)
 		abort(); /* a fixed set of components registers; more is a bug */
 	r->listeners[r->nlisteners].l = l;
 	r->listeners[r->nlisteners].ctx = ctx;
+	r->listeners[r->nlisteners].prefix = prefix;
+	r->listeners[r->nlisteners].prefix_len = prefix ? strlen(prefix) : 0;
 	r->nlisteners++;
 }
 

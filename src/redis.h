@@ -1,5 +1,5 @@
 /*
- * redis_source.h — threadcast's connections to Redis: one node, or a Cluster.
+ * redis.h — threadcast's connections to Redis: one node, or a Cluster.
  *
  * Per Redis node, two links on the process's libuv loop:
  *   - the command link (hiredis async): FUNCTION LOAD of the producer
@@ -23,8 +23,8 @@
  * "slow" (unready); five periods drop the node's links and reconnect.
  * Redis being down at start-up is not fatal; tc_redis_ready() says so.
  */
-#ifndef TC_REDIS_SOURCE_H
-#define TC_REDIS_SOURCE_H
+#ifndef TC_REDIS_H
+#define TC_REDIS_H
 
 #include <hiredis/hiredis.h>
 #include <stdbool.h>
@@ -44,8 +44,10 @@ struct tc_redis;
 typedef void tc_redis_cb(struct tc_redis *r, redisReply *reply, void *privdata);
 
 /**
- * Events of the links, delivered to every listener (the hub, the command
- * bridge); each picks the channels it owns. Any hook may be NULL.
+ * Events of the links. Link events (sub_up, sub_down, cmd_up) go to every
+ * listener; channel events (subscribed, unsubscribed, refused, message) only
+ * to the listener that owns the channel's prefix (the hub "tc:{", the
+ * command bridge "tc:reply:"). Any hook may be NULL.
  */
 struct tc_redis_listener {
 	/** A pub/sub link is (again) usable, or the slot map changed: subscribe
@@ -91,8 +93,13 @@ struct tc_redis *tc_redis_new(uv_loop_t *loop, const struct tc_config *cfg,
 /** Listeners a process may register. */
 #define TC_REDIS_MAX_LISTENERS 4
 
-/** Adds a listener; l and ctx must outlive r. */
-void tc_redis_add_listener(struct tc_redis *r, const struct tc_redis_listener *l, void *ctx);
+/**
+ * Adds a listener owning the channels that start with prefix (NULL: none,
+ * link events only); l, ctx and prefix must outlive r. Prefixes of two
+ * listeners must not overlap.
+ */
+void tc_redis_add_listener(struct tc_redis *r, const char *prefix,
+			   const struct tc_redis_listener *l, void *ctx);
 
 /** True when every link is up, the function is loaded and PINGs are answered. */
 bool tc_redis_ready(const struct tc_redis *r);
@@ -123,6 +130,12 @@ int tc_redis_command(struct tc_redis *r, tc_redis_cb *cb, void *privdata, int ar
 		     const char **argv, const size_t *argvlen);
 
 /**
+ * tc_redis_command() with NUL-terminated arguments: argv ends with NULL.
+ * The usual way to send a command built by store.h.
+ */
+int tc_redis_cmd(struct tc_redis *r, tc_redis_cb *cb, void *privdata, const char *const *argv);
+
+/**
  * SSUBSCRIBE to channel on the pub/sub link of the node serving its slot.
  * Returns that node's number (> 0, never reused; see sub_down), or 0 when
  * that link is not up.
@@ -130,9 +143,6 @@ int tc_redis_command(struct tc_redis *r, tc_redis_cb *cb, void *privdata, int ar
 unsigned tc_redis_subscribe(struct tc_redis *r, const char *channel);
 /** SUNSUBSCRIBE channel on node (as returned by tc_redis_subscribe). -1 when that link is gone. */
 int tc_redis_unsubscribe(struct tc_redis *r, unsigned node, const char *channel);
-
-/** The Cluster slot of a key (CRC16 of the key or of its {hash tag}, mod 16384). */
-unsigned tc_redis_slot(const char *key, size_t len);
 
 /** Calls w->fn once the command link is ready (at once, from the loop, if it is). */
 void tc_redis_wait_ready(struct tc_redis *r, struct tc_redis_waiter *w);

@@ -1,4 +1,4 @@
-#include "commands.h"
+#include "bridge.h"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -8,10 +8,9 @@
 
 #include "log.h"
 #include "metrics.h"
+#include "store.h"
 #include "util.h"
 
-/* Stream length kept for workers (approximate trim). */
-#define COMMANDS_MAXLEN "100000"
 /* Commands the whole process may have waiting for an answer. */
 #define MAX_WAITING 100000
 
@@ -163,22 +162,20 @@ static void on_answer(struct tc_bridge *b, const char *data, size_t len)
 	trim(b);
 }
 
-static bool is_reply_channel(struct tc_bridge *b, const char *ch, size_t len)
-{
-	return len == strlen(b->reply_ch) && !memcmp(ch, b->reply_ch, len);
-}
-
+/*
+ * Redis routes to the bridge only channels under TC_STORE_REPLY_PREFIX, and
+ * the only one it subscribes is its own: every channel event here is about
+ * b->reply_ch.
+ */
 static void on_message(void *ctx, const char *ch, size_t clen, const char *data, size_t dlen)
 {
-	if (is_reply_channel(ctx, ch, clen))
-		on_answer(ctx, data, dlen);
+	on_answer(ctx, data, dlen);
 }
 
 static void on_subscribed(void *ctx, const char *ch, size_t clen)
 {
 	struct tc_bridge *b = ctx;
-	if (is_reply_channel(b, ch, clen))
-		b->subscribed = true;
+	b->subscribed = true;
 }
 
 static void subscribe_replies(struct tc_bridge *b)
@@ -206,17 +203,14 @@ static void on_sub_down(void *ctx, unsigned node)
 
 static void on_unsubscribed(void *ctx, const char *ch, size_t clen)
 {
-	if (is_reply_channel(ctx, ch, clen))
-		subscribe_replies(ctx); /* dropped unasked: its slot moved */
+	subscribe_replies(ctx); /* dropped unasked: its slot moved */
 }
 
 static void on_refused(void *ctx, const char *ch, size_t clen)
 {
 	struct tc_bridge *b = ctx;
-	if (is_reply_channel(b, ch, clen)) {
-		b->subscribed = false;
-		b->sub_node = 0; /* on_sub_up tries again */
-	}
+	b->subscribed = false;
+	b->sub_node = 0; /* on_sub_up tries again */
 }
 
 static void on_group(struct tc_redis *r, redisReply *reply, void *priv)
@@ -228,9 +222,9 @@ static void on_group(struct tc_redis *r, redisReply *reply, void *priv)
 static void on_cmd_up(void *ctx)
 {
 	struct tc_bridge *b = ctx;
-	const char *argv[] = { "XGROUP", "CREATE", "tc:commands", "workers", "$", "MKSTREAM" };
-	size_t lens[] = { 6, 6, 11, 7, 1, 8 };
-	tc_redis_command(b->redis, on_group, b, 6, argv, lens);
+	struct tc_store_cmd c;
+	tc_store_create_group(&c);
+	tc_redis_cmd(b->redis, on_group, b, c.argv);
 }
 
 static const struct tc_redis_listener listener = {
@@ -290,16 +284,13 @@ enum tc_err tc_bridge_submit(struct tc_bridge *b, struct tc_bridge_caller *calle
 	snprintf(corr, sizeof(corr), "%s:%llu", b->instance, (unsigned long long)n);
 	snprintf(deadline, sizeof(deadline), "%lld", (long long)(tc_wall_ms() + b->cfg->command_timeout_ms));
 	params = cmd->params ? cJSON_PrintUnformatted(cmd->params) : tc_xstrdup("{}");
-	const char *argv[] = { "XADD", "tc:commands", "MAXLEN", "~", COMMANDS_MAXLEN, "*",
-			       "thread", thread, "method", tc_method_name(cmd->method),
-			       "params", params, "corr", corr, "reply", b->reply_ch,
-			       "deadline", deadline };
-	size_t lens[sizeof(argv) / sizeof(argv[0])];
-	for (size_t i = 0; i < sizeof(argv) / sizeof(argv[0]); i++)
-		lens[i] = strlen(argv[i]);
+	struct tc_store_cmd c;
+	tc_store_submit(&c, &(struct tc_store_command){ .thread = thread,
+		.method = tc_method_name(cmd->method), .params = params, .corr = corr,
+		.reply = b->reply_ch, .deadline = deadline });
 	struct sent *sent = tc_xmalloc(sizeof(*sent));
 	*sent = (struct sent){ b, n };
-	int rc = tc_redis_command(b->redis, on_xadd, sent, (int)(sizeof(argv) / sizeof(argv[0])), argv, lens);
+	int rc = tc_redis_cmd(b->redis, on_xadd, sent, c.argv);
 	free(params);
 	if (rc) {
 		free(sent);
@@ -343,11 +334,11 @@ struct tc_bridge *tc_bridge_new(uv_loop_t *loop, const struct tc_config *cfg, st
 	b->cfg = cfg;
 	b->redis = redis;
 	random_hex(b->instance, 16);
-	snprintf(b->reply_ch, sizeof(b->reply_ch), "tc:reply:%s", b->instance);
+	snprintf(b->reply_ch, sizeof(b->reply_ch), TC_STORE_REPLY_PREFIX "%s", b->instance);
 	b->first = 1;
 	uv_timer_init(loop, &b->timer);
 	b->timer.data = b;
-	tc_redis_add_listener(redis, &listener, b);
+	tc_redis_add_listener(redis, TC_STORE_REPLY_PREFIX, &listener, b);
 	return b;
 }
 

@@ -1,5 +1,5 @@
 /*
- * commands.h — the command bridge: runtime commands to agent workers.
+ * bridge.h — the command bridge: runtime commands to agent workers.
  *
  * run.start, input.respond, input.inject, state.get, state.listCheckpoints
  * and state.fork are answered by agent workers, not by the gateway. The
@@ -19,7 +19,7 @@
 #include "buf.h"
 #include "config.h"
 #include "protocol.h"
-#include "redis_source.h"
+#include "redis.h"
 
 struct tc_bridge;
 

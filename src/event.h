@@ -1,0 +1,46 @@
+/*
+ * event.h — one event on its way to clients, framed once per transport.
+ *
+ * An event read from a doorbell or from the stream is described by its
+ * parts (pointing into the Redis reply that carried it). Each transport
+ * frames it differently; the frame for a kind is built the first time a
+ * recipient of that kind needs it and shared, by reference, by every other
+ * recipient: fan-out costs one buffer per event and transport, not one per
+ * client. Pure: no I/O.
+ */
+#ifndef TC_EVENT_H
+#define TC_EVENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+
+/** How a transport frames events. */
+enum tc_frame_kind { TC_FRAME_WS, TC_FRAME_SSE, TC_FRAME_KINDS };
+
+/**
+ * One event on its way to clients: its parts (pointing into a Redis reply)
+ * and, per transport kind, the frame built from them the first time a
+ * client of that kind needs it — shared by every recipient.
+ */
+struct tc_event {
+	const char *epoch;
+	uint64_t seq;
+	const char *method, *ns, *json;
+	size_t method_len, ns_len, json_len;
+	struct tc_buf *frames[TC_FRAME_KINDS];
+};
+
+/**
+ * The frame of ev for kind, built on first use and owned by ev (take a
+ * reference to keep it). WebSocket: {"type":"event","eventId":"<epoch>:<seq>",
+ * "seq":<seq>, + the stored JSON after its opening brace. SSE: "id: <eventId>",
+ * "event: <method>" and the same JSON as "data:" lines.
+ */
+struct tc_buf *tc_event_frame(struct tc_event *ev, enum tc_frame_kind kind);
+
+/** Drops the frames ev built. */
+void tc_event_release(struct tc_event *ev);
+
+#endif

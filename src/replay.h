@@ -1,0 +1,121 @@
+/*
+ * replay.h — catching a client up from the thread's stream, then live.
+ *
+ * A replay serves one command of one session: subscription.subscribe,
+ * subscription.reconnect, or the opening of an SSE stream. It reads the
+ * thread's meta, indexes and stream from Redis (store.h), decides what the
+ * client is owed, lets the session answer the command, sends the owed
+ * events in seq order paced by the client's queue, and finally makes the
+ * session's hub member live (hub.h) once it has caught up with the hub:
+ *
+ *   subscribe   meta → values baselines → count the run's matching events
+ *               (and keep them when few) → answer → baselines → events → live
+ *   reconnect   meta → oldest kept seq → tree index → decide restored /
+ *               missedEvents → answer → events after lastEventId → live
+ *
+ * Which events the client is owed depends on the session's subscriptions,
+ * asked through ops->match: those added by this command ("fresh") and the
+ * ones it held before ("old"). The member's cursor says what the connection
+ * already accounted for, hist_end below:
+ *   seq <= hist_end           sent only if a fresh subscription wants it and
+ *                             no old one did (the old ones had their chance);
+ *   hist_end < seq < start    before the replay range: old subscriptions only;
+ *   seq >= start              any subscription.
+ *
+ * The session learns the outcome through ops; after ops->done or ops->fail
+ * the replay is over and the session frees it with tc_replay_free(). A
+ * replay whose session goes away is cancelled with tc_replay_free() at any
+ * time: a Redis reply still in flight is then dropped without touching the
+ * session.
+ */
+#ifndef TC_REPLAY_H
+#define TC_REPLAY_H
+
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "config.h"
+#include "event.h"
+#include "filter.h"
+#include "hub.h"
+#include "protocol.h"
+#include "redis.h"
+#include "store.h"
+
+struct tc_replay;
+
+/** Which of the session's subscriptions to match an event against. */
+enum tc_subs {
+	TC_SUBS_ANY,   /**< every subscription */
+	TC_SUBS_FRESH, /**< those added by the command being served */
+	TC_SUBS_OLD,   /**< those held before it */
+};
+
+/** What the replay found, for the command's answer. */
+struct tc_replay_answer {
+	uint64_t applied;         /**< the seq the answer is consistent with (meta.appliedThroughSeq) */
+	uint64_t replayed;        /**< subscribe: events replayed for the fresh subscription */
+	bool restored;            /**< reconnect and streams: the client's history is intact */
+	bool has_missed;          /**< missed is known (absent after an epoch change) */
+	uint64_t missed;          /**< events the client will not get */
+	cJSON *namespaces;        /**< reconnect: currentNamespaces (the session takes it) */
+};
+
+/** What a replay needs from its session. ctx is the session. */
+struct tc_replay_ops {
+	/** True when one of the session's subscriptions (of kind which) wants the event. */
+	bool (*match)(void *ctx, const struct tc_event_key *key, enum tc_subs which);
+	/** Answer the command now; the events follow. */
+	void (*answer)(void *ctx, struct tc_replay_answer *a);
+	/** Queue one frame for the client (taking over the reference). */
+	void (*send)(void *ctx, struct tc_buf *frame);
+	/** Bytes the client has queued and not yet read. */
+	size_t (*queued)(void *ctx);
+	/** Failed before answering: the session refuses the command with code/message. */
+	void (*fail)(void *ctx, enum tc_err code, const char *message);
+	/** Failed after answering: the session closes the connection (close code, reason). */
+	void (*close)(void *ctx, enum tc_close code, const char *reason);
+	/** Caught up: the member is live, the replay is over. */
+	void (*done)(void *ctx);
+};
+
+/** The request of a reconnect (or of a stream resumed from an event). */
+struct tc_replay_from {
+	uint64_t seq;             /**< the last event the client has */
+	char epoch[TC_EPOCH_MAX]; /**< its epoch; "" with any_epoch */
+	bool any_epoch;           /**< SSE `since`: a bare seq of the current history */
+};
+
+/** Everything a replay is started with. */
+struct tc_replay_start {
+	const struct tc_config *cfg;
+	struct tc_redis *redis;
+	const char *thread;
+	struct tc_member *member;       /**< the session's, attached to the thread's hub */
+	bool fresh_member;              /**< attached for this command (its cursor means nothing yet) */
+	enum tc_frame_kind kind;        /**< how events are framed for this client */
+	const struct tc_replay_ops *ops;
+	void *ctx;
+	bool reconnect;                 /**< else subscribe (replay the current run) */
+	const struct tc_replay_from *from; /**< reconnect: where the client is; NULL: the current run */
+};
+
+/**
+ * Starts a replay, pausing the member's fan-out. Returns NULL, having done
+ * nothing, when Redis cannot take commands now. The ops are only ever called
+ * later, from the loop.
+ */
+struct tc_replay *tc_replay_start(const struct tc_replay_start *start);
+
+/** The client's queue drained: a paced replay goes on. */
+void tc_replay_drained(struct tc_replay *rp);
+
+/** The member's thread became ready: a replay waiting to go live checks again. */
+void tc_replay_ready(struct tc_replay *rp);
+
+/** Ends the replay (done, failed or cancelled); NULL is a no-op. */
+void tc_replay_free(struct tc_replay *rp);
+
+#endif

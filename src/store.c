@@ -1,0 +1,296 @@
+#include "store.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const char *const key_suffix[] = {
+	[TC_KEY_EVENTS] = "events", [TC_KEY_META] = "meta",   [TC_KEY_TREE] = "tree",
+	[TC_KEY_VALUES] = "values", [TC_KEY_LIVE] = "live",   [TC_KEY_AGENT] = "agent",
+	[TC_KEY_AGENT_CKPTS] = "agent:ckpts",
+};
+
+char *tc_store_key(char buf[TC_STORE_KEY_MAX], const char *thread, enum tc_store_key k)
+{
+	snprintf(buf, TC_STORE_KEY_MAX, "tc:{%s}:%s", thread, key_suffix[k]);
+	return buf;
+}
+
+int tc_store_live_thread(const char *ch, size_t len, char id[TC_THREAD_ID_MAX + 1])
+{
+	static const char pre[] = TC_STORE_LIVE_PREFIX, post[] = "}:live";
+	const size_t plen = sizeof(pre) - 1, slen = sizeof(post) - 1;
+
+	if (len <= plen + slen || len - plen - slen > TC_THREAD_ID_MAX || memcmp(ch, pre, plen) ||
+	    memcmp(ch + len - slen, post, slen))
+		return -1;
+	memcpy(id, ch + plen, len - plen - slen);
+	id[len - plen - slen] = '\0';
+	return 0;
+}
+
+/* Leading decimal digits of s[0..len): how many, or -1 (none, or over 2^53-1). */
+static int leading_u64(const char *s, size_t len, uint64_t *out)
+{
+	uint64_t v = 0;
+	size_t i = 0;
+	for (; i < len && s[i] >= '0' && s[i] <= '9'; i++) {
+		if (v > ((uint64_t)TC_JS_MAX_SAFE - (uint64_t)(s[i] - '0')) / 10)
+			return -1;
+		v = v * 10 + (uint64_t)(s[i] - '0');
+	}
+	if (i == 0)
+		return -1;
+	*out = v;
+	return (int)i;
+}
+
+int tc_store_u64(const char *s, size_t len, uint64_t *out)
+{
+	if (len > 1 && s[0] == '0')
+		return -1; /* one spelling per number */
+	return leading_u64(s, len, out) == (int)len && len ? 0 : -1;
+}
+
+/* ==== commands ============================================================================ */
+
+/* Fills c->argv from a NULL-terminated list. */
+static void set_argv(struct tc_store_cmd *c, const char *const *argv)
+{
+	c->argc = 0;
+	while (argv[c->argc]) {
+		c->argv[c->argc] = argv[c->argc];
+		c->argc++;
+	}
+	c->argv[c->argc] = NULL;
+}
+
+void tc_store_read_meta(struct tc_store_cmd *c, const char *thread)
+{
+	set_argv(c, (const char *[]){ "HMGET", tc_store_key(c->key, thread, TC_KEY_META), "seq",
+				      "epoch", "run_seq", "run_id", NULL });
+}
+
+void tc_store_read_head(struct tc_store_cmd *c, const char *thread)
+{
+	set_argv(c, (const char *[]){ "HMGET", tc_store_key(c->key, thread, TC_KEY_META), "seq",
+				      "epoch", NULL });
+}
+
+void tc_store_read_epoch(struct tc_store_cmd *c, const char *thread)
+{
+	set_argv(c, (const char *[]){ "HGET", tc_store_key(c->key, thread, TC_KEY_META), "epoch",
+				      NULL });
+}
+
+void tc_store_read_range(struct tc_store_cmd *c, const char *thread, uint64_t after,
+			 uint64_t through, unsigned count)
+{
+	/* "<after>-1" starts just past entry <after>-0, whatever exists. */
+	snprintf(c->num[0], sizeof(c->num[0]), "%llu-1", (unsigned long long)after);
+	if (through)
+		snprintf(c->num[1], sizeof(c->num[1]), "%llu-0", (unsigned long long)through);
+	else
+		snprintf(c->num[1], sizeof(c->num[1]), "+");
+	snprintf(c->num[2], sizeof(c->num[2]), "%u", count);
+	set_argv(c, (const char *[]){ "XRANGE", tc_store_key(c->key, thread, TC_KEY_EVENTS),
+				      c->num[0], c->num[1], "COUNT", c->num[2], NULL });
+}
+
+void tc_store_read_first(struct tc_store_cmd *c, const char *thread)
+{
+	set_argv(c, (const char *[]){ "XRANGE", tc_store_key(c->key, thread, TC_KEY_EVENTS), "-",
+				      "+", "COUNT", "1", NULL });
+}
+
+void tc_store_read_index(struct tc_store_cmd *c, const char *thread, enum tc_store_key index)
+{
+	set_argv(c, (const char *[]){ "HGETALL", tc_store_key(c->key, thread, index), NULL });
+}
+
+void tc_store_append(struct tc_store_cmd *c, const char *thread, const char *json,
+		     const struct tc_store_append_opts *o)
+{
+	set_argv(c, (const char *[]){ "FCALL", "threadcast_append", "1", thread, json, NULL });
+	const char *opt[][2] = { { "MAXLEN", o ? o->maxlen : NULL }, { "TTL", o ? o->ttl : NULL },
+				 { "RUN", o ? o->run : NULL } };
+	for (size_t i = 0; i < sizeof(opt) / sizeof(opt[0]); i++) {
+		if (!opt[i][1])
+			continue;
+		c->argv[c->argc++] = opt[i][0];
+		c->argv[c->argc++] = opt[i][1];
+	}
+	c->argv[c->argc] = NULL;
+}
+
+void tc_store_submit(struct tc_store_cmd *c, const struct tc_store_command *m)
+{
+	set_argv(c, (const char *[]){ "XADD", TC_STORE_COMMANDS, "MAXLEN", "~",
+				      TC_STORE_COMMANDS_MAXLEN, "*", "thread", m->thread, "method",
+				      m->method, "params", m->params, "corr", m->corr, "reply",
+				      m->reply, "deadline", m->deadline, NULL });
+}
+
+void tc_store_create_group(struct tc_store_cmd *c)
+{
+	set_argv(c, (const char *[]){ "XGROUP", "CREATE", TC_STORE_COMMANDS, TC_STORE_WORKERS, "$",
+				      "MKSTREAM", NULL });
+}
+
+void tc_store_worker_read(struct tc_store_cmd *c, const char *consumer, unsigned count,
+			  unsigned block_ms)
+{
+	snprintf(c->num[0], sizeof(c->num[0]), "%u", count);
+	snprintf(c->num[1], sizeof(c->num[1]), "%u", block_ms);
+	set_argv(c, (const char *[]){ "XREADGROUP", "GROUP", TC_STORE_WORKERS, consumer, "COUNT",
+				      c->num[0], "BLOCK", c->num[1], "STREAMS", TC_STORE_COMMANDS, ">",
+				      NULL });
+}
+
+void tc_store_worker_claim(struct tc_store_cmd *c, const char *consumer, long min_idle_ms,
+			   unsigned count)
+{
+	snprintf(c->num[0], sizeof(c->num[0]), "%ld", min_idle_ms);
+	snprintf(c->num[1], sizeof(c->num[1]), "%u", count);
+	set_argv(c, (const char *[]){ "XAUTOCLAIM", TC_STORE_COMMANDS, TC_STORE_WORKERS, consumer,
+				      c->num[0], "0-0", "COUNT", c->num[1], NULL });
+}
+
+void tc_store_worker_ack(struct tc_store_cmd *c, const char *entry_id)
+{
+	set_argv(c, (const char *[]){ "XACK", TC_STORE_COMMANDS, TC_STORE_WORKERS, entry_id, NULL });
+}
+
+void tc_store_worker_answer(struct tc_store_cmd *c, const char *reply, const char *json)
+{
+	set_argv(c, (const char *[]){ "SPUBLISH", reply, json, NULL });
+}
+
+/* ==== replies and messages ================================================================ */
+
+/* A hash field of an HMGET reply: its string, or NULL when missing. */
+static const redisReply *field(const redisReply *r, size_t i)
+{
+	return i < r->elements && r->element[i]->type == REDIS_REPLY_STRING ? r->element[i] : NULL;
+}
+
+int tc_store_meta_parse(const redisReply *r, struct tc_store_meta *m)
+{
+	memset(m, 0, sizeof(*m));
+	m->epoch = "";
+	if (!r || r->type != REDIS_REPLY_ARRAY || (r->elements != 2 && r->elements != 4))
+		return -1;
+	const redisReply *seq = field(r, 0), *epoch = field(r, 1), *run_seq = field(r, 2),
+			 *run_id = field(r, 3);
+	/* A garbled number reads as 0, as if absent: the history then starts over. */
+	if (seq && leading_u64(seq->str, seq->len, &m->seq) < 0)
+		m->seq = 0;
+	if (run_seq && leading_u64(run_seq->str, run_seq->len, &m->run_seq) < 0)
+		m->run_seq = 0;
+	if (epoch && epoch->len < TC_EPOCH_MAX) {
+		m->epoch = epoch->str;
+		m->epoch_len = epoch->len;
+	}
+	if (run_id) {
+		m->run_id = run_id->str;
+		m->run_id_len = run_id->len;
+	}
+	return 0;
+}
+
+int tc_store_entry_parse(const redisReply *e, struct tc_stream_entry *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 ||
+	    e->element[0]->type != REDIS_REPLY_STRING || e->element[1]->type != REDIS_REPLY_ARRAY)
+		return -1;
+	const redisReply *id = e->element[0], *f = e->element[1];
+	int n = leading_u64(id->str, id->len, &out->seq);
+	if (n < 0 || (size_t)n + 2 != id->len || memcmp(id->str + n, "-0", 2))
+		return -1;
+	for (size_t i = 0; i + 1 < f->elements; i += 2) {
+		const redisReply *k = f->element[i], *v = f->element[i + 1];
+		if (k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING || k->len != 1)
+			continue;
+		switch (k->str[0]) {
+		case 'm':
+			out->method = v->str;
+			out->method_len = v->len;
+			break;
+		case 'n':
+			out->ns = v->str;
+			out->ns_len = v->len;
+			break;
+		case 'e':
+			out->json = v->str;
+			out->json_len = v->len;
+			break;
+		}
+	}
+	return out->method && out->ns && out->json && out->json_len >= 2 && out->json[0] == '{' ? 0 : -1;
+}
+
+int tc_store_doorbell_parse(const char *p, size_t len, struct tc_doorbell *out)
+{
+	const char *end = p + len, *f[4];
+	size_t flen[4];
+
+	memset(out, 0, sizeof(*out));
+	for (int i = 0; i < 4; i++) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		if (!nl)
+			return -1;
+		f[i] = p;
+		flen[i] = (size_t)(nl - p);
+		p = nl + 1;
+	}
+	if (!flen[0] || flen[0] >= TC_EPOCH_MAX || tc_store_u64(f[1], flen[1], &out->seq) ||
+	    end - p < 2 || *p != '{')
+		return -1;
+	for (size_t i = 0; i < flen[0]; i++) /* an epoch is letters and digits */
+		if (!((f[0][i] >= '0' && f[0][i] <= '9') || (f[0][i] >= 'a' && f[0][i] <= 'z') ||
+		      (f[0][i] >= 'A' && f[0][i] <= 'Z')))
+			return -1;
+	out->epoch = f[0];
+	out->epoch_len = flen[0];
+	out->method = f[2];
+	out->method_len = flen[2];
+	out->ns = f[3];
+	out->ns_len = flen[3];
+	out->json = p;
+	out->json_len = (size_t)(end - p);
+	return 0;
+}
+
+int tc_store_values_parse(const char *v, size_t len, uint64_t *seq, const char **json,
+			  size_t *json_len)
+{
+	const char *nl = memchr(v, '\n', len);
+	if (!nl || tc_store_u64(v, (size_t)(nl - v), seq) || !*seq)
+		return -1;
+	*json = nl + 1;
+	*json_len = len - (size_t)(nl + 1 - v);
+	return *json_len >= 2 && **json == '{' ? 0 : -1;
+}
+
+void tc_store_tree_parse(const char *v, size_t len, struct tc_tree_value *out)
+{
+	const char *nl = memchr(v, '\n', len);
+	out->status = v;
+	out->status_len = nl ? (size_t)(nl - v) : len;
+	out->graph = nl ? nl + 1 : "";
+	out->graph_len = nl ? len - out->status_len - 1 : 0;
+}
+
+size_t tc_store_pairs(const redisReply *r, struct tc_store_pair *out)
+{
+	size_t n = 0;
+	if (r->type != REDIS_REPLY_ARRAY)
+		return 0;
+	for (size_t i = 0; i + 1 < r->elements; i += 2) {
+		const redisReply *k = r->element[i], *v = r->element[i + 1];
+		if (k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING)
+			continue;
+		out[n++] = (struct tc_store_pair){ k->str, v->str, k->len, v->len };
+	}
+	return n;
+}

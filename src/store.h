@@ -1,0 +1,188 @@
+/*
+ * store.h — the Redis contract, as pure builders and parsers.
+ *
+ * Everything threadcast, its agents and its tools know about Redis' layout is
+ * spelled here and nowhere else in C (protocol/redis/threadcast.lua is the
+ * other side of the same contract; protocol/README.md documents both):
+ *
+ *   tc:{T}:events   stream, entry <seq>-0, fields m (method), n (encoded
+ *                   namespace), e (event JSON)
+ *   tc:{T}:meta     hash: seq, epoch, run_seq, run_id, run_status
+ *   tc:{T}:tree     hash: encoded namespace -> "<status>\n<graphName>"
+ *   tc:{T}:values   hash: encoded namespace -> "<seq>\n<event JSON>"
+ *   tc:{T}:live     sharded pub/sub, the doorbell:
+ *                   "<epoch>\n<seq>\n<method>\n<encoded namespace>\n<event JSON>"
+ *   tc:commands     stream of runtime commands (group "workers"), fields
+ *                   thread, method, params, corr, reply, deadline
+ *   tc:reply:<id>   sharded pub/sub, worker answers for one gateway
+ *
+ * Builders fill a struct tc_store_cmd whose NULL-terminated argv goes to
+ * tc_redis_cmd() (or any hiredis argv call); parsers take a reply or bytes
+ * and point into them. No I/O, no allocation: unit-tested and fuzzed.
+ */
+#ifndef TC_STORE_H
+#define TC_STORE_H
+
+#include <hiredis/hiredis.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util.h"
+
+/** The keys of a thread (all under the Cluster hash tag {T}). */
+enum tc_store_key {
+	TC_KEY_EVENTS,      /**< the event stream */
+	TC_KEY_META,        /**< seq, epoch, run_seq, run_id, run_status */
+	TC_KEY_TREE,        /**< namespace -> lifecycle status and graph name */
+	TC_KEY_VALUES,      /**< namespace -> latest values event */
+	TC_KEY_LIVE,        /**< the doorbell channel */
+	TC_KEY_AGENT,       /**< the reference agent's run state */
+	TC_KEY_AGENT_CKPTS, /**< the reference agent's checkpoints */
+};
+
+/** Room for any key or channel of a thread, with its NUL. */
+#define TC_STORE_KEY_MAX (TC_THREAD_ID_MAX + 24)
+/** Every doorbell channel starts with this (pub/sub routing prefix). */
+#define TC_STORE_LIVE_PREFIX "tc:{"
+/** The stream of runtime commands and its consumer group. */
+#define TC_STORE_COMMANDS "tc:commands"
+#define TC_STORE_WORKERS "workers"
+/** Reply channels: this prefix + a gateway instance id. */
+#define TC_STORE_REPLY_PREFIX "tc:reply:"
+/** Longest epoch (letters and digits) with its NUL. */
+#define TC_EPOCH_MAX 40
+/** Approximate length the command stream is trimmed to. */
+#define TC_STORE_COMMANDS_MAXLEN "100000"
+
+/** Writes the key (or channel) k of thread into buf and returns buf. */
+char *tc_store_key(char buf[TC_STORE_KEY_MAX], const char *thread, enum tc_store_key k);
+
+/**
+ * The thread of a doorbell channel "tc:{<id>}:live": copies the id into id
+ * and returns 0, or -1 when ch is not a doorbell channel.
+ */
+int tc_store_live_thread(const char *ch, size_t len, char id[TC_THREAD_ID_MAX + 1]);
+
+/**
+ * A decimal number that is the whole of s[0..len), without leading zeros, at
+ * most 2^53-1. Returns 0 and sets *out, or -1.
+ */
+int tc_store_u64(const char *s, size_t len, uint64_t *out);
+
+/* ==== commands ============================================================================ */
+
+/** A command's argument vector and the strings it points into. */
+struct tc_store_cmd {
+	const char *argv[24];   /**< NULL-terminated */
+	int argc;
+	char key[TC_STORE_KEY_MAX];
+	char num[3][24];
+};
+
+/** Options of an append; zero/NULL fields are left to the function's defaults. */
+struct tc_store_append_opts {
+	const char *maxlen;     /**< MAXLEN n: the stream's approximate cap */
+	const char *ttl;        /**< TTL seconds of the thread's keys */
+	const char *run;        /**< RUN id of a run that starts with this event */
+};
+
+/** HMGET meta seq epoch run_seq run_id (parse with tc_store_meta_parse). */
+void tc_store_read_meta(struct tc_store_cmd *c, const char *thread);
+/** HMGET meta seq epoch: where the thread stands (tc_store_meta_parse). */
+void tc_store_read_head(struct tc_store_cmd *c, const char *thread);
+/** HGET meta epoch. */
+void tc_store_read_epoch(struct tc_store_cmd *c, const char *thread);
+/**
+ * XRANGE of the events after seq `after`, up to seq `through` (0: to the
+ * end), at most count entries.
+ */
+void tc_store_read_range(struct tc_store_cmd *c, const char *thread, uint64_t after,
+			 uint64_t through, unsigned count);
+/** XRANGE events - + COUNT 1: the oldest event still kept. */
+void tc_store_read_first(struct tc_store_cmd *c, const char *thread);
+/** HGETALL of an index (TC_KEY_TREE or TC_KEY_VALUES). */
+void tc_store_read_index(struct tc_store_cmd *c, const char *thread, enum tc_store_key index);
+/** FCALL threadcast_append 1 <thread> <json> [MAXLEN n] [TTL s] [RUN id]. */
+void tc_store_append(struct tc_store_cmd *c, const char *thread, const char *json,
+		     const struct tc_store_append_opts *o);
+
+/** The fields of one runtime command on its way to workers. */
+struct tc_store_command {
+	const char *thread, *method, *params, *corr, *reply, *deadline;
+};
+/** XADD tc:commands MAXLEN ~ … * thread … method … params … corr … reply … deadline …. */
+void tc_store_submit(struct tc_store_cmd *c, const struct tc_store_command *cmd);
+/** XGROUP CREATE tc:commands workers $ MKSTREAM (BUSYGROUP when it exists). */
+void tc_store_create_group(struct tc_store_cmd *c);
+/** A worker's read: XREADGROUP GROUP workers <consumer> COUNT n BLOCK ms STREAMS tc:commands >. */
+void tc_store_worker_read(struct tc_store_cmd *c, const char *consumer, unsigned count,
+			  unsigned block_ms);
+/** A worker's claim of what dead workers left: XAUTOCLAIM tc:commands workers <consumer> <ms> 0-0 COUNT n. */
+void tc_store_worker_claim(struct tc_store_cmd *c, const char *consumer, long min_idle_ms,
+			   unsigned count);
+/** XACK tc:commands workers <entry id>. */
+void tc_store_worker_ack(struct tc_store_cmd *c, const char *entry_id);
+/** SPUBLISH <reply channel> <answer JSON>: a worker's answer to a gateway. */
+void tc_store_worker_answer(struct tc_store_cmd *c, const char *reply, const char *json);
+
+/* ==== replies and messages ================================================================ */
+
+/** A thread's meta as read by tc_store_read_meta / _head; points into the reply. */
+struct tc_store_meta {
+	uint64_t seq;           /**< last seq assigned (0: none) */
+	const char *epoch;      /**< "" when the thread has no history */
+	size_t epoch_len;
+	uint64_t run_seq;       /**< first seq of the current run (0 if unknown) */
+	const char *run_id;     /**< NULL when unknown */
+	size_t run_id_len;
+};
+/** Parses the HMGET reply of either read; -1 when it is not one. */
+int tc_store_meta_parse(const redisReply *r, struct tc_store_meta *m);
+
+/** One stream entry, pointing into a hiredis reply. */
+struct tc_stream_entry {
+	uint64_t seq;
+	const char *method, *ns, *json;
+	size_t method_len, ns_len, json_len;
+};
+/**
+ * Parses one XRANGE entry (["<seq>-0", [m, …, n, …, e, …]]): 0, or -1 when
+ * it is not an event entry (the JSON must start with '{').
+ */
+int tc_store_entry_parse(const redisReply *entry, struct tc_stream_entry *out);
+
+/** A doorbell's fields, pointing into the message. */
+struct tc_doorbell {
+	const char *epoch, *method, *ns, *json;
+	size_t epoch_len, method_len, ns_len, json_len;
+	uint64_t seq;
+};
+/**
+ * Splits a doorbell message; -1 when malformed (the epoch must be 1 to 39
+ * letters and digits, the seq a number, the JSON an object).
+ */
+int tc_store_doorbell_parse(const char *p, size_t len, struct tc_doorbell *out);
+
+/** Parses a values index entry "<seq>\n<json>"; -1 when malformed. */
+int tc_store_values_parse(const char *v, size_t len, uint64_t *seq, const char **json,
+			  size_t *json_len);
+
+/** One field and value of a hash, pointing into a reply. */
+struct tc_store_pair {
+	const char *key, *value;
+	size_t key_len, value_len;
+};
+/**
+ * The string field/value pairs of an HGETALL reply into out, which has room
+ * for r->elements / 2; returns how many (pairs of other types are skipped).
+ */
+size_t tc_store_pairs(const redisReply *r, struct tc_store_pair *out);
+
+/** A tree index entry "<status>\n<graphName>" (graph "" when absent). */
+struct tc_tree_value {
+	const char *status, *graph;
+	size_t status_len, graph_len;
+};
+void tc_store_tree_parse(const char *v, size_t len, struct tc_tree_value *out);
+
+#endif

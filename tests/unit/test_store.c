@@ -1,0 +1,234 @@
+/* Unit tests: store.c (the Redis contract) and tree.c (the agent tree). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store.h"
+#include "tree.h"
+#include "util.h"
+
+/* The argv of c joined by spaces. */
+static const char *words(const struct tc_store_cmd *c)
+{
+	static char buf[1024];
+	buf[0] = '\0';
+	for (int i = 0; c->argv[i]; i++) {
+		assert_true(i < c->argc);
+		snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf), "%s%s", i ? " " : "", c->argv[i]);
+	}
+	assert_null(c->argv[c->argc]);
+	return buf;
+}
+
+static void keys_and_channels(void **state)
+{
+	char k[TC_STORE_KEY_MAX], id[TC_THREAD_ID_MAX + 1];
+	assert_string_equal(tc_store_key(k, "t1", TC_KEY_EVENTS), "tc:{t1}:events");
+	assert_string_equal(tc_store_key(k, "t1", TC_KEY_META), "tc:{t1}:meta");
+	assert_string_equal(tc_store_key(k, "t1", TC_KEY_TREE), "tc:{t1}:tree");
+	assert_string_equal(tc_store_key(k, "t1", TC_KEY_VALUES), "tc:{t1}:values");
+	assert_string_equal(tc_store_key(k, "t1", TC_KEY_LIVE), "tc:{t1}:live");
+	assert_string_equal(tc_store_key(k, "a.b", TC_KEY_AGENT_CKPTS), "tc:{a.b}:agent:ckpts");
+	/* The longest thread id fits. */
+	char longest[TC_THREAD_ID_MAX + 1];
+	memset(longest, 'x', TC_THREAD_ID_MAX);
+	longest[TC_THREAD_ID_MAX] = '\0';
+	tc_store_key(k, longest, TC_KEY_AGENT_CKPTS);
+	assert_int_equal(strlen(k), TC_THREAD_ID_MAX + 17);
+
+	assert_int_equal(tc_store_live_thread("tc:{t1}:live", 12, id), 0);
+	assert_string_equal(id, "t1");
+	const char *bad[] = { "tc:{}:live", "tc:{t1}:meta", "tc:reply:abc", "tc:{t1}:liv", "x" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		assert_int_equal(tc_store_live_thread(bad[i], strlen(bad[i]), id), -1);
+}
+
+static void numbers(void **state)
+{
+	uint64_t v;
+	assert_int_equal(tc_store_u64("42", 2, &v), 0);
+	assert_int_equal(v, 42);
+	assert_int_equal(tc_store_u64("9007199254740991", 16, &v), 0);
+	assert_int_equal(tc_store_u64("9007199254740992", 16, &v), -1);
+	assert_int_equal(tc_store_u64("", 0, &v), -1);
+	assert_int_equal(tc_store_u64("4x", 2, &v), -1);
+	assert_int_equal(tc_store_u64("-4", 2, &v), -1);
+}
+
+static void command_builders(void **state)
+{
+	struct tc_store_cmd c;
+	tc_store_read_meta(&c, "t1");
+	assert_string_equal(words(&c), "HMGET tc:{t1}:meta seq epoch run_seq run_id");
+	tc_store_read_head(&c, "t1");
+	assert_string_equal(words(&c), "HMGET tc:{t1}:meta seq epoch");
+	tc_store_read_range(&c, "t1", 7, 0, 512);
+	assert_string_equal(words(&c), "XRANGE tc:{t1}:events 7-1 + COUNT 512");
+	tc_store_read_range(&c, "t1", 0, 9, 3);
+	assert_string_equal(words(&c), "XRANGE tc:{t1}:events 0-1 9-0 COUNT 3");
+	tc_store_read_first(&c, "t1");
+	assert_string_equal(words(&c), "XRANGE tc:{t1}:events - + COUNT 1");
+	tc_store_read_index(&c, "t1", TC_KEY_TREE);
+	assert_string_equal(words(&c), "HGETALL tc:{t1}:tree");
+	tc_store_append(&c, "t1", "{}", NULL);
+	assert_string_equal(words(&c), "FCALL threadcast_append 1 t1 {}");
+	tc_store_append(&c, "t1", "{}", &(struct tc_store_append_opts){ .ttl = "60", .run = "r1" });
+	assert_string_equal(words(&c), "FCALL threadcast_append 1 t1 {} TTL 60 RUN r1");
+	tc_store_submit(&c, &(struct tc_store_command){ "t1", "run.start", "{}", "i:1", "tc:reply:i", "99" });
+	assert_string_equal(words(&c), "XADD tc:commands MAXLEN ~ 100000 * thread t1 method run.start "
+				       "params {} corr i:1 reply tc:reply:i deadline 99");
+	tc_store_worker_read(&c, "w1", 32, 500);
+	assert_string_equal(words(&c), "XREADGROUP GROUP workers w1 COUNT 32 BLOCK 500 STREAMS tc:commands >");
+	tc_store_worker_claim(&c, "w1", 30000, 32);
+	assert_string_equal(words(&c), "XAUTOCLAIM tc:commands workers w1 30000 0-0 COUNT 32");
+	tc_store_worker_ack(&c, "1-0");
+	assert_string_equal(words(&c), "XACK tc:commands workers 1-0");
+}
+
+static redisReply *rstr(const char *s)
+{
+	redisReply *r = tc_xcalloc(1, sizeof(*r));
+	r->type = REDIS_REPLY_STRING;
+	r->str = tc_xstrdup(s);
+	r->len = strlen(s);
+	return r;
+}
+
+static redisReply *rarr(size_t n, redisReply **items)
+{
+	redisReply *r = tc_xcalloc(1, sizeof(*r));
+	r->type = REDIS_REPLY_ARRAY;
+	r->elements = n;
+	r->element = tc_xcalloc(n + 1, sizeof(*r->element));
+	memcpy(r->element, items, n * sizeof(*items));
+	return r;
+}
+
+static void replies(void **state)
+{
+	struct tc_store_meta m;
+	redisReply *r = rarr(4, (redisReply *[]){ rstr("12"), rstr("e1"), rstr("5"), rstr("run-5") });
+	assert_int_equal(tc_store_meta_parse(r, &m), 0);
+	assert_int_equal(m.seq, 12);
+	assert_string_equal(m.epoch, "e1");
+	assert_int_equal(m.run_seq, 5);
+	assert_int_equal(m.run_id_len, 5);
+	freeReplyObject(r);
+	redisReply *nil = tc_xcalloc(1, sizeof(*nil));
+	nil->type = REDIS_REPLY_NIL;
+	r = rarr(2, (redisReply *[]){ nil, rstr("e1") }); /* a thread without events yet */
+	assert_int_equal(tc_store_meta_parse(r, &m), 0);
+	assert_int_equal(m.seq, 0);
+	assert_null(m.run_id);
+	freeReplyObject(r);
+
+	struct tc_stream_entry e;
+	r = rarr(2, (redisReply *[]){ rstr("7-0"), rarr(6, (redisReply *[]){ rstr("m"), rstr("tools"),
+		rstr("n"), rstr("/a"), rstr("e"), rstr("{\"x\":1}") }) });
+	assert_int_equal(tc_store_entry_parse(r, &e), 0);
+	assert_int_equal(e.seq, 7);
+	assert_int_equal(e.method_len, 5);
+	assert_int_equal(e.ns_len, 2);
+	assert_int_equal(e.json_len, 7);
+	freeReplyObject(r);
+	r = rarr(2, (redisReply *[]){ rstr("7-1"), rarr(0, NULL) }); /* not ours */
+	assert_int_equal(tc_store_entry_parse(r, &e), -1);
+	freeReplyObject(r);
+
+	struct tc_store_pair pairs[2];
+	r = rarr(4, (redisReply *[]){ rstr("/a"), rstr("running\ng"), rstr(""), rstr("started\nagent") });
+	assert_int_equal(tc_store_pairs(r, pairs), 2);
+	assert_int_equal(pairs[1].key_len, 0);
+	assert_int_equal(pairs[0].value_len, 9);
+	freeReplyObject(r);
+}
+
+static void doorbells(void **state)
+{
+	struct tc_doorbell d;
+	const char *ok = "e1\n42\nmessages\n/a\n{\"method\":\"messages\"}";
+	assert_int_equal(tc_store_doorbell_parse(ok, strlen(ok), &d), 0);
+	assert_int_equal(d.seq, 42);
+	assert_int_equal(d.epoch_len, 2);
+	assert_int_equal(d.method_len, 8);
+	assert_int_equal(d.ns_len, 2);
+	assert_int_equal(d.json_len, 21);
+	/* JSON may hold newlines: only the first four split. */
+	const char *nl = "e1\n1\nvalues\n\n{\n}";
+	assert_int_equal(tc_store_doorbell_parse(nl, strlen(nl), &d), 0);
+	assert_int_equal(d.json_len, 3);
+	const char *bad[] = { "", "e1\n1\nm\n", "\n1\nm\n\n{}", "e1\n\nm\n\n{}", "e1\n1x\nm\n\n{}",
+			      "e1\n1\nm\n\n[]", "e1\n1\nm\n\n{", "0123456789012345678901234567890123456789\n1\nm\n\n{}" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		assert_int_equal(tc_store_doorbell_parse(bad[i], strlen(bad[i]), &d), -1);
+}
+
+static void index_values(void **state)
+{
+	uint64_t seq;
+	const char *json;
+	size_t len;
+	assert_int_equal(tc_store_values_parse("9\n{\"a\":1}", 9, &seq, &json, &len), 0);
+	assert_int_equal(seq, 9);
+	assert_int_equal(len, 7);
+	assert_int_equal(tc_store_values_parse("0\n{}", 4, &seq, &json, &len), -1);
+	assert_int_equal(tc_store_values_parse("9{}", 3, &seq, &json, &len), -1);
+	assert_int_equal(tc_store_values_parse("9\nx", 3, &seq, &json, &len), -1);
+
+	struct tc_tree_value v;
+	tc_store_tree_parse("running\nresearcher", 18, &v);
+	assert_int_equal(v.status_len, 7);
+	assert_int_equal(v.graph_len, 10);
+	tc_store_tree_parse("completed", 9, &v);
+	assert_int_equal(v.status_len, 9);
+	assert_int_equal(v.graph_len, 0);
+}
+
+static void agent_tree(void **state)
+{
+	struct tc_store_pair e[] = {
+		{ "/b", "running\nb", 2, 9 },
+		{ "/a/x", "started\nax", 4, 10 },
+		{ "", "running\nagent", 0, 13 },
+		{ "/a", "completed\na", 2, 11 },
+		{ "/ab", "failed", 3, 6 },
+	};
+	tc_tree_sort(e, 5);
+	cJSON *t = tc_tree_build(e, 5);
+	char *s = cJSON_PrintUnformatted(t);
+	assert_string_equal(s, "{\"namespace\":[],\"status\":\"running\",\"graphName\":\"agent\",\"children\":["
+			       "{\"namespace\":[\"a\"],\"status\":\"completed\",\"graphName\":\"a\",\"children\":["
+			       "{\"namespace\":[\"a\",\"x\"],\"status\":\"started\",\"graphName\":\"ax\"}]},"
+			       "{\"namespace\":[\"ab\"],\"status\":\"failed\",\"graphName\":\"\"},"
+			       "{\"namespace\":[\"b\"],\"status\":\"running\",\"graphName\":\"b\"}]}");
+	free(s);
+	cJSON_Delete(t);
+	cJSON *ns = tc_tree_namespaces(e, 5);
+	assert_int_equal(cJSON_GetArraySize(ns), 5);
+	s = cJSON_PrintUnformatted(cJSON_GetArrayItem(ns, 0));
+	assert_string_equal(s, "{\"namespace\":[],\"status\":\"running\"}");
+	free(s);
+	cJSON_Delete(ns);
+	/* No root: no run. */
+	assert_null(tc_tree_build(e + 1, 4));
+}
+
+int main(void)
+{
+	tc_cjson_init();
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(keys_and_channels),
+		cmocka_unit_test(numbers),
+		cmocka_unit_test(command_builders),
+		cmocka_unit_test(replies),
+		cmocka_unit_test(doorbells),
+		cmocka_unit_test(index_values),
+		cmocka_unit_test(agent_tree),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
