@@ -231,6 +231,20 @@ static void cap_replay(struct tc_replay *rp)
 	tc_metrics.replays_capped++;
 }
 
+/*
+ * A connection that joins the thread with this command has no history on
+ * it: what comes before the replay range (the run's start, or the client's
+ * lastEventId) is accounted for, by definition. The member's cursor says so
+ * too — else a replay that finds nothing to send (a reconnect at the head of
+ * an idle thread) would never catch up with the hub and read the stream
+ * again and again.
+ */
+static void history_ends(struct tc_replay *rp, uint64_t seq)
+{
+	rp->hist_end = seq;
+	tc_hub_advance(rp->member, seq);
+}
+
 static void on_meta(struct tc_redis *r, redisReply *reply, void *priv)
 {
 	struct tc_replay *rp = priv;
@@ -253,7 +267,7 @@ static void on_meta(struct tc_redis *r, redisReply *reply, void *priv)
 		rp->start = rp->run_seq;
 		cap_replay(rp);
 		if (rp->fresh_member)
-			rp->hist_end = rp->start - 1;
+			history_ends(rp, rp->start - 1);
 		rp->pos = rp->start - 1;
 		rp->step = ST_VALUES;
 	}
@@ -441,7 +455,7 @@ static void on_tree(struct tc_redis *r, redisReply *reply, void *priv)
 	a.namespaces = tc_tree_namespaces(pairs, npairs);
 	free(pairs);
 	if (rp->fresh_member)
-		rp->hist_end = rp->start - 1;
+		history_ends(rp, rp->start - 1);
 	rp->pos = (rp->hist_end + 1 < rp->start ? rp->hist_end + 1 : rp->start) - 1;
 	rp->answered = true;
 	rp->ops->answer(rp->ctx, &a);

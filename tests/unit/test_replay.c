@@ -394,6 +394,28 @@ static void reconnect_capped(void **state)
 	assert_seqs(&fx->c, 3, 8, 9, 10);
 }
 
+/* A reconnect at the head of a quiet thread has nothing to replay and goes
+ * live at once (it used to read the stream again and again: issue 15, bug 1). */
+static void reconnect_at_the_head_goes_live(void **state)
+{
+	struct fixture *fx = *state;
+	struct tc_replay_from from = { .seq = 5, .epoch = "e1" };
+	fx->c.fresh = filter("{\"channels\":[\"messages\"]}");
+	start(fx, true, &from);
+	hub_confirmed(fx);
+	expect(fx, "HMGET tc:{t1}:meta seq epoch run_seq run_id", meta("5", "e1", "1"));
+	hub_sync(fx, "5", "e1");
+	expect(fx, "XRANGE tc:{t1}:events - + COUNT 1", entries(1, 1));
+	expect(fx, "HGETALL tc:{t1}:tree", rr_arr(0));
+	assert_true(fx->c.answer.restored);
+	expect(fx, "XRANGE tc:{t1}:events 5-1 + COUNT 512", entries(1, 0));
+	assert_true(fx->c.done);
+	assert_int_equal(fake_pending(fx->redis), 0);
+	assert_int_equal(fx->c.nframes, 0);
+	fake_push(fx->redis, "smessage", CH, "e1\n6\nmessages\n\n{\"method\":\"messages\",\"params\":{}}");
+	assert_seqs(&fx->c, 1, 6);
+}
+
 /* An SSE `since` names a seq of whatever history is current. */
 static void stream_since_any_epoch(void **state)
 {
@@ -517,6 +539,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(reconnect_trimmed, setup, teardown),
 		cmocka_unit_test_setup_teardown(reconnect_new_epoch, setup, teardown),
 		cmocka_unit_test_setup_teardown(reconnect_capped, setup_small, teardown),
+		cmocka_unit_test_setup_teardown(reconnect_at_the_head_goes_live, setup, teardown),
 		cmocka_unit_test_setup_teardown(stream_since_any_epoch, setup, teardown),
 		cmocka_unit_test_setup_teardown(late_subscription_gets_only_its_own, setup, teardown),
 		cmocka_unit_test_setup_teardown(redis_loss_before_and_after_answer, setup, teardown),
