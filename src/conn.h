@@ -193,7 +193,10 @@ void tc__conn_io_close(void *ctx, int code, const char *reason);
 /** Messages as JSON text, no stream mode: WebSockets and POST /commands speak it. */
 extern const struct tc_session_io tc__conn_json_io;
 
-/** A connection went away: the drain may be over (server.c). */
+/**
+ * A connection went away: while draining, the last one ends the drain on
+ * the next loop iteration, never inside the lws callback (server.c).
+ */
 void tc__server_conn_gone(struct tc_server *srv);
 
 #endif

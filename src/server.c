@@ -217,12 +217,6 @@ static void drain_finish(struct tc_server *srv)
 		done(srv->drain_arg);
 }
 
-void tc__server_conn_gone(struct tc_server *srv)
-{
-	if (srv->draining && srv->conns.count == 0)
-		drain_finish(srv);
-}
-
 static void on_drain_timeout(uv_timer_t *t)
 {
 	struct tc_server *srv = t->data;
@@ -230,6 +224,19 @@ static void on_drain_timeout(uv_timer_t *t)
 		tc_log(TC_LOG_WARN, "drain timeout: closing remaining connections",
 		       TC_LI("connections", srv->conns.count));
 	drain_finish(srv);
+}
+
+/*
+ * The last connection of a drain is gone. The drain's end may tear the
+ * server down (main.c: app_stop -> tc_server_stop -> lws_context_destroy),
+ * which must not run here, inside lws' CLOSED callback: it runs from the
+ * loop, on the drain timer at 0 ms. drain_done is NULL once the drain
+ * ended or the server stopped (its timers closed), and then nothing waits.
+ */
+void tc__server_conn_gone(struct tc_server *srv)
+{
+	if (srv->draining && srv->drain_done && srv->conns.count == 0)
+		uv_timer_start(&srv->drain_timer, on_drain_timeout, 0, 0);
 }
 
 #define DRAIN_TICK_MS 50
