@@ -56,7 +56,9 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 		 * new, zeroed one when lws_process_ws_upgrade() binds the
 		 * connection to its protocol (lws_bind_protocol()). It calls
 		 * ESTABLISHED within that same call, so the one upgrade the
-		 * server holds is this connection's.
+		 * server holds is this connection's. (An upgrade that failed
+		 * after CONFIRM_UPGRADE leaves a stale upgrade_wsi: it is only
+		 * compared, never used, and the next CONFIRM_UPGRADE replaces it.)
 		 */
 		if (srv->upgrade_wsi != wsi)
 			return -1;

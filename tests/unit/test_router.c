@@ -24,6 +24,10 @@ static void table_is_well_formed(void **state)
 		assert_int_equal(tc_routes[i].pattern[0], '/');
 		assert_true(tc_routes[i].methods != 0);
 		assert_int_equal(tc_routes[i].methods & TC_HTTP_OTHER, 0);
+		size_t params = 0;
+		for (const char *p = tc_routes[i].pattern; (p = strstr(p, "/:")); p++)
+			params++;
+		assert_true(params <= TC_ROUTE_PARAMS_MAX);
 	}
 }
 
