@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/** Spare bytes before the payload; at least LWS_PRE (checked in server.c). */
+/** Spare bytes before the payload; at least LWS_PRE (checked in ws.c). */
 #define TC_BUF_HEADROOM 16
 
 struct tc_buf {
@@ -43,7 +43,7 @@ void tc_buf_unref(struct tc_buf *b);
 
 /**
  * FIFO of buffer references with a byte count. The ring grows by doubling;
- * the *byte* bound is the caller's policy (see server.c), the queue only
+ * the *byte* bound is the caller's policy (see conn.c), the queue only
  * counts. Each queued entry owns one reference.
  */
 struct tc_bufq {

@@ -41,7 +41,8 @@ size_t tc_server_connections(const struct tc_server *s);
  * Starts draining: /readyz turns 503, new upgrades get 503, and every
  * WebSocket is closed with 1001 (going away) once its queued frames are
  * written. done(arg) runs once, when the last connection closed or after
- * cfg->drain_timeout_ms, whichever comes first.
+ * cfg->drain_timeout_ms, whichever comes first; always from a timer of the
+ * loop, never inside an lws callback, so done may call tc_server_stop().
  */
 void tc_server_drain(struct tc_server *s, void (*done)(void *arg), void *arg);
 

@@ -1,0 +1,175 @@
+/*
+ * conn.c — one client connection of any kind (conn.h): creation and
+ * destruction, the bounded outbound queue and its backpressure, the session
+ * transport hooks the kinds share, and the one close path.
+ */
+#include "conn.h"
+
+#include <assert.h>
+#include <stdlib.h>
+
+#include "log.h"
+#include "metrics.h"
+#include "ws.h"
+
+void tc__conn_request_write(struct tc_conn *c)
+{
+	if (!c->want_write) {
+		c->want_write = true;
+		lws_callback_on_writable(c->wsi);
+	}
+}
+
+void tc__conn_close(struct tc_conn *c, enum tc_conn_close_mode mode, enum tc_close code,
+		    const char *reason)
+{
+	if (mode == TC_CONN_KILL) {
+		/* lws calls CLOSED before this returns, which destroys c. Not
+		 * LWS_TO_KILL_ASYNC from our own handles: that waits for lws'
+		 * next service pass, which an idle server may not have for a
+		 * long time. */
+		lws_set_timeout(c->wsi, PENDING_TIMEOUT_KILLED_BY_PARENT, LWS_TO_KILL_SYNC);
+		return;
+	}
+	if (c->close_code)
+		return;
+	assert(code && reason);
+	c->close_code = (uint16_t)code;
+	c->close_reason = reason;
+	if (mode == TC_CONN_DROP) {
+		tc_bufq_clear(&c->out);
+		lws_set_timeout(c->wsi, PENDING_TIMEOUT_CLOSE_SEND, 2);
+	}
+	tc__conn_request_write(c);
+}
+
+/* Reading from the client stops for either reason and resumes when neither holds. */
+void tc__conn_update_rx(struct tc_conn *c)
+{
+	bool off = c->queue_full || c->session_busy;
+	if (off != c->rx_off) {
+		c->rx_off = off;
+		lws_rx_flow_control(c->wsi, !off);
+	}
+}
+
+void tc__conn_send(struct tc_conn *c, struct tc_buf *b)
+{
+	const struct tc_config *cfg = c->srv->cfg;
+
+	assert(b->refs > 0);
+	if (c->close_code) {
+		tc_buf_unref(b);
+		return;
+	}
+	if (c->out.bytes + b->len > (size_t)cfg->max_queue_bytes) {
+		tc_buf_unref(b);
+		tc_metrics.slow_consumer_cuts++;
+		tc_log(TC_LOG_WARN, "slow consumer cut off", TC_LS("thread", tc_session_thread(c->session)),
+		       TC_LS("transport", c->kind == TC_CONN_SSE ? "sse" : "websocket"),
+		       TC_LI("queued_bytes", c->out.bytes), TC_LI("limit", cfg->max_queue_bytes));
+		tc__conn_close(c, TC_CONN_DROP, TC_CLOSE_TRY_AGAIN, tc_close_reason(TC_CLOSE_TRY_AGAIN));
+		return;
+	}
+	tc_bufq_push(&c->out, b);
+	if (!c->queue_full && c->out.bytes > (size_t)cfg->max_queue_bytes / 2) {
+		c->queue_full = true;
+		tc__conn_update_rx(c);
+	}
+	/* WebSockets write once per loop iteration (ws.c); the others when lws says. */
+	if (c->kind == TC_CONN_WS)
+		tc__ws_mark_dirty(c);
+	else
+		tc__conn_request_write(c);
+}
+
+int tc__conn_after_write(struct tc_conn *c)
+{
+	if (c->out.bytes <= (size_t)c->srv->cfg->max_queue_bytes / 4) {
+		if (c->queue_full) {
+			c->queue_full = false;
+			if (c->kind == TC_CONN_WS)
+				tc__conn_update_rx(c);
+		}
+		tc_session_on_drained(c->session); /* a paced replay may go on */
+	}
+	if (c->out.count || c->ping_due) {
+		tc__conn_request_write(c);
+		return 0;
+	}
+	return c->close_code ? 1 : 0;
+}
+
+/* ---- the session's transport hooks ------------------------------------------------------ */
+
+void tc__conn_io_send(void *ctx, struct tc_buf *b)
+{
+	tc__conn_send(ctx, b);
+}
+
+size_t tc__conn_io_queued(void *ctx)
+{
+	struct tc_conn *c = ctx;
+	return c->out.bytes;
+}
+
+void tc__conn_io_set_reading(void *ctx, bool reading)
+{
+	struct tc_conn *c = ctx;
+	c->session_busy = !reading;
+	if (c->kind == TC_CONN_WS)
+		tc__conn_update_rx(c);
+}
+
+void tc__conn_io_close(void *ctx, int code, const char *reason)
+{
+	tc__conn_close(ctx, TC_CONN_DROP, (enum tc_close)code, reason);
+}
+
+static void no_stream(void *ctx, bool restored, bool has_missed, uint64_t missed)
+{
+}
+
+const struct tc_session_io tc__conn_json_io = {
+	.kind = TC_FRAME_WS,
+	.send = tc__conn_io_send,
+	.queued = tc__conn_io_queued,
+	.set_reading = tc__conn_io_set_reading,
+	.close = tc__conn_io_close,
+	.stream_started = no_stream,
+};
+
+/* ---- creation and destruction ------------------------------------------------------------ */
+
+struct tc_conn *tc__conn_new(struct tc_server *srv, struct lws *wsi, enum tc_conn_kind kind,
+			     const char *thread, const struct tc_session_io *io)
+{
+	struct tc_conn *c = tc_xcalloc(1, sizeof(*c));
+	c->srv = srv;
+	c->wsi = wsi;
+	c->kind = kind;
+	c->session = tc_session_new(srv->env, thread, io, c);
+	tc_dlist_push_head(&srv->conns, &c->link);
+	srv->nws += kind == TC_CONN_WS;
+	srv->nsse += kind == TC_CONN_SSE;
+	return c;
+}
+
+void tc__conn_destroy(struct tc_conn *c)
+{
+	struct tc_server *srv = c->srv;
+
+	assert(tc_dlist_linked(&srv->conns, &c->link));
+	assert(c->kind != TC_CONN_WS || srv->nws > 0);
+	assert(c->kind != TC_CONN_SSE || srv->nsse > 0);
+	tc_dlist_remove(&srv->conns, &c->link);
+	srv->nws -= c->kind == TC_CONN_WS;
+	srv->nsse -= c->kind == TC_CONN_SSE;
+	tc_dlist_remove(&srv->dirty, &c->dirty);
+	tc_dlist_remove(&srv->quiet, &c->quiet);
+	tc_session_close(c->session);
+	tc_bufq_clear(&c->out);
+	free(c->rx);
+	free(c);
+	tc__server_conn_gone(srv);
+}

@@ -1,0 +1,319 @@
+/*
+ * ws.c — WebSocket connections (ws.h): receiving, coalesced writing, our
+ * close frame, and the O(1) idle list.
+ */
+#include "ws.h"
+
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "metrics.h"
+
+_Static_assert(TC_BUF_HEADROOM >= LWS_PRE, "tc_buf headroom must fit the lws frame header");
+
+/* The close opcode lws uses internally (roles/ws/private-lib-roles-ws.h). */
+#define WRITE_CLOSE ((enum lws_write_protocol)4)
+
+/* Frames written per WRITEABLE callback before yielding to other clients. */
+#define WRITE_BATCH 64
+
+static void on_flush(uv_check_t *h);
+
+/* ==== idle WebSockets ==================================================================== */
+
+/*
+ * Idle WebSockets. One silent for --ping-interval gets a PING; one silent for
+ * --idle-timeout (PONGs and any other frame count) is dropped. lws could do
+ * this (retry_and_idle_policy), but it files every connection's deadline in
+ * one sorted list and walks that list on each insertion, once per PONG and
+ * once per accepted connection: with 10,000 WebSockets that was 100 us per
+ * PONG. Here the list is kept in the order connections were last heard
+ * from, which is also the order of their deadlines: a frame moves its
+ * connection to the tail, and a timer reads from the head until it meets
+ * one heard from recently.
+ */
+#define IDLE_TICK_MS 250
+
+void tc__ws_heard_from(struct tc_conn *c)
+{
+	struct tc_server *srv = c->srv;
+	uint64_t now = uv_now(srv->loop);
+
+	assert(c->kind == TC_CONN_WS);
+	c->pinged = false;
+	if (srv->quiet.tail == &c->quiet && c->heard == now)
+		return;
+	tc_dlist_remove(&srv->quiet, &c->quiet);
+	c->heard = now;
+	tc_dlist_push_tail(&srv->quiet, &c->quiet);
+}
+
+static void on_idle(uv_timer_t *t)
+{
+	struct tc_server *srv = t->data;
+	const struct tc_config *cfg = srv->cfg;
+	uint64_t now = uv_now(srv->loop);
+	struct tc_dlink *n, *next;
+
+	for (n = srv->quiet.head; n; n = next) {
+		struct tc_conn *c = TC_CONN_OF(n, quiet);
+		next = n->next;
+		uint64_t silent = now - c->heard;
+		if (silent < (uint64_t)cfg->ping_interval_s * 1000)
+			break; /* and so is everyone after it */
+		if (c->rx_off) {
+			tc__ws_heard_from(c); /* we are not reading it: its PONG may be waiting */
+		} else if (silent >= (uint64_t)cfg->idle_timeout_s * 1000) {
+			tc_log(TC_LOG_INFO, "idle websocket dropped", TC_LS("thread", tc_session_thread(c->session)),
+			       TC_LI("silent_ms", (long long)silent));
+			tc__conn_close(c, TC_CONN_KILL, 0, NULL); /* destroys c, and unlinks it */
+		} else if (!c->pinged && !c->close_code) {
+			c->pinged = true;
+			c->ping_due = true;
+			tc__ws_mark_dirty(c);
+		}
+	}
+}
+
+/* ==== writing ============================================================================ */
+
+/*
+ * WebSocket frames are not written as they are queued but once per loop
+ * iteration, from a check handle: every frame an iteration produced for a
+ * connection (a batch of doorbells read from Redis, a replay step, a reply)
+ * leaves in one send, and the common case needs no POLLOUT round trip
+ * through epoll at all.
+ */
+void tc__ws_mark_dirty(struct tc_conn *c)
+{
+	struct tc_server *srv = c->srv;
+
+	assert(c->kind == TC_CONN_WS);
+	if (tc_dlist_linked(&srv->dirty, &c->dirty))
+		return;
+	if (uv_is_closing((uv_handle_t *)&srv->flush)) { /* shutting down */
+		tc__conn_request_write(c);
+		return;
+	}
+	if (!srv->dirty.count)
+		uv_check_start(&srv->flush, on_flush);
+	tc_dlist_push_head(&srv->dirty, &c->dirty);
+}
+
+/*
+ * Writes the close frame ourselves and waits (up to 3 s) for the peer's
+ * close frame before the socket goes: dropping it at once would make the
+ * kernel answer a client that is still sending with a reset, and the reset
+ * can destroy our close frame in the client's receive buffer. The usual
+ * lws_close_reason() + return -1 does not work from WRITEABLE with Debian's
+ * lws 4.1.6 on libuv: its service loop closes the wsi a second time at
+ * once, before the close frame leaves.
+ */
+static int write_close_frame(struct tc_conn *c)
+{
+	if (c->close_sent)
+		return 0;
+	c->close_sent = true;
+	unsigned char buf[LWS_PRE + 125];
+	size_t rlen = strlen(c->close_reason);
+
+	if (rlen > sizeof(buf) - LWS_PRE - 2)
+		rlen = sizeof(buf) - LWS_PRE - 2;
+	buf[LWS_PRE] = (unsigned char)(c->close_code >> 8);
+	buf[LWS_PRE + 1] = (unsigned char)(c->close_code & 0xff);
+	memcpy(buf + LWS_PRE + 2, c->close_reason, rlen);
+	if (lws_write(c->wsi, buf + LWS_PRE, rlen + 2, WRITE_CLOSE) < 0)
+		return -1;
+	lws_set_timeout(c->wsi, PENDING_TIMEOUT_CLOSE_ACK, 3);
+	return 0;
+}
+
+/* A server-to-client text frame header (FIN, unmasked) for a payload below
+ * 64 KiB — the only ones ws_flush frames itself. */
+#define WS_HEADER_MAX 4
+static size_t ws_header(unsigned char *h, size_t len)
+{
+	h[0] = 0x81;
+	if (len < 126) {
+		h[1] = (unsigned char)len;
+		return 2;
+	}
+	h[1] = 126;
+	h[2] = (unsigned char)(len >> 8);
+	h[3] = (unsigned char)len;
+	return 4;
+}
+
+/*
+ * Writes queued WebSocket frames. A frame alone goes through lws_write from
+ * its own buffer (it has LWS_PRE headroom for the header); several are framed
+ * here into one buffer and leave in one raw write, so the client's side pays
+ * per segment less too. Stops when lws had to keep part of a write
+ * (lws_partial_buffered(): a flag, where lws_send_pipe_choked() costs a
+ * poll()); lws finishes that part before it calls WRITEABLE again.
+ * Returns -1 on a write error.
+ */
+static int ws_flush(struct tc_conn *c)
+{
+	static unsigned char buf[LWS_PRE + TC_WS_COALESCE_MAX];
+	struct tc_buf *b;
+	int writes = 0;
+
+	if (c->ping_due && !lws_partial_buffered(c->wsi)) {
+		/* With a payload: lws does not report empty PONGs (4.1.6). */
+		c->ping_due = false;
+		buf[LWS_PRE] = 't';
+		if (lws_write(c->wsi, buf + LWS_PRE, 1, LWS_WRITE_PING) < 0)
+			return -1;
+	}
+	while ((b = tc_bufq_peek(&c->out)) && writes++ < WRITE_BATCH && !lws_partial_buffered(c->wsi)) {
+		if (c->out.count == 1 || WS_HEADER_MAX + b->len > TC_WS_COALESCE_MAX) {
+			if (lws_write(c->wsi, tc_buf_data(b), b->len, LWS_WRITE_TEXT) < 0)
+				return -1;
+			tc_metrics.bytes_out += b->len;
+			tc_buf_unref(tc_bufq_pop(&c->out));
+			continue;
+		}
+		size_t n = 0;
+		while ((b = tc_bufq_peek(&c->out)) && n + WS_HEADER_MAX + b->len <= TC_WS_COALESCE_MAX) {
+			n += ws_header(buf + LWS_PRE + n, b->len);
+			memcpy(buf + LWS_PRE + n, tc_buf_data(b), b->len);
+			n += b->len;
+			tc_metrics.bytes_out += b->len;
+			tc_buf_unref(tc_bufq_pop(&c->out));
+		}
+		if (lws_write(c->wsi, buf + LWS_PRE, n, LWS_WRITE_RAW) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+int tc__ws_writeable(struct tc_conn *c)
+{
+	c->want_write = false;
+	tc_dlist_remove(&c->srv->dirty, &c->dirty);
+	if (ws_flush(c) < 0)
+		return -1;
+	return tc__conn_after_write(c) ? write_close_frame(c) : 0;
+}
+
+/* The check handle: each connection that queued frames this iteration writes them now. */
+static void on_flush(uv_check_t *h)
+{
+	struct tc_server *srv = h->data;
+	struct tc_dlink *n;
+
+	while ((n = srv->dirty.head)) {
+		struct tc_conn *c = TC_CONN_OF(n, dirty);
+		tc_dlist_remove(&srv->dirty, n);
+		/* Closing, or WRITEABLE already on its way: that path writes. */
+		if (c->close_code || c->want_write)
+			continue;
+		if (lws_partial_buffered(c->wsi)) {
+			tc__conn_request_write(c);
+			continue;
+		}
+		if (ws_flush(c) < 0) {
+			tc__conn_close(c, TC_CONN_KILL, 0, NULL);
+			continue;
+		}
+		/* close_code is 0: this never asks for a close frame. */
+		int closing = tc__conn_after_write(c);
+		assert(!closing);
+		(void)closing;
+	}
+	uv_check_stop(h);
+}
+
+int tc__ws_peer_closed(struct tc_conn *c)
+{
+	/* After our own close frame, the peer's is the ack: just close
+	 * (nonzero); otherwise lws echoes it, as the protocol wants. */
+	return c && c->close_sent ? -1 : 0;
+}
+
+/* ==== receiving ========================================================================== */
+
+int tc__ws_receive(struct tc_conn *c, const char *in, size_t len)
+{
+	const size_t max = (size_t)c->srv->cfg->max_frame_bytes;
+
+	if (c->close_code)
+		return 0; /* closing: what still arrives is read and dropped */
+	if (lws_frame_is_binary(c->wsi)) {
+		tc__conn_close(c, TC_CONN_DROP, TC_CLOSE_UNSUPPORTED_DATA,
+			       tc_close_reason(TC_CLOSE_UNSUPPORTED_DATA));
+		return 0;
+	}
+	if (c->rx_len + len > max) {
+		tc_log(TC_LOG_INFO, "oversized message refused",
+		       TC_LS("thread", tc_session_thread(c->session)), TC_LI("limit", max));
+		free(c->rx);
+		c->rx = NULL;
+		c->rx_len = c->rx_cap = 0;
+		tc__conn_close(c, TC_CONN_DROP, TC_CLOSE_TOO_BIG, c->srv->too_big);
+		return 0;
+	}
+	bool final = lws_is_final_fragment(c->wsi);
+	if (final && !c->rx_len) {
+		tc_session_on_frame(c->session, in, len); /* the common case: no copy */
+		return 0;
+	}
+	if (c->rx_len + len > c->rx_cap) {
+		size_t cap = c->rx_cap ? c->rx_cap : 1024;
+		while (cap < c->rx_len + len)
+			cap *= 2;
+		c->rx_cap = cap < max ? cap : max;
+		c->rx = tc_xrealloc(c->rx, c->rx_cap);
+	}
+	memcpy(c->rx + c->rx_len, in, len);
+	c->rx_len += len;
+	if (final) {
+		tc_session_on_frame(c->session, c->rx, c->rx_len);
+		/* Idle connections keep no reassembly buffer. */
+		free(c->rx);
+		c->rx = NULL;
+		c->rx_len = c->rx_cap = 0;
+	}
+	return 0;
+}
+
+/* ==== opening, and the handles =========================================================== */
+
+int tc__ws_open(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss, const char *thread,
+		const struct tc_grant *g)
+{
+	struct tc_conn *c = tc__conn_new(srv, wsi, TC_CONN_WS, thread, &tc__conn_json_io);
+	pss->conn = c;
+	c->auth_exp = g->exp;
+	tc__ws_heard_from(c);
+	tc_session_allow_commands(c->session, g->commands);
+	tc_log(TC_LOG_DEBUG, "websocket open", TC_LS("thread", thread), TC_LI("connections", srv->conns.count));
+	return 0;
+}
+
+void tc__ws_init(struct tc_server *srv)
+{
+	uv_check_init(srv->loop, &srv->flush);
+	srv->flush.data = srv;
+	uv_timer_init(srv->loop, &srv->idle);
+	srv->idle.data = srv;
+	snprintf(srv->too_big, sizeof(srv->too_big), "message larger than %lld bytes",
+		 srv->cfg->max_frame_bytes);
+}
+
+void tc__ws_start_timers(struct tc_server *srv)
+{
+	uv_timer_start(&srv->idle, on_idle, IDLE_TICK_MS, IDLE_TICK_MS);
+}
+
+void tc__ws_close_handles(struct tc_server *srv)
+{
+	uv_timer_stop(&srv->idle);
+	uv_close((uv_handle_t *)&srv->idle, NULL);
+	uv_check_stop(&srv->flush);
+	uv_close((uv_handle_t *)&srv->flush, NULL);
+}
