@@ -40,6 +40,20 @@ tc_build() {
   rm -f "$log"
 }
 
+# The port threadcast will listen on with these arguments: --port N or
+# --port=N (the last wins), else THREADCAST_PORT, else 8080.
+tc_port_of() {
+  local port=${THREADCAST_PORT:-8080}
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --port) [ $# -ge 2 ] && port=$2; shift ;;
+      --port=*) port=${1#--port=} ;;
+    esac
+    shift
+  done
+  echo "$port"
+}
+
 # Prints a TCP port on 127.0.0.1 that nothing listens on.
 tc_free_port() {
   local p

@@ -8,6 +8,7 @@
 
 #include "log.h"
 #include "metrics.h"
+#include "spell.h"
 #include "store.h"
 #include "util.h"
 
@@ -24,6 +25,7 @@ struct waiting {
 	uint64_t deadline;                /* uv_now() ms */
 	uint64_t sent_ns;                 /* uv_hrtime() at submit */
 	uint64_t client_id;
+	int64_t head;                     /* the thread's seq when the command was sent; -1 unknown */
 	struct tc_bridge_caller *caller;  /* NULL once answered */
 };
 
@@ -147,7 +149,16 @@ static void on_answer(struct tc_bridge *b, const char *data, size_t len)
 			cJSON_Delete(result);
 			result = NULL;
 		}
-		finish(b, w, tc_response_success(w->client_id, result, -1));
+		/* Workers answer in either spelling; the client reads its own. */
+		tc_spell_tree(result, w->caller->sp);
+		/* The seq the answer is consistent with: the worker's word, or the
+		 * thread's head when the command was sent (what the client may
+		 * have seen before the command took effect). */
+		const cJSON *meta = cJSON_GetObjectItemCaseSensitive(m, "meta");
+		const cJSON *seq = tc_spell_get(meta, "appliedThroughSeq", TC_SPELL_021);
+		int64_t applied = cJSON_IsNumber(seq) && seq->valuedouble >= 0 &&
+				  seq->valuedouble <= (double)TC_JS_MAX_SAFE ? (int64_t)seq->valuedouble : w->head;
+		finish(b, w, tc_response_success(w->client_id, result, applied, w->caller->sp));
 	} else {
 		const cJSON *code = cJSON_GetObjectItemCaseSensitive(m, "error");
 		const cJSON *msg = cJSON_GetObjectItemCaseSensitive(m, "message");
@@ -244,6 +255,18 @@ struct sent {
 	uint64_t n;
 };
 
+/* Where the thread stood when the command was sent (meta.appliedThroughSeq). */
+static void on_head(struct tc_redis *r, redisReply *reply, void *priv)
+{
+	struct sent *asked = priv;
+	struct waiting *w = entry(asked->b, asked->n);
+	struct tc_store_meta m;
+
+	free(asked);
+	if (w && w->caller && reply && !tc_store_meta_parse(reply, &m))
+		w->head = (int64_t)m.seq;
+}
+
 static void on_xadd(struct tc_redis *r, redisReply *reply, void *priv)
 {
 	struct sent *sent = priv;
@@ -290,6 +313,12 @@ enum tc_err tc_bridge_submit(struct tc_bridge *b, struct tc_bridge_caller *calle
 		.reply = b->reply_ch, .deadline = deadline });
 	struct sent *sent = tc_xmalloc(sizeof(*sent));
 	*sent = (struct sent){ b, n };
+	struct tc_store_cmd head;
+	tc_store_read_head(&head, thread);
+	struct sent *asked = tc_xmalloc(sizeof(*asked));
+	*asked = (struct sent){ b, n };
+	if (tc_redis_cmd(b->redis, on_head, asked, head.argv))
+		free(asked);
 	int rc = tc_redis_cmd(b->redis, on_xadd, sent, c.argv);
 	free(params);
 	if (rc) {
@@ -301,6 +330,7 @@ enum tc_err tc_bridge_submit(struct tc_bridge *b, struct tc_bridge_caller *calle
 		.deadline = uv_now(b->loop) + (uint64_t)b->cfg->command_timeout_ms,
 		.sent_ns = uv_hrtime(),
 		.client_id = cmd->id,
+		.head = -1,
 		.caller = caller,
 	};
 	b->count++;

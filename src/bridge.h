@@ -8,10 +8,12 @@
  * correlation id and this instance's reply channel. The worker SPUBLISHes its
  * answer there; the bridge relays it to the client under the client's own
  * command id. A command nobody answers within --command-timeout gets
- * unknown_error. protocol/README.md has the worker-side contract.
+ * unknown_error. Workers get the params spelled as protocol 0.0.21 and may
+ * answer in either spelling; each client reads its own, with
+ * meta.appliedThroughSeq. protocol/README.md has the worker-side contract.
  */
-#ifndef TC_COMMANDS_H
-#define TC_COMMANDS_H
+#ifndef TC_BRIDGE_H
+#define TC_BRIDGE_H
 
 #include <stdint.h>
 #include <uv.h>
@@ -29,6 +31,8 @@ struct tc_bridge;
  * shutdown); the caller keeps itself alive until release().
  */
 struct tc_bridge_caller {
+	/** How the caller spells the protocol: its answers are respelled so. */
+	enum tc_spelling sp;
 	/** Delivers the reply frame (taking over the reference). */
 	void (*answer)(struct tc_bridge_caller *c, struct tc_buf *frame);
 	/** The bridge is done with this command. */

@@ -10,6 +10,7 @@
 
 #include "log.h"
 #include "metrics.h"
+#include "query.h"
 #include "ws.h"
 
 void tc__conn_request_write(struct tc_conn *c)
@@ -142,13 +143,16 @@ const struct tc_session_io tc__conn_json_io = {
 /* ---- creation and destruction ------------------------------------------------------------ */
 
 struct tc_conn *tc__conn_new(struct tc_server *srv, struct lws *wsi, enum tc_conn_kind kind,
-			     const char *thread, const struct tc_session_io *io)
+			     const char *thread, const struct tc_session_io *io, enum tc_spelling sp)
 {
 	struct tc_conn *c = tc_xcalloc(1, sizeof(*c));
 	c->srv = srv;
 	c->wsi = wsi;
 	c->kind = kind;
-	c->session = tc_session_new(srv->env, thread, io, c);
+	if (io) {
+		c->session = tc_session_new(srv->env, thread, io, c);
+		tc_session_set_spelling(c->session, sp);
+	}
 	tc_dlist_push_head(&srv->conns, &c->link);
 	srv->nws += kind == TC_CONN_WS;
 	srv->nsse += kind == TC_CONN_SSE;
@@ -168,6 +172,7 @@ void tc__conn_destroy(struct tc_conn *c)
 	tc_dlist_remove(&srv->dirty, &c->dirty);
 	tc_dlist_remove(&srv->quiet, &c->quiet);
 	tc_session_close(c->session);
+	tc_query_cancel(c->query);
 	tc_bufq_clear(&c->out);
 	free(c->rx);
 	free(c);

@@ -36,6 +36,7 @@ enum tc_conn_kind {
 	TC_CONN_WS,      /**< a WebSocket (ws.c) */
 	TC_CONN_SSE,     /**< an SSE stream (sse.c) */
 	TC_CONN_COMMAND, /**< one POST /threads/:thread_id/commands exchange (http.c) */
+	TC_CONN_QUERY,   /**< one GET /threads/:thread_id/state exchange (http.c); no session */
 };
 
 /** How tc__conn_close() ends a connection. */
@@ -71,7 +72,8 @@ struct tc_conn {
 	bool pinged;              /**< WebSocket: a PING went out since we last heard from it */
 	bool ping_due;            /**< WebSocket: write a PING with the next flush */
 	uint64_t heard;           /**< WebSocket: loop time (ms) of its last frame (ws.c's idle list) */
-	unsigned status;          /**< POST /commands: HTTP status of the reply */
+	unsigned status;          /**< POST /commands, GET /state: HTTP status of the reply */
+	struct tc_query *query;   /**< GET /state: the read in flight, else NULL */
 	int64_t auth_exp;         /**< the token's exp (Unix s); 0 when auth is off */
 	struct tc_dlink link;     /**< on srv->conns */
 	struct tc_dlink dirty;    /**< WebSocket: on srv->dirty, written by the next flush */
@@ -96,8 +98,15 @@ struct tc_pss {
 
 /** What an accepted WebSocket upgrade hands to LWS_CALLBACK_ESTABLISHED. */
 struct tc_upgrade {
-	char thread[TC_THREAD_ID_MAX + 1]; /**< the thread of /threads/:thread_id/stream */
+	char thread[TC_THREAD_ID_MAX + 1]; /**< the thread of the route */
 	struct tc_grant grant;             /**< what the request's token allows */
+	enum tc_spelling sp;               /**< how the route spells the protocol */
+	/**
+	 * Nonzero: the upgrade is refused, on a 0.0.21 route, by accepting it
+	 * and closing at once with this code (its official client gives up on
+	 * a refused HTTP upgrade for good, but reads a 44xx close code).
+	 */
+	enum tc_close refuse;
 };
 
 /** The server: lws, the connections, and each component's handles. */
@@ -138,10 +147,11 @@ struct tc_server {
 
 /**
  * A new connection of kind on wsi, for thread, with a new session speaking
- * through io (whose ctx is the conn). Counted on srv->conns.
+ * through io (whose ctx is the conn) and spelling sp; a TC_CONN_QUERY has no
+ * session (io NULL). Counted on srv->conns.
  */
 struct tc_conn *tc__conn_new(struct tc_server *srv, struct lws *wsi, enum tc_conn_kind kind,
-			     const char *thread, const struct tc_session_io *io);
+			     const char *thread, const struct tc_session_io *io, enum tc_spelling sp);
 
 /**
  * Frees c: off every list, its session closed, its queue dropped. Only from

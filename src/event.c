@@ -1,17 +1,34 @@
 #include "event.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-static struct tc_buf *ws_frame(const struct tc_event *ev)
+/* The stored JSON as sp spells it: itself, unless a protocol field needs a new name. */
+static void body(struct tc_event *ev, enum tc_spelling sp, const char **json, size_t *len)
 {
-	char head[96];
-	int n = snprintf(head, sizeof(head), "{\"type\":\"event\",\"eventId\":\"%s:%llu\",\"seq\":%llu,",
-			 ev->epoch, (unsigned long long)ev->seq, (unsigned long long)ev->seq);
+	if (!ev->spelled[sp]) {
+		ev->spelled[sp] = true;
+		ev->respelled[sp] = tc_spell_event(ev->json, ev->json_len, ev->method, ev->method_len, sp,
+						   &ev->respelled_len[sp]);
+	}
+	*json = ev->respelled[sp] ? ev->respelled[sp] : ev->json;
+	*len = ev->respelled[sp] ? ev->respelled_len[sp] : ev->json_len;
+}
+
+static struct tc_buf *ws_frame(struct tc_event *ev, enum tc_spelling sp)
+{
+	char head[112];
+	const char *json;
+	size_t len;
+	int n = snprintf(head, sizeof(head), "{\"type\":\"event\",\"%s\":\"%s:%llu\",\"seq\":%llu,",
+			 tc_spell("eventId", sp), ev->epoch, (unsigned long long)ev->seq,
+			 (unsigned long long)ev->seq);
+	body(ev, sp, &json, &len);
 	/* The stored JSON starts with '{' (the function guarantees it). */
-	struct tc_buf *b = tc_buf_new((size_t)n + ev->json_len - 1);
+	struct tc_buf *b = tc_buf_new((size_t)n + len - 1);
 	memcpy(tc_buf_data(b), head, (size_t)n);
-	memcpy(tc_buf_data(b) + n, ev->json + 1, ev->json_len - 1);
+	memcpy(tc_buf_data(b) + n, json + 1, len - 1);
 	return b;
 }
 
@@ -20,9 +37,9 @@ static struct tc_buf *ws_frame(const struct tc_event *ev)
  * inside the stored JSON (whitespace between tokens) starts a new "data:"
  * line; EventSource joins them back with "\n", so the JSON is unchanged.
  */
-static struct tc_buf *sse_frame(struct tc_event *ev)
+static struct tc_buf *sse_frame(struct tc_event *ev, enum tc_spelling sp)
 {
-	struct tc_buf *ws = tc_event_frame(ev, TC_FRAME_WS);
+	struct tc_buf *ws = tc_event_frame(ev, TC_FRAME_WS, sp);
 	const unsigned char *p = tc_buf_data(ws), *end = p + ws->len;
 	size_t breaks = 0;
 	for (const unsigned char *c = p; c < end; c++)
@@ -50,17 +67,23 @@ static struct tc_buf *sse_frame(struct tc_event *ev)
 	return b;
 }
 
-struct tc_buf *tc_event_frame(struct tc_event *ev, enum tc_frame_kind kind)
+struct tc_buf *tc_event_frame(struct tc_event *ev, enum tc_frame_kind kind, enum tc_spelling sp)
 {
-	if (!ev->frames[kind])
-		ev->frames[kind] = kind == TC_FRAME_WS ? ws_frame(ev) : sse_frame(ev);
-	return ev->frames[kind];
+	if (!ev->frames[kind][sp])
+		ev->frames[kind][sp] = kind == TC_FRAME_WS ? ws_frame(ev, sp) : sse_frame(ev, sp);
+	return ev->frames[kind][sp];
 }
 
 void tc_event_release(struct tc_event *ev)
 {
-	for (int i = 0; i < TC_FRAME_KINDS; i++) {
-		tc_buf_unref(ev->frames[i]);
-		ev->frames[i] = NULL;
+	for (int k = 0; k < TC_FRAME_KINDS; k++)
+		for (int sp = 0; sp < TC_SPELLINGS; sp++) {
+			tc_buf_unref(ev->frames[k][sp]);
+			ev->frames[k][sp] = NULL;
+		}
+	for (int sp = 0; sp < TC_SPELLINGS; sp++) {
+		free(ev->respelled[sp]);
+		ev->respelled[sp] = NULL;
+		ev->spelled[sp] = false;
 	}
 }

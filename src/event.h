@@ -15,32 +15,39 @@
 #include <stdint.h>
 
 #include "buf.h"
+#include "spell.h"
 
 /** How a transport frames events. */
 enum tc_frame_kind { TC_FRAME_WS, TC_FRAME_SSE, TC_FRAME_KINDS };
 
 /**
  * One event on its way to clients: its parts (pointing into a Redis reply)
- * and, per transport kind, the frame built from them the first time a
- * client of that kind needs it — shared by every recipient.
+ * and, per transport kind and spelling, the frame built from them the first
+ * time a client of that kind and spelling needs it — shared by every
+ * recipient. Initialize the parts and zero the rest.
  */
 struct tc_event {
 	const char *epoch;
 	uint64_t seq;
 	const char *method, *ns, *json;
 	size_t method_len, ns_len, json_len;
-	struct tc_buf *frames[TC_FRAME_KINDS];
+	struct tc_buf *frames[TC_FRAME_KINDS][TC_SPELLINGS];
+	char *respelled[TC_SPELLINGS];   /**< the JSON respelled for sp, when it had to be */
+	size_t respelled_len[TC_SPELLINGS];
+	bool spelled[TC_SPELLINGS];      /**< respelled[sp] was worked out */
 };
 
 /**
- * The frame of ev for kind, built on first use and owned by ev (take a
- * reference to keep it). WebSocket: {"type":"event","eventId":"<epoch>:<seq>",
- * "seq":<seq>, + the stored JSON after its opening brace. SSE: "id: <eventId>",
- * "event: <method>" and the same JSON as "data:" lines.
+ * The frame of ev for kind and spelling, built on first use and owned by ev
+ * (take a reference to keep it). WebSocket:
+ * {"type":"event","eventId":"<epoch>:<seq>","seq":<seq>, + the stored JSON
+ * after its opening brace (event_id, and the data's protocol fields, spelled
+ * as sp: spell.h). SSE: "id: <eventId>", "event: <method>" and the same JSON
+ * as "data:" lines.
  */
-struct tc_buf *tc_event_frame(struct tc_event *ev, enum tc_frame_kind kind);
+struct tc_buf *tc_event_frame(struct tc_event *ev, enum tc_frame_kind kind, enum tc_spelling sp);
 
-/** Drops the frames ev built. */
+/** Drops the frames (and respelled texts) ev built. */
 void tc_event_release(struct tc_event *ev);
 
 #endif

@@ -22,7 +22,8 @@ enum tc_channel tc_channel_lookup(const char *s, size_t len)
 
 enum tc_channel tc_channel_of_method(const char *m, size_t len)
 {
-	if (len == 15 && !memcmp(m, "input.requested", 15))
+	if ((len == 15 && !memcmp(m, "input.requested", 15)) ||
+	    (len == 14 && !memcmp(m, "input.answered", 14)))
 		return TC_CHANNEL_INPUT;
 	enum tc_channel c = tc_channel_lookup(m, len);
 	/* "input" is a channel but not an event method. */

@@ -76,8 +76,8 @@ enum tc_channel tc_channel_lookup(const char *s, size_t len);
 
 /**
  * The channel an event with method m[0..len) belongs to: the method itself,
- * except "input.requested", whose channel is "input". TC_CHANNEL_INVALID
- * when the method is not an event method.
+ * except "input.requested" and "input.answered", whose channel is "input".
+ * TC_CHANNEL_INVALID when the method is not an event method.
  */
 enum tc_channel tc_channel_of_method(const char *m, size_t len);
 

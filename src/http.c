@@ -16,17 +16,57 @@
 #include "hub.h"
 #include "log.h"
 #include "metrics.h"
+#include "query.h"
 #include "router.h"
 #include "sse.h"
 
 /* ==== responses ========================================================================== */
+
+/* The reason phrase of the statuses threadcast answers with. */
+static const char *reason_of(unsigned status)
+{
+	switch (status) {
+	case 200: return "OK";
+	case 400: return "Bad Request";
+	case 401: return "Unauthorized";
+	case 403: return "Forbidden";
+	case 404: return "Not Found";
+	case 405: return "Method Not Allowed";
+	case 413: return "Payload Too Large";
+	case 426: return "Upgrade Required";
+	case 503: return "Service Unavailable";
+	default: return "Error";
+	}
+}
+
+/*
+ * The status line and common headers. lws writes the status line with the
+ * request's HTTP version, which it has not read yet when it asks whether to
+ * upgrade: a refused upgrade would get "HTTP/1.0" in answer to an HTTP/1.1
+ * request, and strict clients (Python's websockets) reject that response
+ * unread. An upgrade is always HTTP/1.1, so its refusal says so itself.
+ */
+static int common_headers(struct lws *wsi, unsigned status, const char *type,
+			  lws_filepos_t content_len, unsigned char **p, unsigned char *end)
+{
+	char line[64];
+	if (!lws_hdr_total_length(wsi, WSI_TOKEN_UPGRADE))
+		return lws_add_http_common_headers(wsi, status, type, content_len, p, end);
+	int n = snprintf(line, sizeof(line), "HTTP/1.1 %u %s", status, reason_of(status));
+	return lws_add_http_header_by_name(wsi, NULL, (const unsigned char *)line, n, p, end) ||
+	       lws_add_http_header_by_token(wsi, WSI_TOKEN_HTTP_CONTENT_TYPE,
+					    (const unsigned char *)type, (int)strlen(type), p, end) ||
+	       lws_add_http_header_content_length(wsi, content_len, p, end) ||
+	       lws_add_http_header_by_name(wsi, (const unsigned char *)"connection:",
+					   (const unsigned char *)"close", 5, p, end);
+}
 
 int tc__http_head(struct lws *wsi, unsigned status, const char *type, lws_filepos_t content_len)
 {
 	unsigned char buf[LWS_PRE + 512];
 	unsigned char *start = buf + LWS_PRE, *p = start, *end = buf + sizeof(buf) - 1;
 
-	if (lws_add_http_common_headers(wsi, status, type, content_len, &p, end) ||
+	if (common_headers(wsi, status, type, content_len, &p, end) ||
 	    lws_add_http_header_by_name(wsi, (const unsigned char *)"cache-control:",
 					(const unsigned char *)"no-store", 8, &p, end))
 		return -1;
@@ -168,7 +208,33 @@ struct request {
 	unsigned method;                   /* a tc_http_method bit */
 	const char *thread;                /* thread routes: the validated thread id */
 	struct tc_grant grant;             /* thread routes: what the token allows */
+	int sp;                            /* the spelling the request asked for (?protocol=), or -1 */
 };
+
+/*
+ * The spelling a request asks for with ?protocol=0.0.21 or ?protocol=seed;
+ * -1 when it does not say (the route decides).
+ */
+static int asked_spelling(struct lws *wsi)
+{
+	char buf[32];
+	const char *v = lws_get_urlarg_by_name(wsi, "protocol=", buf, sizeof(buf));
+	if (!v)
+		return -1;
+	if (!strcmp(v, "0.0.21"))
+		return TC_SPELL_021;
+	if (!strcmp(v, "seed"))
+		return TC_SPELL_SEED;
+	return -1;
+}
+
+/* The spelling of a stream route: /stream speaks the seed's, /stream/events 0.0.21's. */
+static enum tc_spelling route_spelling(int route, int asked)
+{
+	if (asked >= 0)
+		return (enum tc_spelling)asked;
+	return route == TC_ROUTE_STREAM_EVENTS ? TC_SPELL_021 : TC_SPELL_SEED;
+}
 
 /* ---- GET /healthz, /readyz, /metrics ---------------------------------------------------- */
 
@@ -280,6 +346,7 @@ struct tc_http_body {
 	enum body_kind { BODY_SSE, BODY_COMMAND } kind;
 	char thread[TC_THREAD_ID_MAX + 1];
 	struct tc_grant grant;
+	int sp;           /* the stream's spelling; commands: what ?protocol= asked, or -1 */
 	char *data;
 	size_t len;
 };
@@ -310,6 +377,7 @@ static int expect_body(struct tc_server *srv, struct lws *wsi, struct tc_pss *ps
 	pss->body = tc_xcalloc(1, sizeof(*pss->body));
 	pss->body->kind = kind;
 	pss->body->grant = rq->grant;
+	pss->body->sp = rq->sp;
 	snprintf(pss->body->thread, sizeof(pss->body->thread), "%s", rq->thread);
 	return 0;
 }
@@ -361,8 +429,14 @@ static int reply_frame(struct lws *wsi, unsigned status, struct tc_buf *b)
 	return rc;
 }
 
+/*
+ * POST /threads/:thread_id/commands answers in protocol 0.0.21 (the
+ * official client's spelling), unless the request asks with ?protocol= or
+ * its params name protocol fields in camelCase only (assistantId, …): a
+ * client written against the seed gets the seed's spelling back.
+ */
 static int run_command(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss, const char *thread,
-		       const struct tc_grant *g, const char *body, size_t len)
+		       const struct tc_grant *g, int asked, const char *body, size_t len)
 {
 	struct tc_command cmd;
 	struct tc_error err;
@@ -380,11 +454,13 @@ static int run_command(struct tc_server *srv, struct lws *wsi, struct tc_pss *ps
 		tc_command_free(&cmd);
 		return reply_frame(wsi, 200, b);
 	}
+	enum tc_spelling sp = asked >= 0 ? (enum tc_spelling)asked :
+			      tc_spell_guess(cmd.params) == TC_SPELL_SEED ? TC_SPELL_SEED : TC_SPELL_021;
 	tc_command_free(&cmd);
 	int admitted = tc__http_refuse_if_full(srv, wsi);
 	if (admitted != 1)
 		return admitted;
-	struct tc_conn *c = tc__conn_new(srv, wsi, TC_CONN_COMMAND, thread, &tc__conn_json_io);
+	struct tc_conn *c = tc__conn_new(srv, wsi, TC_CONN_COMMAND, thread, &tc__conn_json_io, sp);
 	c->status = 200;
 	tc_session_allow_commands(c->session, g->commands);
 	pss->conn = c;
@@ -408,7 +484,7 @@ int tc__http_body_complete(struct tc_server *srv, struct lws *wsi, struct tc_pss
 	pss->body = NULL;
 	data = b->data ? b->data : "";
 	if (b->kind == BODY_COMMAND) {
-		rc = run_command(srv, wsi, pss, b->thread, &b->grant, data, b->len);
+		rc = run_command(srv, wsi, pss, b->thread, &b->grant, b->sp, data, b->len);
 	} else {
 		cJSON *request = cJSON_ParseWithLength(data, b->len);
 		if (!cJSON_IsObject(request))
@@ -416,7 +492,8 @@ int tc__http_body_complete(struct tc_server *srv, struct lws *wsi, struct tc_pss
 					    "the body must be an EventStreamRequest: {\"channels\":[…], "
 					    "\"namespaces\"?, \"depth\"?, \"since\"?}");
 		else
-			rc = tc__sse_start_stream(srv, wsi, pss, b->thread, request, &b->grant);
+			rc = tc__sse_start_stream(srv, wsi, pss, b->thread, request, &b->grant,
+						  (enum tc_spelling)b->sp);
 		cJSON_Delete(request);
 	}
 	body_free(b);
@@ -444,10 +521,48 @@ static int serve_stream(struct tc_server *srv, struct lws *wsi, struct tc_pss *p
 	if (rq->method == TC_HTTP_POST)
 		return expect_body(srv, wsi, pss, BODY_SSE, rq);
 	if (accepts_event_stream(wsi))
-		return tc__sse_from_query(srv, wsi, pss, rq->thread, &rq->grant);
+		return tc__sse_from_query(srv, wsi, pss, rq->thread, &rq->grant, (enum tc_spelling)rq->sp);
 	return tc__http_error(wsi, 426, "upgrade_required",
 			      "this endpoint is a WebSocket (send Upgrade: websocket) or an SSE stream "
 			      "(send Accept: text/event-stream, or POST an EventStreamRequest)");
+}
+
+/* ---- GET /threads/:thread_id/state ------------------------------------------------------- */
+
+static void state_answered(void *ctx, enum tc_err code, const char *message, cJSON *result, uint64_t head)
+{
+	struct tc_conn *c = ctx;
+	cJSON *body = result;
+
+	c->query = NULL; /* over when it reports */
+	if (code) {
+		c->status = code == TC_ERR_NO_SUCH_RUN ? 404 : 503;
+		body = cJSON_CreateObject();
+		cJSON_AddStringToObject(body, "error", c->status == 404 ? "not_found" : "unavailable");
+		cJSON_AddStringToObject(body, "message", message);
+	}
+	tc__conn_send(c, tc_json_frame(body));
+	cJSON_Delete(body);
+}
+
+/* The thread's state for hydration (query.h): 404 for a thread without history. */
+static int serve_state(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss,
+		       const struct request *rq)
+{
+	int admitted = tc__http_refuse_if_full(srv, wsi);
+	if (admitted != 1)
+		return admitted;
+	if (!tc_redis_cmd_up(srv->redis))
+		return tc__http_error(wsi, 503, "unavailable", TC_MSG_REDIS_DOWN);
+	struct tc_conn *c = tc__conn_new(srv, wsi, TC_CONN_QUERY, rq->thread, NULL, TC_SPELL_021);
+	c->status = 200;
+	c->query = tc_query_state(srv->redis, rq->thread, state_answered, c);
+	if (!c->query) {
+		tc__conn_destroy(c);
+		return tc__http_error(wsi, 503, "unavailable", TC_MSG_REDIS_DOWN);
+	}
+	pss->conn = c; /* its answer goes out through tc__http_command_writeable */
+	return 0;
 }
 
 /* ==== routing ============================================================================ */
@@ -462,7 +577,9 @@ static const struct route_handler {
 	[TC_ROUTE_READYZ] = { serve_readyz, "only GET is served here", false },
 	[TC_ROUTE_METRICS] = { serve_metrics, "only GET is served here", false },
 	[TC_ROUTE_STREAM] = { serve_stream, "GET (WebSocket or SSE) or POST (SSE)", true },
+	[TC_ROUTE_STREAM_EVENTS] = { serve_stream, "GET (WebSocket or SSE) or POST (SSE)", true },
 	[TC_ROUTE_COMMANDS] = { serve_commands, "POST one command as JSON", true },
+	[TC_ROUTE_STATE] = { serve_state, "only GET is served here", true },
 };
 
 int tc__http_request(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss, const char *path)
@@ -485,6 +602,9 @@ int tc__http_request(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss,
 	}
 	const struct route_handler *h = &handlers[m.id];
 	assert(h->serve);
+	rq.sp = asked_spelling(wsi);
+	if (m.id == TC_ROUTE_STREAM || m.id == TC_ROUTE_STREAM_EVENTS)
+		rq.sp = (int)route_spelling(m.id, rq.sp);
 	if (h->thread_access) {
 		rq.thread = tc_route_param(&m, "thread_id");
 		assert(rq.thread);
@@ -514,17 +634,43 @@ int tc__http_confirm_upgrade(struct tc_server *srv, struct lws *wsi, const char 
 	if (lws_hdr_copy(wsi, path, sizeof(path), WSI_TOKEN_GET_URI) < 0)
 		return answered(tc__http_error(wsi, 404, "not_found", "no such route"));
 	/* The path decides, whatever the method. */
-	switch (tc_route_match(tc_routes, TC_ROUTE_COUNT, method_of(wsi), path, &m)) {
+	enum tc_match found = tc_route_match(tc_routes, TC_ROUTE_COUNT, method_of(wsi), path, &m);
+	bool v021 = found != TC_MATCH_NONE && m.id == TC_ROUTE_STREAM_EVENTS;
+	memset(up, 0, sizeof(*up));
+	switch (found) {
 	case TC_MATCH_FOUND:
 	case TC_MATCH_METHOD:
-		if (m.id != TC_ROUTE_STREAM)
+		if (m.id != TC_ROUTE_STREAM && m.id != TC_ROUTE_STREAM_EVENTS)
 			break;
 		snprintf(up->thread, sizeof(up->thread), "%s", tc_route_param(&m, "thread_id"));
+		up->sp = route_spelling(m.id, asked_spelling(wsi));
+		if (v021) {
+			/* 0.0.21's client gives up on a refused upgrade without telling
+			 * why, but reads a close code: accept, then close. */
+			char why[200];
+			switch (check_access(srv, wsi, up->thread, &up->grant, why, sizeof(why))) {
+			case 0:
+				break;
+			case 401:
+				up->refuse = TC_CLOSE_UNAUTHORIZED;
+				return 0;
+			default:
+				up->refuse = TC_CLOSE_FORBIDDEN;
+				return 0;
+			}
+			if (srv->draining || srv->conns.count >= (size_t)srv->cfg->max_connections)
+				up->refuse = TC_CLOSE_TRY_AGAIN; /* it reconnects, through the balancer */
+			return 0;
+		}
 		if (check_access_or_reply(srv, wsi, up->thread, &up->grant, &rc))
 			return answered(rc);
 		rc = tc__http_refuse_if_full(srv, wsi);
 		return rc == 1 ? 0 : answered(rc);
 	case TC_MATCH_BAD_PARAM:
+		if (m.id == TC_ROUTE_STREAM_EVENTS) {
+			up->refuse = TC_CLOSE_BAD_REQUEST;
+			return 0;
+		}
 		return answered(tc__http_error(wsi, 400, m.error, m.message));
 	case TC_MATCH_NONE:
 		break;

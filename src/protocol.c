@@ -162,7 +162,8 @@ static void add_uint(cJSON *obj, const char *key, uint64_t v)
 	cJSON_AddRawToObject(obj, key, num);
 }
 
-struct tc_buf *tc_response_success(uint64_t id, cJSON *result, int64_t applied_through_seq)
+struct tc_buf *tc_response_success(uint64_t id, cJSON *result, int64_t applied_through_seq,
+				   enum tc_spelling sp)
 {
 	cJSON *r = cJSON_CreateObject();
 	cJSON_AddStringToObject(r, "type", "success");
@@ -170,7 +171,7 @@ struct tc_buf *tc_response_success(uint64_t id, cJSON *result, int64_t applied_t
 	cJSON_AddItemToObject(r, "result", result ? result : cJSON_CreateObject());
 	if (applied_through_seq >= 0) {
 		cJSON *meta = cJSON_AddObjectToObject(r, "meta");
-		add_uint(meta, "appliedThroughSeq", (uint64_t)applied_through_seq);
+		add_uint(meta, tc_spell("appliedThroughSeq", sp), (uint64_t)applied_through_seq);
 	}
 	struct tc_buf *b = tc_json_frame(r);
 	cJSON_Delete(r);
@@ -194,9 +195,23 @@ struct tc_buf *tc_response_error(bool has_id, uint64_t id, enum tc_err code, con
 
 /* ==== params of the runtime commands (CDDL sections 4a, 10, 11) ============================== */
 
-static enum tc_err need(struct tc_error *err, const char *field, const char *what)
+/*
+ * The params are read spelled as 0.0.21 (tc_params_validate respells them
+ * first); the messages name each field as the client's spelling
+ * does, so "params.interruptId is required" on a seed route and
+ * "params.interrupt_id is required" on a 0.0.21 one.
+ */
+struct check {
+	const cJSON *p;         /* the object being checked */
+	const char *prefix;     /* "params", "params.responses[2]" */
+	enum tc_spelling sp;
+	struct tc_error *err;
+};
+
+static enum tc_err bad(const struct check *c, const char *name, const char *what)
 {
-	return tc_error_set(err, TC_ERR_INVALID_ARGUMENT, "%s %s", field, what);
+	return tc_error_set(c->err, TC_ERR_INVALID_ARGUMENT, "%s%s%s %s", c->prefix, *name ? "." : "",
+			    tc_spell(name, c->sp), what);
 }
 
 static bool is_namespace(const cJSON *v)
@@ -210,17 +225,18 @@ static bool is_namespace(const cJSON *v)
 	return true;
 }
 
-/* Optional object-valued fields shared by several commands. */
-static enum tc_err optional_objects(const cJSON *p, const char *prefix, const char *const *names,
-				    struct tc_error *err)
+static const cJSON *get(const struct check *c, const char *name)
 {
-	char field[64];
+	return cJSON_GetObjectItemCaseSensitive(c->p, name);
+}
+
+/* Optional object-valued fields shared by several commands. */
+static enum tc_err optional_objects(const struct check *c, const char *const *names)
+{
 	for (; *names; names++) {
-		const cJSON *v = cJSON_GetObjectItemCaseSensitive(p, *names);
-		if (v && !cJSON_IsObject(v)) {
-			snprintf(field, sizeof(field), "%s.%s", prefix, *names);
-			return need(err, field, "must be an object");
-		}
+		const cJSON *v = get(c, *names);
+		if (v && !cJSON_IsObject(v))
+			return bad(c, *names, "must be an object");
 	}
 	return TC_OK;
 }
@@ -244,119 +260,123 @@ static bool is_goto(const cJSON *v)
 	return true;
 }
 
-static enum tc_err string_field(const cJSON *p, const char *name, const char *field, bool required,
-				struct tc_error *err)
+static enum tc_err string_field(const struct check *c, const char *name, bool required)
 {
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(p, name);
+	const cJSON *v = get(c, name);
 	if (!v)
-		return required ? need(err, field, "is required") : TC_OK;
-	return cJSON_IsString(v) ? TC_OK : need(err, field, "must be a string");
+		return required ? bad(c, name, "is required") : TC_OK;
+	return cJSON_IsString(v) ? TC_OK : bad(c, name, "must be a string");
 }
 
 /* A Namespace-shaped field (an array of strings; state.get's keys too). */
-static enum tc_err namespace_field(const cJSON *p, const char *name, const char *field, bool required,
-				   struct tc_error *err)
+static enum tc_err namespace_field(const struct check *c, const char *name, bool required)
 {
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(p, name);
+	const cJSON *v = get(c, name);
 	if (!v)
-		return required ? need(err, field, "is required") : TC_OK;
-	return is_namespace(v) ? TC_OK : need(err, field, "must be an array of strings");
+		return required ? bad(c, name, "is required") : TC_OK;
+	return is_namespace(v) ? TC_OK : bad(c, name, "must be an array of strings");
 }
 
-static enum tc_err respond_entry(const cJSON *e, const char *prefix, struct tc_error *err)
+static enum tc_err respond_entry(const struct check *c)
 {
-	char field[64];
-	snprintf(field, sizeof(field), "%s.namespace", prefix);
-	if (namespace_field(e, "namespace", field, true, err))
-		return err->code;
-	snprintf(field, sizeof(field), "%s.interruptId", prefix);
-	if (string_field(e, "interruptId", field, true, err))
-		return err->code;
-	if (!cJSON_GetObjectItemCaseSensitive(e, "response")) {
-		snprintf(field, sizeof(field), "%s.response", prefix);
-		return need(err, field, "is required");
+	if (namespace_field(c, "namespace", true) || string_field(c, "interrupt_id", true))
+		return c->err->code;
+	return get(c, "response") ? TC_OK : bad(c, "response", "is required");
+}
+
+static enum tc_err check_respond(const struct check *c)
+{
+	static const char *const upd_cfg_meta[] = { "update", "config", "metadata", NULL };
+	const cJSON *v = get(c, "responses");
+	if (v) {
+		char prefix[40];
+		int i = 0;
+		const cJSON *e;
+		if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) == 0)
+			return bad(c, "responses", "must be a non-empty array");
+		cJSON_ArrayForEach(e, v) {
+			snprintf(prefix, sizeof(prefix), "params.responses[%d]", i++);
+			struct check entry = { e, prefix, c->sp, c->err };
+			if (!cJSON_IsObject(e))
+				return bad(&entry, "", "must be an object");
+			if (respond_entry(&entry))
+				return c->err->code;
+		}
+	} else if (respond_entry(c)) {
+		return c->err->code;
 	}
+	v = get(c, "goto");
+	if (v && !is_goto(v))
+		return bad(c, "goto", "must be a node name, a {node, input} send, or a list of them");
+	return optional_objects(c, upd_cfg_meta);
+}
+
+static enum tc_err check_inject(const struct check *c)
+{
+	if (namespace_field(c, "namespace", true))
+		return c->err->code;
+	const cJSON *m = get(c, "message");
+	if (!m)
+		return bad(c, "message", "is required");
+	if (!cJSON_IsObject(m))
+		return bad(c, "message", "must be an object");
+	struct check msg = { m, "params.message", c->sp, c->err };
+	const cJSON *role = get(&msg, "role");
+	if (!cJSON_IsString(role) || (strcmp(role->valuestring, "user") && strcmp(role->valuestring, "system")))
+		return bad(&msg, "role", "must be \"user\" or \"system\"");
+	if (string_field(&msg, "content", true) || string_field(&msg, "name", false))
+		return c->err->code;
 	return TC_OK;
 }
 
-enum tc_err tc_params_validate(const struct tc_command *cmd, struct tc_error *err)
+enum tc_err tc_params_validate(struct tc_command *cmd, enum tc_spelling sp, struct tc_error *err)
 {
 	static const char *const cfg_meta[] = { "config", "metadata", NULL };
-	static const char *const upd_cfg_meta[] = { "update", "config", "metadata", NULL };
-	const cJSON *p = cmd->params, *v;
+	const struct check c = { cmd->params, "params", sp, err };
+	const cJSON *v;
 
-	if (!p)
-		return need(err, "params", "is required");
+	tc_spell_tree(cmd->params, TC_SPELL_021); /* workers read 0.0.21 too */
+	if (!c.p)
+		return tc_error_set(err, TC_ERR_INVALID_ARGUMENT, "params is required");
 	switch (cmd->method) {
 	case TC_METHOD_RUN_START:
-		if (string_field(p, "assistantId", "params.assistantId", true, err))
+		if (string_field(&c, "assistant_id", true))
 			return err->code;
-		if (!cJSON_GetObjectItemCaseSensitive(p, "input"))
-			return need(err, "params.input", "is required (it may be null)");
-		return optional_objects(p, "params", cfg_meta, err);
+		if (!get(&c, "input"))
+			return bad(&c, "input", "is required (it may be null)");
+		v = get(&c, "langsmith_tracer");
+		if (v && !cJSON_IsObject(v))
+			return bad(&c, "langsmith_tracer", "must be an object");
+		return optional_objects(&c, cfg_meta);
 
 	case TC_METHOD_INPUT_RESPOND:
-		v = cJSON_GetObjectItemCaseSensitive(p, "responses");
-		if (v) {
-			char prefix[40];
-			int i = 0;
-			const cJSON *e;
-			if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) == 0)
-				return need(err, "params.responses", "must be a non-empty array");
-			cJSON_ArrayForEach(e, v) {
-				snprintf(prefix, sizeof(prefix), "params.responses[%d]", i++);
-				if (!cJSON_IsObject(e))
-					return need(err, prefix, "must be an object");
-				if (respond_entry(e, prefix, err))
-					return err->code;
-			}
-		} else if (respond_entry(p, "params", err)) {
-			return err->code;
-		}
-		v = cJSON_GetObjectItemCaseSensitive(p, "goto");
-		if (v && !is_goto(v))
-			return need(err, "params.goto", "must be a node name, a {node, input} send, or a list of them");
-		return optional_objects(p, "params", upd_cfg_meta, err);
+		return check_respond(&c);
 
-	case TC_METHOD_INPUT_INJECT: {
-		if (namespace_field(p, "namespace", "params.namespace", true, err))
-			return err->code;
-		const cJSON *m = cJSON_GetObjectItemCaseSensitive(p, "message");
-		if (!m)
-			return need(err, "params.message", "is required");
-		if (!cJSON_IsObject(m))
-			return need(err, "params.message", "must be an object");
-		const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
-		if (!cJSON_IsString(role) || (strcmp(role->valuestring, "user") && strcmp(role->valuestring, "system")))
-			return need(err, "params.message.role", "must be \"user\" or \"system\"");
-		if (string_field(m, "content", "params.message.content", true, err) ||
-		    string_field(m, "name", "params.message.name", false, err))
-			return err->code;
-		return TC_OK;
-	}
+	case TC_METHOD_INPUT_INJECT:
+		return check_inject(&c);
 
 	case TC_METHOD_STATE_GET:
-		if (namespace_field(p, "namespace", "params.namespace", true, err))
+		if (namespace_field(&c, "namespace", true))
 			return err->code;
-		return namespace_field(p, "keys", "params.keys", false, err);
+		return namespace_field(&c, "keys", false);
 
 	case TC_METHOD_STATE_LIST_CHECKPOINTS: {
-		if (namespace_field(p, "namespace", "params.namespace", false, err))
+		if (namespace_field(&c, "namespace", false))
 			return err->code;
-		const cJSON *limit = cJSON_GetObjectItemCaseSensitive(p, "limit");
+		const cJSON *limit = get(&c, "limit");
 		if (limit && (!cJSON_IsNumber(limit) || limit->valuedouble < 0 ||
 			      limit->valuedouble != floor(limit->valuedouble) ||
 			      limit->valuedouble > (double)TC_JS_MAX_SAFE))
-			return need(err, "params.limit", "must be a non-negative integer");
-		return string_field(p, "before", "params.before", false, err);
+			return bad(&c, "limit", "must be a non-negative integer");
+		return string_field(&c, "before", false);
 	}
 
 	case TC_METHOD_STATE_FORK:
-		if (string_field(p, "checkpointId", "params.checkpointId", true, err))
+		if (string_field(&c, "checkpoint_id", true))
 			return err->code;
-		v = cJSON_GetObjectItemCaseSensitive(p, "config");
+		v = get(&c, "config");
 		if (v && !cJSON_IsObject(v))
-			return need(err, "params.config", "must be an object");
+			return bad(&c, "config", "must be an object");
 		return TC_OK;
 
 	default:

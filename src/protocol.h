@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "buf.h"
+#include "spell.h"
 
 /**
  * X(ENUM, wire code, default message). The wire codes are the CDDL's
@@ -41,7 +42,9 @@ enum tc_err { TC_OK = 0, TC_ERROR_MAP(TC__ERR_NEG) };
 /**
  * X(ENUM, code, reason): every WebSocket close code threadcast sends, with
  * the reason it gives when the caller has no more specific one. 1007
- * (invalid UTF-8) is sent by libwebsockets itself.
+ * (invalid UTF-8) is sent by libwebsockets itself. The 44xx codes (4000 +
+ * an HTTP status) are for protocol 0.0.21 routes, whose official client
+ * reads them as "do not reconnect with the same credentials".
  */
 #define TC_CLOSE_MAP(X)                                                                    \
 	X(GOING_AWAY, 1001, "server shutting down; reconnect")                             \
@@ -50,7 +53,10 @@ enum tc_err { TC_OK = 0, TC_ERROR_MAP(TC__ERR_NEG) };
 	X(TOO_BIG, 1009, "message too big")                                                \
 	X(INTERNAL, 1011, "internal error")                                                \
 	X(HISTORY_RESET, 1012, "the thread's history was reset; reconnect to resync")      \
-	X(TRY_AGAIN, 1013, "too slow: outbound queue limit exceeded; reconnect and resume")
+	X(TRY_AGAIN, 1013, "too slow: outbound queue limit exceeded; reconnect and resume")  \
+	X(BAD_REQUEST, 4400, "bad request: a thread id is 1 to 128 characters of A-Z a-z 0-9 . _ : -") \
+	X(UNAUTHORIZED, 4401, "unauthorized: no valid token; reconnect with a fresh one")   \
+	X(FORBIDDEN, 4403, "forbidden: this token may not read this thread")
 
 #define TC__CLOSE_ENUM(e, code, reason) TC_CLOSE_##e = code,
 /** WebSocket close codes. */
@@ -126,10 +132,12 @@ enum tc_err tc_command_parse(const char *data, size_t len, struct tc_command *cm
 void tc_command_free(struct tc_command *cmd);
 
 /**
- * Builds {"type":"success","id":id,"result":result[,"meta":{"appliedThroughSeq":n}]}.
- * Consumes result (NULL means {}). applied_through_seq < 0 omits meta.
+ * Builds {"type":"success","id":id,"result":result[,"meta":{"appliedThroughSeq":n}]},
+ * meta spelled as sp. Consumes result (NULL means {}), spelled by the caller.
+ * applied_through_seq < 0 omits meta.
  */
-struct tc_buf *tc_response_success(uint64_t id, cJSON *result, int64_t applied_through_seq);
+struct tc_buf *tc_response_success(uint64_t id, cJSON *result, int64_t applied_through_seq,
+				   enum tc_spelling sp);
 
 /** Builds {"type":"error","id":id|null,"error":code,"message":message}. */
 struct tc_buf *tc_response_error(bool has_id, uint64_t id, enum tc_err code, const char *message);
@@ -141,10 +149,12 @@ struct tc_buf *tc_json_frame(const cJSON *v);
 bool tc_method_is_runtime(enum tc_method m);
 
 /**
- * Validates the params of a runtime command against the CDDL. On error
- * returns TC_ERR_INVALID_ARGUMENT with a message naming the field.
+ * Respells the params of a runtime command as 0.0.21 in place (either
+ * spelling is accepted; workers get 0.0.21) and validates them against the
+ * CDDL. On error returns TC_ERR_INVALID_ARGUMENT with a message naming the
+ * field as spelling sp does ("params.interruptId" or "params.interrupt_id").
  */
-enum tc_err tc_params_validate(const struct tc_command *cmd, struct tc_error *err);
+enum tc_err tc_params_validate(struct tc_command *cmd, enum tc_spelling sp, struct tc_error *err);
 
 /**
  * Parses an eventId as this server issues them, "<epoch>:<seq>" (epoch 1 to

@@ -34,6 +34,8 @@ struct tc_replay {
 	char *thread;
 	struct tc_member *member;
 	enum tc_frame_kind kind;
+	enum tc_spelling spelling;
+	bool per_subscription;
 	const struct tc_replay_ops *ops;
 	void *ctx;
 	bool reconnect;      /* else subscribe */
@@ -163,7 +165,8 @@ static bool take_reply(struct tc_replay *rp, redisReply *reply, int type)
 static bool wants(const struct tc_replay *rp, const struct tc_event_key *k, uint64_t seq)
 {
 	if (seq <= rp->hist_end)
-		return rp->ops->match(rp->ctx, k, TC_SUBS_FRESH) && !rp->ops->match(rp->ctx, k, TC_SUBS_OLD);
+		return rp->ops->match(rp->ctx, k, TC_SUBS_FRESH) &&
+		       (rp->per_subscription || !rp->ops->match(rp->ctx, k, TC_SUBS_OLD));
 	if (seq < rp->start)
 		return rp->ops->match(rp->ctx, k, TC_SUBS_OLD);
 	return rp->ops->match(rp->ctx, k, TC_SUBS_ANY);
@@ -208,7 +211,7 @@ static struct tc_buf *replay_frame(struct tc_replay *rp, uint64_t seq, const cha
 {
 	struct tc_event ev = { .epoch = rp->epoch, .seq = seq, .method = method,
 			       .method_len = mlen, .json = json, .json_len = jlen };
-	struct tc_buf *b = tc_buf_ref(tc_event_frame(&ev, rp->kind));
+	struct tc_buf *b = tc_buf_ref(tc_event_frame(&ev, rp->kind, rp->spelling));
 	tc_event_release(&ev);
 	return b;
 }
@@ -304,7 +307,8 @@ static void on_values(struct tc_redis *r, redisReply *reply, void *priv)
 		    sn.seq >= rp->start || sn.seq > rp->hist_end ||
 		    tc_event_key_init(&key, "values", 6, pairs[i].key, pairs[i].key_len))
 			continue;
-		if (!rp->ops->match(rp->ctx, &key, TC_SUBS_FRESH) || rp->ops->match(rp->ctx, &key, TC_SUBS_OLD))
+		if (!rp->ops->match(rp->ctx, &key, TC_SUBS_FRESH) ||
+		    (!rp->per_subscription && rp->ops->match(rp->ctx, &key, TC_SUBS_OLD)))
 			continue;
 		base[nbase++] = sn;
 	}
@@ -561,6 +565,8 @@ struct tc_replay *tc_replay_start(const struct tc_replay_start *s)
 	rp->member = s->member;
 	rp->fresh_member = s->fresh_member;
 	rp->kind = s->kind;
+	rp->spelling = s->spelling;
+	rp->per_subscription = s->per_subscription;
 	rp->ops = s->ops;
 	rp->ctx = s->ctx;
 	rp->waiter.fn = on_redis_back;

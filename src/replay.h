@@ -18,7 +18,8 @@
  * ones it held before ("old"). The member's cursor says what the connection
  * already accounted for, hist_end below:
  *   seq <= hist_end           sent only if a fresh subscription wants it and
- *                             no old one did (the old ones had their chance);
+ *                             no old one did (the old ones had their chance),
+ *                             or — per_subscription — if a fresh one wants it;
  *   hist_end < seq < start    before the replay range: old subscriptions only;
  *   seq >= start              any subscription.
  *
@@ -96,6 +97,13 @@ struct tc_replay_start {
 	struct tc_member *member;       /**< the session's, attached to the thread's hub */
 	bool fresh_member;              /**< attached for this command (its cursor means nothing yet) */
 	enum tc_frame_kind kind;        /**< how events are framed for this client */
+	enum tc_spelling spelling;      /**< ... and spelled */
+	/**
+	 * Each fresh subscription is owed the whole matching history, even
+	 * events an older subscription of the connection already received
+	 * (0.0.21 clients match and dedupe per subscription themselves).
+	 */
+	bool per_subscription;
 	const struct tc_replay_ops *ops;
 	void *ctx;
 	bool reconnect;                 /**< else subscribe (replay the current run) */

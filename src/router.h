@@ -47,7 +47,9 @@ enum tc_http_method {
 	X(READYZ, TC_HTTP_GET, "/readyz")                                     \
 	X(METRICS, TC_HTTP_GET, "/metrics")                                   \
 	X(STREAM, TC_HTTP_GET | TC_HTTP_POST, "/threads/:thread_id/stream")   \
-	X(COMMANDS, TC_HTTP_POST, "/threads/:thread_id/commands")
+	X(STREAM_EVENTS, TC_HTTP_GET | TC_HTTP_POST, "/threads/:thread_id/stream/events") \
+	X(COMMANDS, TC_HTTP_POST, "/threads/:thread_id/commands")             \
+	X(STATE, TC_HTTP_GET, "/threads/:thread_id/state")
 
 #define TC__ROUTE_ENUM(e, methods, pattern) TC_ROUTE_##e,
 /** Route ids: index into tc_routes. */

@@ -63,7 +63,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 		if (srv->upgrade_wsi != wsi)
 			return -1;
 		srv->upgrade_wsi = NULL;
-		return tc__ws_open(srv, wsi, pss, srv->upgrade.thread, &srv->upgrade.grant);
+		return tc__ws_open(srv, wsi, pss, &srv->upgrade);
 
 	case LWS_CALLBACK_RECEIVE:
 		c = pss->conn;
@@ -124,7 +124,11 @@ static void on_expiry(uv_timer_t *t)
 	for (struct tc_dlink *n = srv->conns.head; n; n = n->next) {
 		struct tc_conn *c = TC_CONN_OF(n, link);
 		if (c->auth_exp && c->auth_exp <= now && !c->close_code)
-			tc__conn_close(c, TC_CONN_DROP, TC_CLOSE_POLICY, "token expired; reconnect with a fresh one");
+			/* 0.0.21's client must not come back with the same token: 4401. */
+			tc__conn_close(c, TC_CONN_DROP,
+				       c->session && tc_session_spelling(c->session) == TC_SPELL_021 ?
+				       TC_CLOSE_UNAUTHORIZED : TC_CLOSE_POLICY,
+				       "token expired; reconnect with a fresh one");
 	}
 }
 

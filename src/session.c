@@ -25,6 +25,8 @@ struct subscription {
 /* A command frame that arrived while another command was being served. */
 struct pending {
 	struct pending *next;
+	bool unsubscribed;  /* an unsubscribe already done: only its reply waits (cmd_id) */
+	uint64_t cmd_id;
 	size_t len;
 	char data[];
 };
@@ -56,8 +58,10 @@ struct tc_session {
 	 * session holds no replay or query: they exist only while served. */
 	enum serving serving;
 	uint64_t cmd_id;
+	char *serving_sub;      /* the subscription the command being served adds */
 	struct tc_replay *replay;
 	struct tc_query *query;
+	enum tc_spelling sp;    /* how this client spells the protocol */
 };
 
 static void run_pending(struct tc_session *s);
@@ -80,6 +84,7 @@ static void session_free(struct tc_session *s)
 		s->pending = p->next;
 		free(p);
 	}
+	free(s->serving_sub);
 	free(s->thread_id);
 	free(s);
 }
@@ -112,6 +117,17 @@ void tc_session_close(struct tc_session *s)
 void tc_session_allow_commands(struct tc_session *s, bool allowed)
 {
 	s->may_command = allowed;
+}
+
+void tc_session_set_spelling(struct tc_session *s, enum tc_spelling sp)
+{
+	s->sp = sp;
+	s->caller.sp = sp;
+}
+
+enum tc_spelling tc_session_spelling(const struct tc_session *s)
+{
+	return s->sp;
 }
 
 const char *tc_session_thread(const struct tc_session *s)
@@ -147,7 +163,7 @@ static void send_error(struct tc_session *s, bool has_id, uint64_t id, const str
 
 static void send_success(struct tc_session *s, uint64_t id, cJSON *result, int64_t seq)
 {
-	s->io->send(s->ctx, tc_response_success(id, result, seq));
+	s->io->send(s->ctx, tc_response_success(id, result, seq, s->sp));
 }
 
 static void remove_sub(struct tc_session *s, size_t i)
@@ -167,6 +183,8 @@ static void served(struct tc_session *s)
 	s->replay = NULL;
 	s->query = NULL; /* over when it reported */
 	s->serving = SERVE_NONE;
+	free(s->serving_sub);
+	s->serving_sub = NULL;
 	run_pending(s);
 }
 
@@ -196,7 +214,7 @@ static void member_send(struct tc_member *m, struct tc_event *ev)
 {
 	struct tc_session *s = SESSION_OF(m);
 	tc_metrics.events_delivered++;
-	s->io->send(s->ctx, tc_buf_ref(tc_event_frame(ev, s->io->kind)));
+	s->io->send(s->ctx, tc_buf_ref(tc_event_frame(ev, s->io->kind, s->sp)));
 }
 
 static void member_ready(struct tc_member *m)
@@ -235,19 +253,19 @@ static void replay_answer(void *ctx, struct tc_replay_answer *a)
 		return;
 	case SERVE_SUBSCRIBE:
 		res = cJSON_CreateObject();
-		cJSON_AddStringToObject(res, "subscriptionId", s->subs[s->nsubs - 1].id);
-		cJSON_AddNumberToObject(res, "replayedEvents", (double)a->replayed);
+		cJSON_AddStringToObject(res, tc_spell("subscriptionId", s->sp), s->serving_sub);
+		cJSON_AddNumberToObject(res, tc_spell("replayedEvents", s->sp), (double)a->replayed);
 		/* An extension (the result is Extensible): the run's first events
 		 * were left out of the replay by --max-replay. */
 		if (a->has_missed)
-			cJSON_AddNumberToObject(res, "missedEvents", (double)a->missed);
+			cJSON_AddNumberToObject(res, tc_spell("missedEvents", s->sp), (double)a->missed);
 		break;
 	default:
 		res = cJSON_CreateObject();
 		if (a->has_missed)
-			cJSON_AddNumberToObject(res, "missedEvents", (double)a->missed);
+			cJSON_AddNumberToObject(res, tc_spell("missedEvents", s->sp), (double)a->missed);
 		cJSON_AddBoolToObject(res, "restored", a->restored);
-		cJSON_AddItemToObject(res, "currentNamespaces", a->namespaces);
+		cJSON_AddItemToObject(res, tc_spell("currentNamespaces", s->sp), a->namespaces);
 		a->namespaces = NULL;
 		break;
 	}
@@ -308,7 +326,8 @@ static void begin_replay(struct tc_session *s, enum serving what, uint64_t id,
 	s->cmd_id = id;
 	struct tc_replay_start start = {
 		.cfg = s->env->cfg, .redis = s->env->redis, .thread = s->thread_id,
-		.member = &s->member, .fresh_member = fresh, .kind = s->io->kind,
+		.member = &s->member, .fresh_member = fresh, .kind = s->io->kind, .spelling = s->sp,
+		.per_subscription = s->sp == TC_SPELL_021,
 		.ops = &replay_ops, .ctx = s, .reconnect = what != SERVE_SUBSCRIBE && (what != SERVE_STREAM || from),
 		.from = from,
 	};
@@ -362,31 +381,52 @@ static enum tc_err do_subscribe(struct tc_session *s, const struct tc_command *c
 		return tc_error_set(err, TC_ERR_INVALID_ARGUMENT, "params is required");
 	if (tc_filter_parse(cmd->params, &f, err) || add_sub(s, f, NULL, err))
 		return err->code;
+	/* Kept by value: an unsubscribe served meanwhile may move the array. */
+	s->serving_sub = tc_xstrdup(s->subs[s->nsubs - 1].id);
 	begin_replay(s, SERVE_SUBSCRIBE, cmd->id, NULL);
 	return TC_OK;
+}
+
+/* Finds the subscription an unsubscribe names; fills err when it cannot. */
+static struct subscription *unsubscribe_target(struct tc_session *s, const struct tc_command *cmd,
+					       struct tc_error *err)
+{
+	if (!cmd->params) {
+		tc_error_set(err, TC_ERR_INVALID_ARGUMENT, "params is required");
+		return NULL;
+	}
+	const char *field = tc_spell("subscriptionId", s->sp);
+	const cJSON *id = tc_spell_get(cmd->params, field, s->sp);
+	if (!id) {
+		tc_error_set(err, TC_ERR_INVALID_ARGUMENT, "params.%s is required", field);
+		return NULL;
+	}
+	if (!cJSON_IsString(id)) {
+		tc_error_set(err, TC_ERR_INVALID_ARGUMENT, "params.%s must be a string", field);
+		return NULL;
+	}
+	struct subscription *sub = find_sub(s, id->valuestring);
+	if (!sub) {
+		size_t len = strlen(id->valuestring);
+		tc_error_set(err, TC_ERR_NO_SUCH_SUBSCRIPTION, "no subscription \"%.*s%s\" on this connection",
+			     (int)tc_utf8_prefix(id->valuestring, len, 48), id->valuestring, len > 48 ? "…" : "");
+	}
+	return sub;
+}
+
+static void send_unsubscribed(struct tc_session *s, uint64_t id)
+{
+	send_success(s, id, NULL, s->member.thread ? (int64_t)s->member.cursor : -1);
 }
 
 static enum tc_err do_unsubscribe(struct tc_session *s, const struct tc_command *cmd,
 				  struct tc_error *err)
 {
-	if (!cmd->params)
-		return tc_error_set(err, TC_ERR_INVALID_ARGUMENT, "params is required");
-	const cJSON *id = cJSON_GetObjectItemCaseSensitive(cmd->params, "subscriptionId");
-	if (!id)
-		return tc_error_set(err, TC_ERR_INVALID_ARGUMENT, "params.subscriptionId is required");
-	if (!cJSON_IsString(id))
-		return tc_error_set(err, TC_ERR_INVALID_ARGUMENT,
-				    "params.subscriptionId must be a string");
-	struct subscription *sub = find_sub(s, id->valuestring);
-	if (!sub) {
-		size_t len = strlen(id->valuestring);
-		return tc_error_set(err, TC_ERR_NO_SUCH_SUBSCRIPTION,
-				    "no subscription \"%.*s%s\" on this connection",
-				    (int)tc_utf8_prefix(id->valuestring, len, 48), id->valuestring,
-				    len > 48 ? "…" : "");
-	}
+	struct subscription *sub = unsubscribe_target(s, cmd, err);
+	if (!sub)
+		return err->code;
 	remove_sub(s, (size_t)(sub - s->subs));
-	send_success(s, cmd->id, NULL, s->member.thread ? (int64_t)s->member.cursor : -1);
+	send_unsubscribed(s, cmd->id);
 	return TC_OK;
 }
 
@@ -401,17 +441,16 @@ static enum tc_err do_reconnect(struct tc_session *s, const struct tc_command *c
 
 	if (!p)
 		return tc_error_set(err, TC_ERR_INVALID_ARGUMENT, "params is required");
-	run = cJSON_GetObjectItemCaseSensitive(p, "runId");
+	run = tc_spell_get(p, "runId", s->sp);
 	if (!cJSON_IsString(run))
+		return tc_error_set(err, TC_ERR_INVALID_ARGUMENT, "params.%s %s", tc_spell("runId", s->sp),
+				    run ? "must be a string" : "is required");
+	/* Optional text: absent is fine, null is not text. */
+	last = tc_spell_get(p, "lastEventId", s->sp);
+	if (last && (!cJSON_IsString(last) || !tc_event_id_parse(last->valuestring, last_epoch, &last_seq)))
 		return tc_error_set(err, TC_ERR_INVALID_ARGUMENT,
-				    run ? "params.runId must be a string" : "params.runId is required");
-	last = cJSON_GetObjectItemCaseSensitive(p, "lastEventId");
-	if (last && !cJSON_IsNull(last)) {
-		if (!cJSON_IsString(last) ||
-		    !tc_event_id_parse(last->valuestring, last_epoch, &last_seq))
-			return tc_error_set(err, TC_ERR_INVALID_ARGUMENT,
-					    "params.lastEventId must be an eventId this server sent (\"<epoch>:<seq>\")");
-	}
+				    "params.%s must be an eventId this server sent (\"<epoch>:<seq>\")",
+				    tc_spell("lastEventId", s->sp));
 	subs = cJSON_GetObjectItemCaseSensitive(p, "subscriptions");
 	if (subs && !cJSON_IsNull(subs) && !cJSON_IsArray(subs))
 		return tc_error_set(err, TC_ERR_INVALID_ARGUMENT,
@@ -461,6 +500,7 @@ static void tree_answered(void *ctx, enum tc_err code, const char *message, cJSO
 		tc_error_set(&err, code, "%s", message);
 		send_error(s, true, s->cmd_id, &err);
 	} else {
+		tc_spell_tree(result, s->sp);
 		send_success(s, s->cmd_id, result, (int64_t)head);
 	}
 	served(s);
@@ -469,9 +509,10 @@ static void tree_answered(void *ctx, enum tc_err code, const char *message, cJSO
 static enum tc_err do_get_tree(struct tc_session *s, const struct tc_command *cmd,
 			       struct tc_error *err)
 {
-	const cJSON *run = cmd->params ? cJSON_GetObjectItemCaseSensitive(cmd->params, "runId") : NULL;
+	const cJSON *run = cmd->params ? tc_spell_get(cmd->params, "runId", s->sp) : NULL;
 	if (run && !cJSON_IsNull(run) && !cJSON_IsString(run))
-		return tc_error_set(err, TC_ERR_INVALID_ARGUMENT, "params.runId must be a string");
+		return tc_error_set(err, TC_ERR_INVALID_ARGUMENT, "params.%s must be a string",
+				    tc_spell("runId", s->sp));
 	s->serving = SERVE_TREE;
 	s->cmd_id = cmd->id;
 	s->query = tc_query_tree(s->env->redis, s->thread_id, cJSON_IsString(run) ? run->valuestring : NULL,
@@ -503,8 +544,7 @@ static void caller_release(struct tc_bridge_caller *c)
 	release(s);
 }
 
-static enum tc_err do_runtime(struct tc_session *s, const struct tc_command *cmd,
-			      struct tc_error *err)
+static enum tc_err do_runtime(struct tc_session *s, struct tc_command *cmd, struct tc_error *err)
 {
 	const struct tc_config *cfg = s->env->cfg;
 
@@ -512,7 +552,7 @@ static enum tc_err do_runtime(struct tc_session *s, const struct tc_command *cmd
 		return tc_error_set(err, TC_ERR_NOT_SUPPORTED,
 				    "%s is not available: agent commands are switched off on this gateway",
 				    tc_method_name(cmd->method));
-	if (tc_params_validate(cmd, err))
+	if (tc_params_validate(cmd, s->sp, err))
 		return err->code;
 	if (!s->may_command)
 		return tc_error_set(err, TC_ERR_PERMISSION_DENIED,
@@ -615,7 +655,10 @@ static void run_pending(struct tc_session *s)
 		if (!s->pending)
 			s->pending_tail = NULL;
 		s->npending--;
-		handle_frame(s, p->data, p->len);
+		if (p->unsubscribed)
+			send_unsubscribed(s, p->cmd_id); /* its effect came when it arrived */
+		else
+			handle_frame(s, p->data, p->len);
 		free(p);
 	}
 	if (!s->closed && !s->reading && !s->serving) {
@@ -637,6 +680,34 @@ static bool take_token(struct tc_session *s)
 		return false;
 	s->tokens -= 1;
 	return true;
+}
+
+/*
+ * An unsubscribe that arrives while another command is served (a replay
+ * may take a while) stops the delivery at once: the subscription goes now,
+ * and only the reply waits its turn, so replies keep command order and no
+ * event for it follows the reply. Anything else about it (not a valid
+ * unsubscribe, no such subscription) is left for its turn. Returns true and
+ * the pending reply in *out when it did so.
+ */
+static bool unsubscribe_now(struct tc_session *s, const char *data, size_t len, struct pending **out)
+{
+	struct tc_command cmd;
+	struct tc_error err;
+	bool done = false;
+
+	if (tc_command_parse(data, len, &cmd, &err) == TC_OK && cmd.method == TC_METHOD_UNSUBSCRIBE) {
+		struct subscription *sub = unsubscribe_target(s, &cmd, &err);
+		if (sub) {
+			remove_sub(s, (size_t)(sub - s->subs));
+			*out = tc_xcalloc(1, sizeof(**out));
+			(*out)->unsubscribed = true;
+			(*out)->cmd_id = cmd.id;
+			done = true;
+		}
+	}
+	tc_command_free(&cmd);
+	return done;
 }
 
 /* Refuses a command over the rate; a client that keeps going is cut off. */
@@ -677,10 +748,13 @@ void tc_session_on_frame(struct tc_session *s, const char *data, size_t len)
 		s->io->close(s->ctx, TC_CLOSE_POLICY, "too many commands pipelined behind a replay");
 		return;
 	}
-	struct pending *p = tc_xmalloc(sizeof(*p) + len);
+	struct pending *p;
+	if (!unsubscribe_now(s, data, len, &p)) {
+		p = tc_xcalloc(1, sizeof(*p) + len);
+		p->len = len;
+		memcpy(p->data, data, len);
+	}
 	p->next = NULL;
-	p->len = len;
-	memcpy(p->data, data, len);
 	if (s->pending_tail)
 		s->pending_tail->next = p;
 	else

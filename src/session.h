@@ -95,6 +95,14 @@ void tc_session_on_drained(struct tc_session *s);
 /** Whether runtime commands are allowed (a token's "commands" claim); default yes. */
 void tc_session_allow_commands(struct tc_session *s, bool allowed);
 
+/**
+ * How the client spells the protocol's field names (spell.h): everything
+ * the session writes is spelled so; what it reads may use either. Seed
+ * (camelCase) until set.
+ */
+void tc_session_set_spelling(struct tc_session *s, enum tc_spelling sp);
+enum tc_spelling tc_session_spelling(const struct tc_session *s);
+
 /** The thread this session watches. */
 const char *tc_session_thread(const struct tc_session *s);
 

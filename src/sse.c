@@ -17,12 +17,13 @@
 /* A stream whose history is gone starts with a "resync" event. */
 static void sse_started(void *ctx, bool restored, bool has_missed, uint64_t missed)
 {
+	struct tc_conn *c = ctx;
 	char msg[160];
 	if (restored)
 		return;
 	int n = has_missed ?
-		snprintf(msg, sizeof(msg), "event: resync\ndata: {\"restored\":false,\"missedEvents\":%llu}\n\n",
-			 (unsigned long long)missed) :
+		snprintf(msg, sizeof(msg), "event: resync\ndata: {\"restored\":false,\"%s\":%llu}\n\n",
+			 tc_spell("missedEvents", tc_session_spelling(c->session)), (unsigned long long)missed) :
 		snprintf(msg, sizeof(msg), "event: resync\ndata: {\"restored\":false}\n\n");
 	tc__conn_send(ctx, tc_buf_copy(msg, (size_t)n));
 }
@@ -47,7 +48,7 @@ static const char *last_event_id(struct lws *wsi, char *buf, int len)
 }
 
 int tc__sse_start_stream(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss, const char *thread,
-			 const cJSON *request, const struct tc_grant *g)
+			 const cJSON *request, const struct tc_grant *g, enum tc_spelling sp)
 {
 	char leid[128];
 	struct tc_error err;
@@ -59,7 +60,7 @@ int tc__sse_start_stream(struct tc_server *srv, struct lws *wsi, struct tc_pss *
 	 * plainly; a WebSocket is told in the reply to its subscribe instead. */
 	if (!tc_redis_cmd_up(srv->redis))
 		return tc__http_error(wsi, 503, "unavailable", TC_MSG_REDIS_DOWN);
-	struct tc_conn *c = tc__conn_new(srv, wsi, TC_CONN_SSE, thread, &sse_io);
+	struct tc_conn *c = tc__conn_new(srv, wsi, TC_CONN_SSE, thread, &sse_io, sp);
 	c->auth_exp = g->exp;
 	/* Browsers resend the last id on reconnect; it wins over `since`. */
 	const char *last = last_event_id(wsi, leid, sizeof(leid));
@@ -77,7 +78,7 @@ int tc__sse_start_stream(struct tc_server *srv, struct lws *wsi, struct tc_pss *
 }
 
 int tc__sse_from_query(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss, const char *thread,
-		       const struct tc_grant *g)
+		       const struct tc_grant *g, enum tc_spelling sp)
 {
 	/* lws_get_urlarg_by_name() copies "name=value" and points past "name=". */
 	static const char *const names[] = { "channels=", "namespaces=", "depth=", "since=" };
@@ -90,7 +91,7 @@ int tc__sse_from_query(struct tc_server *srv, struct lws *wsi, struct tc_pss *ps
 	cJSON *req = tc_stream_request_from_query(v[0], v[1], v[2], v[3], &err);
 	if (!req)
 		return tc__http_error(wsi, 400, "invalid_argument", err.message);
-	int rc = tc__sse_start_stream(srv, wsi, pss, thread, req, g);
+	int rc = tc__sse_start_stream(srv, wsi, pss, thread, req, g, sp);
 	cJSON_Delete(req);
 	return rc;
 }

@@ -30,7 +30,7 @@ void tc__sse_free(struct tc_server *srv);
  * callback returns.
  */
 int tc__sse_start_stream(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss, const char *thread,
-			 const cJSON *request, const struct tc_grant *g);
+			 const cJSON *request, const struct tc_grant *g, enum tc_spelling sp);
 
 /**
  * GET /threads/:id/stream with Accept: text/event-stream, for EventSource:
@@ -38,7 +38,7 @@ int tc__sse_start_stream(struct tc_server *srv, struct lws *wsi, struct tc_pss *
  * since=N). Answers like tc__sse_start_stream().
  */
 int tc__sse_from_query(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss, const char *thread,
-		       const struct tc_grant *g);
+		       const struct tc_grant *g, enum tc_spelling sp);
 
 /** LWS_CALLBACK_HTTP_WRITEABLE for a stream: writes queued events. -1: close. */
 int tc__sse_writeable(struct tc_conn *c);

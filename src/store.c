@@ -6,6 +6,7 @@
 static const char *const key_suffix[] = {
 	[TC_KEY_EVENTS] = "events", [TC_KEY_META] = "meta",   [TC_KEY_TREE] = "tree",
 	[TC_KEY_VALUES] = "values", [TC_KEY_LIVE] = "live",   [TC_KEY_AGENT] = "agent",
+	[TC_KEY_INTERRUPTS] = "interrupts",
 	[TC_KEY_AGENT_CKPTS] = "agent:ckpts",
 };
 
@@ -74,6 +75,17 @@ void tc_store_read_head(struct tc_store_cmd *c, const char *thread)
 {
 	set_argv(c, (const char *[]){ "HMGET", tc_store_key(c->key, thread, TC_KEY_META), "seq",
 				      "epoch", NULL });
+}
+
+void tc_store_read_status(struct tc_store_cmd *c, const char *thread)
+{
+	set_argv(c, (const char *[]){ "HMGET", tc_store_key(c->key, thread, TC_KEY_META), "seq",
+				      "epoch", "run_status", "checkpoint", NULL });
+}
+
+void tc_store_read_root_values(struct tc_store_cmd *c, const char *thread)
+{
+	set_argv(c, (const char *[]){ "HGET", tc_store_key(c->key, thread, TC_KEY_VALUES), "", NULL });
 }
 
 void tc_store_read_epoch(struct tc_store_cmd *c, const char *thread)

@@ -7,9 +7,12 @@
  *
  *   tc:{T}:events   stream, entry <seq>-0, fields m (method), n (encoded
  *                   namespace), e (event JSON)
- *   tc:{T}:meta     hash: seq, epoch, run_seq, run_id, run_status
+ *   tc:{T}:meta     hash: seq, epoch, run_seq, run_id, run_status,
+ *                   checkpoint ("<seq>\n<latest root checkpoints event>")
  *   tc:{T}:tree     hash: encoded namespace -> "<status>\n<graphName>"
  *   tc:{T}:values   hash: encoded namespace -> "<seq>\n<event JSON>"
+ *   tc:{T}:interrupts hash: interrupt id -> "<seq>\n<input.requested event>"
+ *                   (the current run's interrupts not answered yet)
  *   tc:{T}:live     sharded pub/sub, the doorbell:
  *                   "<epoch>\n<seq>\n<method>\n<encoded namespace>\n<event JSON>"
  *   tc:commands     stream of runtime commands (group "workers"), fields
@@ -36,6 +39,7 @@ enum tc_store_key {
 	TC_KEY_TREE,        /**< namespace -> lifecycle status and graph name */
 	TC_KEY_VALUES,      /**< namespace -> latest values event */
 	TC_KEY_LIVE,        /**< the doorbell channel */
+	TC_KEY_INTERRUPTS,  /**< interrupt id -> its input.requested event, while unanswered */
 	TC_KEY_AGENT,       /**< the reference agent's run state */
 	TC_KEY_AGENT_CKPTS, /**< the reference agent's checkpoints */
 };
@@ -90,6 +94,10 @@ struct tc_store_append_opts {
 void tc_store_read_meta(struct tc_store_cmd *c, const char *thread);
 /** HMGET meta seq epoch: where the thread stands (tc_store_meta_parse). */
 void tc_store_read_head(struct tc_store_cmd *c, const char *thread);
+/** HMGET meta seq epoch run_status checkpoint: what GET /threads/:id/state needs of meta. */
+void tc_store_read_status(struct tc_store_cmd *c, const char *thread);
+/** HGET values "": the root namespace's latest values event. */
+void tc_store_read_root_values(struct tc_store_cmd *c, const char *thread);
 /** HGET meta epoch. */
 void tc_store_read_epoch(struct tc_store_cmd *c, const char *thread);
 /**
@@ -100,7 +108,7 @@ void tc_store_read_range(struct tc_store_cmd *c, const char *thread, uint64_t af
 			 uint64_t through, unsigned count);
 /** XRANGE events - + COUNT 1: the oldest event still kept. */
 void tc_store_read_first(struct tc_store_cmd *c, const char *thread);
-/** HGETALL of an index (TC_KEY_TREE or TC_KEY_VALUES). */
+/** HGETALL of an index (TC_KEY_TREE, TC_KEY_VALUES or TC_KEY_INTERRUPTS). */
 void tc_store_read_index(struct tc_store_cmd *c, const char *thread, enum tc_store_key index);
 /** FCALL threadcast_append 1 <thread> <json> [MAXLEN n] [TTL s] [RUN id]. */
 void tc_store_append(struct tc_store_cmd *c, const char *thread, const char *json,

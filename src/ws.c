@@ -283,15 +283,20 @@ int tc__ws_receive(struct tc_conn *c, const char *in, size_t len)
 
 /* ==== opening, and the handles =========================================================== */
 
-int tc__ws_open(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss, const char *thread,
-		const struct tc_grant *g)
+int tc__ws_open(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss, const struct tc_upgrade *up)
 {
-	struct tc_conn *c = tc__conn_new(srv, wsi, TC_CONN_WS, thread, &tc__conn_json_io);
+	struct tc_conn *c = tc__conn_new(srv, wsi, TC_CONN_WS, up->thread, &tc__conn_json_io, up->sp);
 	pss->conn = c;
-	c->auth_exp = g->exp;
+	c->auth_exp = up->grant.exp;
 	tc__ws_heard_from(c);
-	tc_session_allow_commands(c->session, g->commands);
-	tc_log(TC_LOG_DEBUG, "websocket open", TC_LS("thread", thread), TC_LI("connections", srv->conns.count));
+	if (up->refuse) {
+		/* Refused on a 0.0.21 route: the close code tells the client why. */
+		tc_log(TC_LOG_INFO, "websocket refused", TC_LS("thread", up->thread), TC_LI("code", up->refuse));
+		tc__conn_close(c, TC_CONN_FLUSH, up->refuse, tc_close_reason(up->refuse));
+		return 0;
+	}
+	tc_session_allow_commands(c->session, up->grant.commands);
+	tc_log(TC_LOG_DEBUG, "websocket open", TC_LS("thread", up->thread), TC_LI("connections", srv->conns.count));
 	return 0;
 }
 

@@ -24,12 +24,12 @@ void tc__ws_start_timers(struct tc_server *srv);
 void tc__ws_close_handles(struct tc_server *srv);
 
 /**
- * LWS_CALLBACK_ESTABLISHED: the upgrade was accepted for thread with grant
- * g; makes the connection and puts it on the idle list. Returns what the
- * callback returns.
+ * LWS_CALLBACK_ESTABLISHED: the upgrade up was accepted (for its thread,
+ * grant and spelling); makes the connection and puts it on the idle list.
+ * An upgrade refused on a 0.0.21 route (up->refuse) is closed at once with
+ * that code. Returns what the callback returns.
  */
-int tc__ws_open(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss, const char *thread,
-		const struct tc_grant *g);
+int tc__ws_open(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss, const struct tc_upgrade *up);
 
 /** We heard from c (a frame, a PONG): it moves to the tail of the idle list. */
 void tc__ws_heard_from(struct tc_conn *c);

@@ -23,11 +23,11 @@ let state;
 function freshState() {
   return {
     messages: new MessageAssembler(),
-    tools: new Map(), // toolCallId → {name, output, deltas, status}
-    agents: new Map(), // namespace key → {namespace, status, graphName}
+    tools: new Map(), // tool_call_id → {name, output, deltas, status}
+    agents: new Map(), // namespace key → {namespace, status, graph_name}
     checkpoints: [],
     progress: 0,
-    interrupt: null, // {interruptId, question}
+    interrupt: null, // {interrupt_id, question}
   };
 }
 
@@ -36,22 +36,22 @@ function apply(e) {
   const ns = e.params?.namespace ?? [];
   state.messages.push(e);
   if (e.method === 'tools') {
-    const t = state.tools.get(d.toolCallId) ?? { name: d.toolName, output: '', deltas: '', status: 'running' };
-    if (d.event === 'tool-started') t.name = d.toolName;
+    const t = state.tools.get(d.tool_call_id) ?? { name: d.tool_name, output: '', deltas: '', status: 'running' };
+    if (d.event === 'tool-started') t.name = d.tool_name;
     else if (d.event === 'tool-output-delta') t.deltas += d.delta;
     else if (d.event === 'tool-finished') { t.status = 'done'; t.output = JSON.stringify(d.output); }
     else if (d.event === 'tool-error') { t.status = 'error'; t.output = d.message; }
-    state.tools.set(d.toolCallId, t);
+    state.tools.set(d.tool_call_id, t);
   } else if (e.method === 'lifecycle') {
     const key = JSON.stringify(ns);
-    const a = state.agents.get(key) ?? { namespace: ns, status: '', graphName: '' };
+    const a = state.agents.get(key) ?? { namespace: ns, status: '', graph_name: '' };
     a.status = d.event;
-    if (d.graphName) a.graphName = d.graphName;
+    if (d.graph_name) a.graph_name = d.graph_name;
     state.agents.set(key, a);
     if (ns.length === 0 && d.event === 'started') state.progress = 0;
     if (ns.length === 0 && d.event !== 'interrupted') state.interrupt = null;
   } else if (e.method === 'input.requested') {
-    state.interrupt = { interruptId: d.interruptId, question: d.payload?.question ?? JSON.stringify(d.payload) };
+    state.interrupt = { interrupt_id: d.interrupt_id, question: d.payload?.question ?? JSON.stringify(d.payload) };
   } else if (e.method === 'checkpoints') {
     state.checkpoints.push(d);
   } else if (e.method === 'custom:progress') {
@@ -99,7 +99,7 @@ function render() {
   for (const a of [...state.agents.values()].sort((x, y) => x.namespace.join('/').localeCompare(y.namespace.join('/')))) {
     const li = el('li', '', `${'  '.repeat(a.namespace.length)}${a.namespace.length ? a.namespace.at(-1) : 'root'}`);
     li.style.paddingLeft = `${a.namespace.length}rem`;
-    if (a.graphName) li.title = a.graphName;
+    if (a.graph_name) li.title = a.graph_name;
     li.append(el('span', `badge ${a.status}`, a.status));
     agents.append(li);
   }
@@ -178,7 +178,7 @@ $('composer').addEventListener('submit', async (ev) => {
   $('send').disabled = true;
   try {
     await demo.conn.command('run.start', {
-      assistantId: 'agent', input: { messages: [{ role: 'user', content: text }] },
+      assistant_id: 'agent', input: { messages: [{ role: 'user', content: text }] },
     });
     $('message').value = '';
     error('');
@@ -195,7 +195,7 @@ $('interrupt').addEventListener('submit', async (ev) => {
   if (!it) return;
   try {
     await demo.conn.command('input.respond', {
-      namespace: [], interruptId: it.interruptId, response: $('interrupt-answer').value,
+      namespace: [], interrupt_id: it.interrupt_id, response: $('interrupt-answer').value,
     });
     $('interrupt-answer').value = '';
     error('');

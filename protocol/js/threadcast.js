@@ -4,18 +4,19 @@
 //   import { connect } from './threadcast.js';
 //   const conn = connect('ws://localhost:8080', 'thread-1');
 //   const sub = conn.subscribe({ channels: ['messages', 'lifecycle'] }, (event) => { … });
-//   const { runId } = await conn.command('run.start', { assistantId: 'agent', input: … });
+//   const { run_id } = await conn.command('run.start', { assistant_id: 'agent', input: … });
 //   sub.unsubscribe();  conn.close();
 //
 // No dependencies; runs in browsers and in Node (pass `WebSocket` from the `ws`
-// package in the options). Wire format: protocol/README.md and the CDDL.
+// package in the options). Wire format: protocol 0.0.21 (snake_case field names, the
+// official client's), on /threads/:thread_id/stream/events; see protocol/README.md.
 //
-// How the sequence stays whole. Every event carries eventId "<epoch>:<seq>".
+// How the sequence stays whole. Every event carries event_id "<epoch>:<seq>".
 // Each subscription remembers the last seq it delivered and delivers only
 // higher ones, so a replay that overlaps what was seen is cut, and a new epoch
 // (the thread's history was recreated) starts it afresh. After a drop the
 // connection comes back with `subscription.reconnect`, naming its
-// subscriptions and the last eventId every one of them is complete up to; the
+// subscriptions and the last event_id every one of them is complete up to; the
 // server replays what followed. When it answers `restored: false` the
 // application's `resync` handlers run: events were lost for good and state
 // should be reloaded (`state.get`).
@@ -26,6 +27,12 @@
 /** @typedef {import('@langchain/protocol').ErrorCode} ErrorCode */
 /** @typedef {import('@langchain/protocol').SubscribeResult} SubscribeResult */
 /** @typedef {import('@langchain/protocol').ReconnectResult} ReconnectResult */
+// The protocol's results are Extensible (any field goes); the client reads
+// exactly these, so a misspelled field name fails the type check.
+/** @typedef {Pick<SubscribeResult, 'subscription_id' | 'replayed_events'>} SubscribeAnswer */
+/** @typedef {Pick<ReconnectResult, 'restored' | 'missed_events' | 'current_namespaces'>} ReconnectAnswer */
+/** @typedef {Pick<import('@langchain/protocol').RunResult, 'run_id'>} RunAnswer */
+/** @typedef {Pick<ProtocolEvent, 'type' | 'event_id' | 'seq' | 'method' | 'params'>} EventFrame */
 
 /**
  * @typedef {object} Filter
@@ -99,7 +106,7 @@ function streamUrl(base, threadId, token) {
   const u = new URL(base);
   if (u.protocol === 'http:') u.protocol = 'ws:';
   else if (u.protocol === 'https:') u.protocol = 'wss:';
-  u.pathname = `${u.pathname.replace(/\/+$/, '')}/threads/${encodeURIComponent(threadId)}/stream`;
+  u.pathname = `${u.pathname.replace(/\/+$/, '')}/threads/${encodeURIComponent(threadId)}/stream/events`;
   if (token) u.searchParams.set('access_token', token);
   return u.toString();
 }
@@ -110,7 +117,7 @@ class Subscription {
     this.conn = conn;
     this.filter = filter;
     this.onEvent = onEvent;
-    /** @type {string | null} the server's subscriptionId, once it answered */
+    /** @type {string | null} the server's subscription_id, once it answered */
     this.id = null;
     this.state = 'new'; // new → subscribing → active → closed
     this.epoch = null;
@@ -212,7 +219,8 @@ class ThreadConnection {
         reject(new ProtocolError('queue_full', 'too many commands are waiting for the connection'));
       } else this.queue.push(job);
     }).then((result) => {
-      if (method === 'run.start' && result && typeof result.runId === 'string') this.runId = result.runId;
+      const run = /** @type {RunAnswer} */ (result);
+      if (method === 'run.start' && run && typeof run.run_id === 'string') this.runId = run.run_id;
       return result;
     });
   }
@@ -277,11 +285,12 @@ class ThreadConnection {
         s.backfill = [];
         s.state = 'subscribing';
       }
-      const params = { runId: this.runId, subscriptions: known.map((s) => s.id) };
-      if (this.epoch !== null && cursor > 0) params.lastEventId = `${this.epoch}:${cursor}`;
+      /** @type {import('@langchain/protocol').ReconnectParams} */
+      const params = { run_id: this.runId, subscriptions: known.map((s) => s.id) };
+      if (this.epoch !== null && cursor > 0) params.last_event_id = `${this.epoch}:${cursor}`;
       this._send({
         method: 'subscription.reconnect', params, internal: true,
-        resolve: (/** @type {ReconnectResult} */ r) => {
+        resolve: (/** @type {ReconnectAnswer} */ r) => {
           for (const s of known) if (s.state === 'subscribing') s.state = 'active';
           this.attempt = 0;
           if (!r.restored) this._emit('resync', r);
@@ -307,18 +316,18 @@ class ThreadConnection {
     if (sub.filter.depth !== undefined) params.depth = sub.filter.depth;
     this._send({
       method: 'subscription.subscribe', params, internal: true,
-      resolve: (/** @type {SubscribeResult} */ r) => {
+      resolve: (/** @type {SubscribeAnswer} */ r) => {
         if (!this.subs.has(sub)) { // unsubscribed while the answer was on its way
-          this._send({ method: 'subscription.unsubscribe', params: { subscriptionId: r.subscriptionId },
+          this._send({ method: 'subscription.unsubscribe', params: { subscription_id: r.subscription_id },
             internal: true, resolve() {}, reject() {} });
           return;
         }
-        sub.id = r.subscriptionId;
+        sub.id = r.subscription_id;
         sub.state = 'active';
         this.attempt = 0;
         // What the connection already had for it is not in its replay.
         sub.backfill = this.history.filter((h) => matches(sub.filter, h.event));
-        sub.replayLeft = r.replayedEvents ?? 0;
+        sub.replayLeft = r.replayed_events ?? 0;
         if (sub.replayLeft > 0) this.replaying.push(sub);
         else sub._flushBackfill();
         sub._ready.resolve(r);
@@ -340,7 +349,7 @@ class ThreadConnection {
     this.replaying = this.replaying.filter((s) => s !== sub);
     if (!wasActive || this.status !== 'open' || sub.id === null) return Promise.resolve();
     return new Promise((resolve, reject) => this._send({
-      method: 'subscription.unsubscribe', params: { subscriptionId: sub.id }, internal: true,
+      method: 'subscription.unsubscribe', params: { subscription_id: sub.id }, internal: true,
       resolve: () => resolve(undefined),
       reject: (e) => (e.code === 'connection_lost' ? resolve(undefined) : reject(e)),
     }));
@@ -363,8 +372,9 @@ class ThreadConnection {
     else job.reject(new ProtocolError(msg.error, msg.message));
   }
 
+  /** @param {EventFrame} event */
   _onEvent(event) {
-    const id = parseEventId(event.eventId);
+    const id = parseEventId(event.event_id);
     if (!id) return;
     if (id.epoch !== this.epoch) { this.epoch = id.epoch; this.maxSeq = 0; this.history = []; }
     const fresh = id.seq > this.maxSeq;

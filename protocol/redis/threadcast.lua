@@ -6,7 +6,10 @@
 --
 -- validates the event, assigns the thread's next seq, appends it to the
 -- thread's stream as entry <seq>-0, trims, refreshes TTLs, maintains the run,
--- tree and values indexes, and SPUBLISHes the doorbell (sharded pub/sub). Returns the new seq.
+-- tree, values, interrupts and checkpoint indexes, and SPUBLISHes the
+-- doorbell (sharded pub/sub). Returns the new seq. Event data may spell the
+-- protocol's field names either way (graph_name or graphName, interrupt_id
+-- or interruptId, interrupt_ids or interruptIds).
 -- A bad call gets an error that says what is wrong, and changes nothing.
 -- protocol/README.md documents every key and field.
 
@@ -18,7 +21,8 @@ local MAX_SEGMENTS = 32
 local STATUSES = { started = true, running = true, completed = true, failed = true,
                    interrupted = true }
 local METHODS = { values = true, updates = true, messages = true, tools = true,
-                  lifecycle = true, ['input.requested'] = true, checkpoints = true,
+                  lifecycle = true, ['input.requested'] = true, ['input.answered'] = true,
+                  checkpoints = true,
                   tasks = true, custom = true }
 
 local function fail(msg)
@@ -120,7 +124,7 @@ local function append(keys, args)
   local method = ev.method
   if type(method) ~= 'string' then return fail('event.method must be a string') end
   if not METHODS[method] and not string.match(method, '^custom:[^%c]+$') then
-    return fail('event.method "' .. method .. '" is not an event method (values, updates, messages, tools, lifecycle, input.requested, checkpoints, tasks, custom, custom:<name>)')
+    return fail('event.method "' .. method .. '" is not an event method (values, updates, messages, tools, lifecycle, input.requested, input.answered, checkpoints, tasks, custom, custom:<name>)')
   end
   local params = ev.params
   if type(params) ~= 'table' then return fail('event.params must be an object') end
@@ -144,16 +148,31 @@ local function append(keys, args)
     return fail('event.params.timestamp must be a non-negative number (ms since the epoch)')
   end
 
+  local data = params.data
+  local interrupt_id, answered
+  if method == 'input.requested' then
+    interrupt_id = type(data) == 'table' and (data.interrupt_id or data.interruptId)
+    if type(interrupt_id) ~= 'string' or interrupt_id == '' then
+      return fail('input.requested event.params.data.interrupt_id must be a non-empty string')
+    end
+  elseif method == 'input.answered' then
+    answered = type(data) == 'table' and (data.interrupt_ids or data.interruptIds)
+    if not is_array_of_strings(answered) then
+      return fail('input.answered event.params.data.interrupt_ids must be an array of strings')
+    end
+  end
+
   local k_meta = 'tc:{' .. tid .. '}:meta'
   local k_events = 'tc:{' .. tid .. '}:events'
   local k_tree = 'tc:{' .. tid .. '}:tree'
   local k_values = 'tc:{' .. tid .. '}:values'
+  local k_interrupts = 'tc:{' .. tid .. '}:interrupts'
 
   local epoch = redis.call('HGET', k_meta, 'epoch')
   if not epoch then
     -- A new history: whatever is left under the other keys belongs to an
     -- older one (meta expired or was deleted) and must not mix with it.
-    redis.call('DEL', k_events, k_tree, k_values)
+    redis.call('DEL', k_events, k_tree, k_values, k_interrupts)
     epoch = string.format('%x%05x', tonumber(now[1]), tonumber(now[2]))
     redis.call('HSET', k_meta, 'epoch', epoch, 'run_seq', 1, 'run_id', epoch .. '-1')
   end
@@ -164,10 +183,13 @@ local function append(keys, args)
   if method == 'lifecycle' then
     local status = params.data.event
     if nsenc == '' and status == 'started' then
-      redis.call('DEL', k_tree)
+      redis.call('DEL', k_tree, k_interrupts)
       redis.call('HSET', k_meta, 'run_seq', seq, 'run_id', run_id or (epoch .. '-' .. seq))
+    elseif nsenc == '' and (status == 'completed' or status == 'failed') then
+      redis.call('DEL', k_interrupts) -- the run is over: nothing waits for an answer
     end
-    local graph = params.data.graphName
+    local graph = params.data.graph_name
+    if type(graph) ~= 'string' then graph = params.data.graphName end
     if type(graph) ~= 'string' then
       local old = redis.call('HGET', k_tree, nsenc)
       graph = old and string.match(old, '^[^\n]*\n(.*)$') or ''
@@ -176,8 +198,14 @@ local function append(keys, args)
     if nsenc == '' then redis.call('HSET', k_meta, 'run_status', status) end
   elseif method == 'values' then
     redis.call('HSET', k_values, nsenc, seq .. '\n' .. json)
+  elseif method == 'input.requested' then
+    redis.call('HSET', k_interrupts, interrupt_id, seq .. '\n' .. json)
+  elseif method == 'input.answered' then
+    for _, id in ipairs(answered) do redis.call('HDEL', k_interrupts, id) end
+  elseif method == 'checkpoints' and nsenc == '' then
+    redis.call('HSET', k_meta, 'checkpoint', seq .. '\n' .. json)
   end
-  for _, k in ipairs({ k_meta, k_events, k_tree, k_values }) do
+  for _, k in ipairs({ k_meta, k_events, k_tree, k_values, k_interrupts }) do
     redis.call('EXPIRE', k, ttl)
   end
   redis.call('SPUBLISH', 'tc:{' .. tid .. '}:live',

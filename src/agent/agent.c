@@ -149,11 +149,11 @@ static void lifecycle(struct run *r, cJSON *ns, const char *status, const char *
 {
 	cJSON *d = obj("event", status);
 	if (graph)
-		cJSON_AddStringToObject(d, "graphName", graph);
+		cJSON_AddStringToObject(d, "graph_name", graph);
 	if (cause_call) {
 		cJSON *c = cJSON_AddObjectToObject(d, "cause");
 		cJSON_AddStringToObject(c, "type", "toolCall");
-		cJSON_AddStringToObject(c, "toolCallId", cause_call);
+		cJSON_AddStringToObject(c, "tool_call_id", cause_call);
 	}
 	add(r, 0, 0, "lifecycle", ns, d);
 }
@@ -207,7 +207,7 @@ static void message(struct run *r, cJSON *(*ns)(void), const char *id, const cha
 	cJSON *meta = cJSON_AddObjectToObject(d, "metadata");
 	cJSON_AddStringToObject(meta, "provider", "threadcast");
 	cJSON_AddStringToObject(meta, "model", "reference-agent");
-	cJSON_AddStringToObject(meta, "runId", r->run_id);
+	cJSON_AddStringToObject(meta, "run_id", r->run_id);
 	add(r, 0, 0, "messages", ns(), d);
 	text_block(r, ns, 0, text);
 	if (tool_call) {
@@ -249,9 +249,9 @@ static void message(struct run *r, cJSON *(*ns)(void), const char *id, const cha
 	int words = 1;
 	for (const char *p = text; *p; p++)
 		words += *p == ' ';
-	cJSON_AddNumberToObject(u, "inputTokens", (double)strlen(r->query) / 4 + 1);
-	cJSON_AddNumberToObject(u, "outputTokens", words);
-	cJSON_AddNumberToObject(u, "totalTokens", (double)strlen(r->query) / 4 + 1 + words);
+	cJSON_AddNumberToObject(u, "input_tokens", (double)strlen(r->query) / 4 + 1);
+	cJSON_AddNumberToObject(u, "output_tokens", words);
+	cJSON_AddNumberToObject(u, "total_tokens", (double)strlen(r->query) / 4 + 1 + words);
 	add(r, 0, 0, "messages", ns(), d);
 }
 
@@ -292,7 +292,7 @@ static void superstep(struct run *r, const char *node, cJSON *msgs, const char *
 	snprintf(id, sizeof(id), "ck-%s-%d", r->run_id, r->ck_no++);
 	cJSON *ck = obj("id", id);
 	if (r->ckpt_prev[0])
-		cJSON_AddStringToObject(ck, "parentId", r->ckpt_prev);
+		cJSON_AddStringToObject(ck, "parent_id", r->ckpt_prev);
 	cJSON_AddNumberToObject(ck, "step", r->step_no - 1);
 	cJSON_AddStringToObject(ck, "source", source);
 	add(r, 0, 2, "checkpoints", ns_root(), ck);
@@ -341,8 +341,8 @@ static void build_run(struct run *r)
 	cJSON *in = cJSON_CreateObject();
 	cJSON_AddStringToObject(in, "query", r->query);
 	cJSON *d = obj("event", "tool-started");
-	cJSON_AddStringToObject(d, "toolCallId", call);
-	cJSON_AddStringToObject(d, "toolName", "search");
+	cJSON_AddStringToObject(d, "tool_call_id", call);
+	cJSON_AddStringToObject(d, "tool_name", "search");
 	cJSON_AddItemToObject(d, "input", in);
 	add(r, 0, 0, "tools", ns_root(), d);
 
@@ -361,12 +361,12 @@ static void build_run(struct run *r)
 	const char *chunks[] = { "Found 2 results", " about the query." };
 	for (int i = 0; i < 2; i++) {
 		d = obj("event", "tool-output-delta");
-		cJSON_AddStringToObject(d, "toolCallId", call);
+		cJSON_AddStringToObject(d, "tool_call_id", call);
 		cJSON_AddStringToObject(d, "delta", chunks[i]);
 		add(r, 0, 0, "tools", ns_root(), d);
 	}
 	d = obj("event", "tool-finished");
-	cJSON_AddStringToObject(d, "toolCallId", call);
+	cJSON_AddStringToObject(d, "tool_call_id", call);
 	cJSON *out = cJSON_AddObjectToObject(d, "output");
 	cJSON *res = cJSON_AddArrayToObject(out, "results");
 	cJSON_AddItemToArray(res, cJSON_CreateString("result one"));
@@ -376,7 +376,7 @@ static void build_run(struct run *r)
 	if (r->ask) {
 		snprintf(r->interrupt_id, sizeof(r->interrupt_id), "int-%s", r->run_id);
 		lifecycle(r, ns_root(), "interrupted", NULL, NULL);
-		d = obj("interruptId", r->interrupt_id);
+		d = obj("interrupt_id", r->interrupt_id);
 		cJSON *pl = cJSON_AddObjectToObject(d, "payload");
 		cJSON_AddStringToObject(pl, "question", "Shall I write the final answer?");
 		/* Recorded as interrupted before anyone can see the request
@@ -463,7 +463,7 @@ static void on_appended(struct tc_redis *rr, redisReply *reply, void *priv)
 			cJSON_AddStringToObject(sum, "timestamp", ts);
 			cJSON *step = cJSON_GetObjectItem(data, "step");
 			cJSON_AddNumberToObject(sum, "step", step && step->valuedouble >= 0 ? step->valuedouble : 0);
-			cJSON_AddStringToObject(sum, "nodeName", "agent");
+			cJSON_AddStringToObject(sum, "node_name", "agent");
 			ck = print(sum);
 		}
 		const char *args[] = { "record", vals ? vals : "", ck ? ck : "" };
@@ -628,6 +628,8 @@ static void begin_from_reply(struct request *q, const redisReply *reply)
 			  str_at(reply, 4) ? atoi(str_at(reply, 4)) : 0);
 }
 
+static void inject_message(struct request *q, const cJSON *ns, const char *role, const char *text);
+
 static void on_start(struct tc_redis *rr, redisReply *reply, void *priv)
 {
 	struct request *q = priv;
@@ -646,10 +648,17 @@ static void on_start(struct tc_redis *rr, redisReply *reply, void *priv)
 		return;
 	}
 	cJSON *res = cJSON_CreateObject();
-	cJSON_AddStringToObject(res, "runId", str_at(reply, 1) ? str_at(reply, 1) : "");
+	cJSON_AddStringToObject(res, "run_id", str_at(reply, 1) ? str_at(reply, 1) : "");
 	if (!strcmp(q->method, "state.fork"))
-		cJSON_AddStringToObject(res, "threadId", q->thread);
-	begin_from_reply(q, reply);
+		cJSON_AddStringToObject(res, "thread_id", q->thread);
+	if (!strcmp(st, "running")) {
+		/* A run is active: the input joins it (CDDL 4a), it does not start another. */
+		cJSON *root = cJSON_CreateArray();
+		inject_message(q, root, "human", q->query);
+		cJSON_Delete(root);
+	} else {
+		begin_from_reply(q, reply);
+	}
 	answer(q, res, NULL, NULL);
 }
 
@@ -660,7 +669,7 @@ static void start_run(struct request *q)
 	q->query = query_of(cJSON_GetObjectItemCaseSensitive(q->params, "input"));
 	q->ask = wants_interrupt(q->query, q->params);
 	snprintf(run_id, sizeof(run_id), "run-%s-%lu", a->name, ++a->run_counter);
-	const char *ck = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(q->params, "checkpointId"));
+	const char *ck = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(q->params, "checkpoint_id"));
 	const char *args[] = { strcmp(q->method, "state.fork") ? "start" : "fork", run_id, q->query,
 			       q->ask ? "1" : "0", a->name, ck };
 	if (state_op(a, q->thread, on_start, q, ck ? 6 : 5, args))
@@ -676,7 +685,7 @@ static void on_resume(struct tc_redis *rr, redisReply *reply, void *priv)
 	else if (!strcmp(st, "none"))
 		answer(q, NULL, "no_such_interrupt", "this thread has no interrupted run");
 	else if (!strcmp(st, "mismatch"))
-		answer(q, NULL, "no_such_interrupt", "the thread's run waits on another interruptId");
+		answer(q, NULL, "no_such_interrupt", "the thread's run waits on another interrupt_id");
 	else {
 		begin_from_reply(q, reply);
 		answer(q, cJSON_CreateObject(), NULL, NULL);
@@ -688,7 +697,7 @@ static void respond(struct request *q)
 	/* One interrupt at a time in this agent: the first entry decides. */
 	const cJSON *p = q->params, *many = cJSON_GetObjectItemCaseSensitive(p, "responses");
 	const cJSON *e = cJSON_IsArray(many) ? cJSON_GetArrayItem(many, 0) : p;
-	const cJSON *id = cJSON_GetObjectItemCaseSensitive(e, "interruptId");
+	const cJSON *id = cJSON_GetObjectItemCaseSensitive(e, "interrupt_id");
 	const cJSON *resp = cJSON_GetObjectItemCaseSensitive(e, "response");
 	char *text = cJSON_IsString(resp) ? tc_xstrdup(resp->valuestring) :
 					    (resp ? cJSON_PrintUnformatted(resp) : tc_xstrdup(""));
@@ -697,6 +706,65 @@ static void respond(struct request *q)
 	free(text);
 	if (rc)
 		answer(q, NULL, "unknown_error", "the agent lost Redis");
+}
+
+/* Appends one event of thread now (pipelined: the events of one call keep their order). */
+static void append_now(struct agent *a, const char *thread, cJSON *ns, const char *node,
+		       const char *method, cJSON *data)
+{
+	cJSON *ev = cJSON_CreateObject();
+	cJSON_AddStringToObject(ev, "method", method);
+	cJSON *params = cJSON_AddObjectToObject(ev, "params");
+	cJSON_AddItemToObject(params, "namespace", cJSON_Duplicate(ns, 1));
+	if (node)
+		cJSON_AddStringToObject(params, "node", node);
+	cJSON_AddItemToObject(params, "data", data);
+	char *json = print(ev);
+	struct tc_store_cmd c;
+	tc_store_append(&c, thread, json, NULL);
+	send_cmd(a->wr, ignore_reply, NULL, &c);
+	free(json);
+}
+
+/*
+ * A message injected into a running run (input.inject, or run.start while a
+ * run is active): a whole message — start, one text block, finish — so that
+ * every message assembler sees it begin and end. It arrives while the run
+ * may be streaming a message of its own in the same namespace; blocks of one
+ * (namespace, node) never interleave, so the injected one has a node of its
+ * own, "input".
+ */
+static void inject_message(struct request *q, const cJSON *ns, const char *role, const char *text)
+{
+	char id[96];
+	snprintf(id, sizeof(id), "inject-%s", q->stream_id);
+	cJSON *d = obj("event", "message-start");
+	cJSON_AddStringToObject(d, "role", role);
+	cJSON_AddStringToObject(d, "id", id);
+	append_now(q->a, q->thread, (cJSON *)ns, "input", "messages", d);
+	/* One text block: start (empty), the text as one delta, finish. */
+	static const char *const phases[][2] = { { "content-block-start", "content" },
+						 { "content-block-delta", "delta" },
+						 { "content-block-finish", "content" } };
+	for (size_t i = 0; i < sizeof(phases) / sizeof(phases[0]); i++) {
+		d = obj("event", phases[i][0]);
+		cJSON_AddNumberToObject(d, "index", 0);
+		cJSON *b = cJSON_AddObjectToObject(d, phases[i][1]);
+		cJSON_AddStringToObject(b, "type", i == 1 ? "text-delta" : "text");
+		cJSON_AddStringToObject(b, "text", i == 0 ? "" : text);
+		append_now(q->a, q->thread, (cJSON *)ns, "input", "messages", d);
+	}
+	d = obj("event", "message-finish");
+	cJSON_AddStringToObject(d, "reason", "stop");
+	append_now(q->a, q->thread, (cJSON *)ns, "input", "messages", d);
+}
+
+/* The namespaces the reference agent's graph has: the root and its researcher. */
+static bool known_namespace(const cJSON *ns)
+{
+	int n = cJSON_GetArraySize(ns);
+	const cJSON *seg = cJSON_GetArrayItem(ns, 0);
+	return n == 0 || (n == 1 && cJSON_IsString(seg) && !strcmp(seg->valuestring, "researcher"));
 }
 
 static void on_state(struct tc_redis *rr, redisReply *reply, void *priv)
@@ -712,25 +780,18 @@ static void on_state(struct tc_redis *rr, redisReply *reply, void *priv)
 			answer(q, NULL, "no_such_run", "there is no active run to inject into");
 			return;
 		}
-		/* The injected message shows up on the thread's stream. */
+		/* The injected message shows up on the thread's stream, whole. */
 		const cJSON *m = cJSON_GetObjectItemCaseSensitive(q->params, "message");
-		cJSON *ev = cJSON_CreateObject(), *params, *data;
-		cJSON_AddStringToObject(ev, "method", "messages");
-		params = cJSON_AddObjectToObject(ev, "params");
-		cJSON_AddItemToObject(params, "namespace",
-				      cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(q->params, "namespace"), 1));
-		data = cJSON_AddObjectToObject(params, "data");
-		cJSON_AddStringToObject(data, "event", "message-start");
-		cJSON_AddStringToObject(data, "role", strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(m, "role")), "system") ? "human" : "system");
-		char id[96];
-		snprintf(id, sizeof(id), "inject-%s", q->stream_id);
-		cJSON_AddStringToObject(data, "id", id);
-		char *json = print(ev);
-		struct tc_store_cmd c;
-		tc_store_append(&c, q->thread, json, NULL);
-		send_cmd(q->a->wr, ignore_reply, NULL, &c);
-		free(json);
+		const char *role = cJSON_GetStringValue(cJSON_GetObjectItem(m, "role"));
+		inject_message(q, cJSON_GetObjectItemCaseSensitive(q->params, "namespace"),
+			       role && !strcmp(role, "system") ? "system" : "human",
+			       cJSON_GetStringValue(cJSON_GetObjectItem(m, "content")));
 		answer(q, cJSON_CreateObject(), NULL, NULL);
+		return;
+	}
+	if (!known_namespace(cJSON_GetObjectItemCaseSensitive(q->params, "namespace"))) {
+		answer(q, NULL, "no_such_namespace", "this thread's graph has no such namespace "
+		       "(it has [] and [\"researcher\"])");
 		return;
 	}
 	cJSON *values = cJSON_Parse(str_at(reply, 1));

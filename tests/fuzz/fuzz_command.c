@@ -38,7 +38,8 @@ int FUZZ_ENTRY(const uint8_t *data, size_t size)
 		tc_command_free(&cmd);
 		return 0;
 	}
-	if (tc_method_is_runtime(cmd.method) && tc_params_validate(&cmd, &err))
+	if (tc_method_is_runtime(cmd.method) &&
+	    tc_params_validate(&cmd, data[0] & 1 ? TC_SPELL_021 : TC_SPELL_SEED, &err))
 		check_error_reply(&cmd, &err);
 	if (cmd.params) {
 		struct tc_filter *f;

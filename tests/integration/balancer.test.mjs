@@ -2,29 +2,11 @@
 // clients resume through the balancer when an instance dies or drains.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
-import path from 'node:path';
 import WebSocket from 'ws';
-import { startRedis, startThreadcast, stopAll, produce, waitUntil, freePort, repoRoot, sleep } from './lib/harness.mjs';
+import { startRedis, startThreadcast, startHaproxy, stopAll, produce, waitUntil, sleep } from './lib/harness.mjs';
 
-const cfg = path.join(repoRoot, 'deploy', 'haproxy.cfg');
-const procs = [];
-after(async () => {
-  for (const p of procs) p.kill('SIGKILL');
-  await stopAll();
-});
+after(stopAll);
 
-async function startHaproxy(backends) {
-  const port = await freePort();
-  const env = { ...process.env, TC_LB_BIND: `127.0.0.1:${port}`,
-    TC_BACKEND_1: `127.0.0.1:${backends[0]}`, TC_BACKEND_2: `127.0.0.1:${backends[1]}` };
-  const check = spawnSync('haproxy', ['-c', '-f', cfg], { env, encoding: 'utf8' });
-  assert.equal(check.status, 0, check.stdout + check.stderr);
-  const p = spawn('haproxy', ['-db', '-f', cfg], { env, stdio: ['ignore', 'ignore', 'pipe'] });
-  procs.push(p);
-  await waitUntil(async () => { try { return (await fetch(`http://127.0.0.1:${port}/readyz`)).status === 200; } catch { return false; } }, 10000, 'haproxy');
-  return port;
-}
 
 /**
  * A client that subscribes once and, whenever its connection drops,

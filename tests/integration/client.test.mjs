@@ -65,7 +65,7 @@ const append = (thread, ev) => rc.cmd('FCALL', 'threadcast_append', 1, thread, J
 
 /** A scripted run: streamed messages at the root and in a subgraph, tools, progress. */
 function script(rand, nmsg = 6) {
-  const out = [{ method: 'lifecycle', params: { namespace: [], data: { event: 'started', graphName: 'agent' } } }];
+  const out = [{ method: 'lifecycle', params: { namespace: [], data: { event: 'started', graph_name: 'agent' } } }];
   for (let m = 0; m < nmsg; m++) {
     const ns = m % 3 === 2 ? ['sub'] : [];
     const msg = (data) => out.push({ method: 'messages', params: { namespace: ns, data } });
@@ -87,10 +87,10 @@ function script(rand, nmsg = 6) {
         msg({ event: 'content-block-delta', index: 1, delta: { type: 'block-delta', fields: { type: 'tool_call_chunk', args: args.slice(0, n) } } });
       }
       msg({ event: 'content-block-finish', index: 1, content: { type: 'tool_call', id: `c${m}`, name: 'search', args: JSON.parse(args) } });
-      out.push({ method: 'tools', params: { namespace: [], data: { event: 'tool-started', toolCallId: `c${m}`, toolName: 'search' } } });
-      out.push({ method: 'tools', params: { namespace: [], data: { event: 'tool-finished', toolCallId: `c${m}`, output: m } } });
+      out.push({ method: 'tools', params: { namespace: [], data: { event: 'tool-started', tool_call_id: `c${m}`, tool_name: 'search' } } });
+      out.push({ method: 'tools', params: { namespace: [], data: { event: 'tool-finished', tool_call_id: `c${m}`, output: m } } });
     }
-    msg({ event: 'message-finish', usage: { outputTokens: words } });
+    msg({ event: 'message-finish', usage: { output_tokens: words } });
   }
   out.push({ method: 'lifecycle', params: { namespace: [], data: { event: 'completed' } } });
   return out;
@@ -164,11 +164,11 @@ test('sockets dropped at random points over many runs: each subscription sees ev
 });
 
 test('commands resolve with results, reject with the protocol error, and wait out a disconnect', async () => {
-  await append('cmd1', { method: 'lifecycle', params: { namespace: [], data: { event: 'started', graphName: 'g' } } });
+  await append('cmd1', { method: 'lifecycle', params: { namespace: [], data: { event: 'started', graph_name: 'g' } } });
   const conn = connect(`ws://127.0.0.1:${proxy.port}`, 'cmd1', { WebSocket, backoffMinMs: 5, backoffMaxMs: 20 });
   const tree = await conn.command('agent.getTree', {});
-  assert.equal(tree.tree.graphName, 'g');
-  await assert.rejects(conn.command('agent.getTree', { runId: 'nope' }),
+  assert.equal(tree.tree.graph_name, 'g');
+  await assert.rejects(conn.command('agent.getTree', { run_id: 'nope' }),
     (e) => e instanceof ProtocolError && e.code === 'no_such_run');
   await assert.rejects(conn.command('no.such.method', {}), (e) => e.code === 'unknown_command');
   // While the gateway is unreachable, commands wait, then go out on the new connection.
@@ -177,7 +177,7 @@ test('commands resolve with results, reject with the protocol error, and wait ou
   const waiting = conn.command('agent.getTree', {});
   await sleep(100);
   proxy.setDown(false);
-  assert.equal((await waiting).tree.graphName, 'g');
+  assert.equal((await waiting).tree.graph_name, 'g');
   conn.close();
   await assert.rejects(conn.command('agent.getTree', {}), (e) => e.code === 'closed');
 });
@@ -203,7 +203,7 @@ test('a thread whose history was lost while disconnected: resync fires, the new 
   assert.equal(resyncs.length, 1);
   assert.equal(resyncs[0].restored, false);
   assert.deepEqual(got.slice(5).map((e) => e.params.data.i), [100, 101, 102]);
-  assert.notEqual(got[5].eventId.split(':')[0], got[0].eventId.split(':')[0], 'a new epoch');
+  assert.notEqual(got[5].event_id.split(':')[0], got[0].event_id.split(':')[0], 'a new epoch');
   conn.close();
 });
 
@@ -215,7 +215,7 @@ test('unsubscribe stops delivery at once and the server forgets the subscription
   const b = [];
   const subA = conn.subscribe({ channels: ['custom:a'] }, (e) => a.push(e));
   conn.subscribe({ channels: ['custom:b'] }, (e) => b.push(e));
-  const { subscriptionId } = await subA.ready;
+  const { subscription_id: subscriptionId } = await subA.ready;
   assert.match(subscriptionId, /^s/);
   await append(thread, { method: 'custom:a', params: { namespace: [], data: {} } });
   await waitUntil(() => a.length === 1, 5000, 'first event');
@@ -225,7 +225,7 @@ test('unsubscribe stops delivery at once and the server forgets the subscription
   await waitUntil(() => b.length === 1, 5000, 'event of the other subscription');
   assert.equal(a.length, 1);
   // The server no longer holds it: unsubscribing the id again is an error.
-  await assert.rejects(conn.command('subscription.unsubscribe', { subscriptionId }),
+  await assert.rejects(conn.command('subscription.unsubscribe', { subscription_id: subscriptionId }),
     (e) => e.code === 'no_such_subscription');
   conn.close();
 });
@@ -291,21 +291,21 @@ test('a drop in the middle of a late subscription\'s replay resumes from where t
   conn.subscribe({ channels: ['messages'] }, (e) => a.push(e.seq));
   await waitUntil(() => FakeSocket.all[0]?.sent.length === 1, 1000, 'subscribe');
   const s1 = FakeSocket.all[0];
-  assert.equal(s1.url, 'ws://gw.example:8080/base/threads/th%2F1/stream');
+  assert.equal(s1.url, 'ws://gw.example:8080/base/threads/th%2F1/stream/events');
   assert.deepEqual(s1.sent[0], { id: 1, method: 'subscription.subscribe', params: { channels: ['messages'] } });
-  const ev = (seq, method = 'messages') => ({ type: 'event', eventId: `E:${seq}`, seq, method, params: { namespace: [], data: {} } });
-  s1.push({ type: 'success', id: 1, result: { subscriptionId: 'sA', replayedEvents: 0 } });
+  const ev = (seq, method = 'messages') => ({ type: 'event', event_id: `E:${seq}`, seq, method, params: { namespace: [], data: {} } });
+  s1.push({ type: 'success', id: 1, result: { subscription_id: 'sA', replayed_events: 0 } });
   for (const seq of [3, 5, 7]) s1.push(ev(seq));
   // A late subscription: the server replays what only it matches (tools 2, 4, 6) below the position.
   conn.subscribe({ channels: ['tools'] }, (e) => b.push(e.seq));
   assert.deepEqual(s1.sent[1].method, 'subscription.subscribe');
-  s1.push({ type: 'success', id: 2, result: { subscriptionId: 'sB', replayedEvents: 3 } });
+  s1.push({ type: 'success', id: 2, result: { subscription_id: 'sB', replayed_events: 3 } });
   s1.push(ev(2, 'tools'));
   s1.drop(); // two of its replayed events never came
   await waitUntil(() => FakeSocket.all.length === 2 && FakeSocket.all[1].sent.length === 1, 1000, 'reconnect');
   const s2 = FakeSocket.all[1];
   assert.deepEqual(s2.sent[0], { id: 1, method: 'subscription.reconnect',
-    params: { runId: '', subscriptions: ['sA', 'sB'], lastEventId: 'E:2' } });
+    params: { run_id: '', subscriptions: ['sA', 'sB'], last_event_id: 'E:2' } });
   s2.push({ type: 'success', id: 1, result: { restored: true, missedEvents: 0 } });
   // The server replays everything after 2 for both: A's 3, 5, 7 again are not delivered twice.
   for (const [seq, m] of [[3, 'messages'], [4, 'tools'], [5, 'messages'], [6, 'tools'], [7, 'messages'], [8, 'tools'], [9, 'messages']]) s2.push(ev(seq, m));

@@ -2,12 +2,15 @@
 // test failed before its fix.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { startRedis, startThreadcast, connect, stopAll, produce, redisClient, sse, sleep } from './lib/harness.mjs';
+import { spawnSync } from 'node:child_process';
+import { assemble, messageText } from '../../protocol/js/messages.js';
+import { startRedis, startThreadcast, startAgent, connect, stopAll, produce, redisClient, sse, sleep, waitUntil, repoRoot } from './lib/harness.mjs';
 
-let redis, tc, rc;
+let redis, tc, rc, agent;
 before(async () => {
   redis = await startRedis();
   tc = await startThreadcast({ redisUrl: redis.url });
+  agent = await startAgent(redis.url, { name: 'reg' });
   await tc.ready();
   rc = redisClient(redis.port);
 });
@@ -17,6 +20,7 @@ after(async () => {
   await stopAll();
   await redis.cleanup();
   assert.deepEqual(reports, []);
+  assert.doesNotMatch(agent.stderr, /AddressSanitizer|runtime error/);
 });
 
 async function xrangeCalls() {
@@ -69,6 +73,128 @@ test('an SSE stream resumed at the head goes live', async () => {
   await produce(redis.url, thread, [message]);
   await waitFor(() => s.events.some((e) => e.data.seq === 3));
   s.close();
+});
+
+const isRootEnd = (e) => e.method === 'lifecycle' && e.params.namespace.length === 0 &&
+  ['completed', 'interrupted'].includes(e.params.data.event);
+
+/** Messages as the client library's assembler puts them together. */
+function messages(events) {
+  return assemble(events).map((m) => ({ role: m.role, status: m.status, text: messageText(m) }));
+}
+
+// Bug 2: run.start while a run is active used to return the running run's id
+// and drop the input; the CDDL (4a) says it goes into the running graph.
+// input.inject used to emit a lone message-start.
+test('run.start on an active run injects its input, as a whole message', async () => {
+  // A thread of its own, with a slow agent, so that the run is still active.
+  const r2 = await startRedis();
+  const tc2 = await startThreadcast({ redisUrl: r2.url });
+  const slow = await startAgent(r2.url, { name: 'slow', args: ['--token-delay-ms', '100'] });
+  await tc2.ready();
+  const d = await connect(tc2.url('inject2'));
+  await d.request({ id: 1, method: 'subscription.subscribe', params: { channels: ['messages', 'lifecycle'] } });
+  const run = await d.request({ id: 2, method: 'run.start',
+    params: { assistant_id: 'agent', input: { messages: [{ role: 'user', content: 'a long question' }] } } });
+  await waitUntil(() => d.events.some((e) => e.method === 'messages' && e.params.data.event === 'content-block-delta'), 15000, 'tokens');
+  const again = await d.request({ id: 3, method: 'run.start',
+    params: { assistant_id: 'agent', input: { messages: [{ role: 'user', content: 'and one more thing' }] } } });
+  assert.equal(again.type, 'success');
+  assert.equal(again.result.run_id, run.result.run_id, 'the running run, not a new one');
+  const inj = await d.request({ id: 4, method: 'input.inject', params: { namespace: [], message: { role: 'user', content: 'psst' } } });
+  assert.equal(inj.type, 'success');
+  await waitUntil(() => d.events.some(isRootEnd), 60000, 'the run to end');
+  const texts = messages(d.events);
+  const injected = texts.filter((m) => m.text === 'and one more thing' || m.text === 'psst');
+  assert.equal(injected.length, 2, JSON.stringify(texts));
+  for (const m of texts) assert.equal(m.status, 'finished', `a whole message: ${JSON.stringify(m)}`);
+  // One run started on the thread, no second.
+  assert.equal(d.events.filter((e) => e.method === 'lifecycle' && e.params.namespace.length === 0 &&
+    e.params.data.event === 'started').length, 1);
+  await d.close();
+  await slow.kill('SIGTERM');
+  await tc2.stop();
+  await r2.cleanup();
+  assert.deepEqual(tc2.sanitizerReports(), []);
+});
+
+// Bug 3: a refused upgrade was answered "HTTP/1.0 …" to an HTTP/1.1 request;
+// Python's websockets rejected it unread and never saw retry-after.
+test('a refused upgrade is a valid HTTP/1.1 answer that a strict client reads', async () => {
+  const full = await startThreadcast({ redisUrl: redis.url, args: ['--max-connections', '1'] });
+  await full.ready();
+  const hold = await connect(full.url('full1'));
+  const py = `
+import asyncio, sys, websockets
+async def main(url):
+    try:
+        async with websockets.connect(url):
+            print("OPEN")
+    except websockets.exceptions.InvalidStatusCode as e:
+        print("STATUS", e.status_code, e.headers.get("retry-after"))
+    except Exception as e:
+        print("ERROR", type(e).__name__, e)
+asyncio.run(main(sys.argv[1]))
+`;
+  const run = (url) => spawnSync('/usr/bin/python3', ['-c', py, url], { encoding: 'utf8', timeout: 20000 }).stdout.trim();
+  assert.equal(run(`ws://127.0.0.1:${full.port}/threads/full2/stream`), 'STATUS 503 1');
+  assert.equal(run(`ws://127.0.0.1:${full.port}/threads/bad%7Bid/stream`), 'STATUS 400 None');
+  assert.equal(run(`ws://127.0.0.1:${full.port}/nowhere`), 'STATUS 404 None');
+  await hold.close();
+  await full.stop();
+  assert.deepEqual(full.sanitizerReports(), []);
+});
+
+// Bug 4: lastEventId: null was taken as absent; the CDDL types it as optional text.
+test('subscription.reconnect with lastEventId null is refused', async () => {
+  const c = await connect(tc.url('null1'));
+  for (const [id, params] of [[1, { runId: 'r', lastEventId: null }], [2, { run_id: 'r', last_event_id: null }]]) {
+    const r = await c.request({ id, method: 'subscription.reconnect', params });
+    assert.equal(r.error, 'invalid_argument');
+    assert.match(r.message, /lastEventId|last_event_id/);
+  }
+  await c.close();
+});
+
+// Bug 5: no_such_namespace was never sent.
+test('state.get for a namespace the graph does not have: no_such_namespace', async () => {
+  const c = await connect(tc.url('ns1'));
+  const r = await c.request({ id: 1, method: 'state.get', params: { namespace: ['nowhere'] } });
+  assert.equal(r.error, 'no_such_namespace');
+  const ok = await c.request({ id: 2, method: 'state.get', params: { namespace: [] } });
+  assert.equal(ok.type, 'success');
+  await c.close();
+});
+
+// Bug 6: an unsubscribe waited behind a replay in flight.
+test('unsubscribe during its own replay stops the delivery at once', async () => {
+  const thread = 'unsub1';
+  const many = Array.from({ length: 9000 }, (_, i) => ({ method: 'messages', params: { namespace: [], data: { i, pad: 'x'.repeat(200) } } }));
+  await produce(redis.url, thread, many);
+  const c = await connect(tc.url(thread));
+  c.ws.send(JSON.stringify({ id: 1, method: 'subscription.subscribe', params: { channels: ['messages'] } }));
+  const sub = await new Promise((res) => c.pending.set(1, res));
+  const unsub = c.request({ id: 2, method: 'subscription.unsubscribe', params: { subscriptionId: sub.result.subscriptionId } });
+  const r = await unsub;
+  assert.equal(r.type, 'success');
+  const replyAt = c.frames.indexOf(r);
+  assert.equal(sub.result.replayedEvents, 9000);
+  assert.ok(c.events.length < 9000, `all ${c.events.length} replayed events came before the unsubscribe was served`);
+  assert.equal(c.frames.slice(replyAt + 1).filter((f) => f.type === 'event').length, 0, 'no event after the reply');
+  await c.close();
+});
+
+// Bug 7: scripts/run --port 9000 printed URLs with port 8080.
+test('scripts/run prints the port it was given', () => {
+  const out = (args, env = {}) => spawnSync('bash', ['-c', `source scripts/lib.sh; tc_port_of "$@"`, 'x', ...args],
+    { cwd: repoRoot, encoding: 'utf8', env: { ...process.env, ...env } }).stdout.trim();
+  assert.equal(out(['--port', '9000']), '9000');
+  assert.equal(out(['--log-level', 'debug', '--port=9001']), '9001');
+  assert.equal(out([]), '8080');
+  assert.equal(out([], { THREADCAST_PORT: '7000' }), '7000');
+  assert.equal(out(['--port', '9002'], { THREADCAST_PORT: '7000' }), '9002');
+  const run = spawnSync('grep', ['-c', 'tc_port_of', 'scripts/run'], { cwd: repoRoot, encoding: 'utf8' });
+  assert.ok(Number(run.stdout) >= 1, 'scripts/run uses it');
 });
 
 async function waitFor(fn, ms = 5000) {

@@ -109,8 +109,14 @@ test('bad stream requests are 400 naming the field; the path still serves WebSoc
 test('POST /commands: 200 for responses and errors, 400 for no command, 413 over the limit', async () => {
   await produce(redis.url, 'cmd1', [{ method: 'lifecycle', params: { namespace: [], data: { event: 'started', graphName: 'g' } } }]);
   const call = (body, thread = 'cmd1') => tc.http(`/threads/${thread}/commands`, { method: 'POST', body });
+  // Protocol 0.0.21 by default (the official client's spelling) ...
   let r = await call(JSON.stringify({ id: 3, method: 'agent.getTree', params: {} }));
   assert.equal(r.status, 200);
+  assert.deepEqual((await r.json()).result.tree, { namespace: [], status: 'started', graph_name: 'g' });
+  // ... the seed's when the command is spelled so, or when asked.
+  r = await call(JSON.stringify({ id: 3, method: 'agent.getTree', params: { runId: null } }));
+  assert.deepEqual((await r.json()).result.tree, { namespace: [], status: 'started', graphName: 'g' });
+  r = await tc.http('/threads/cmd1/commands?protocol=seed', { method: 'POST', body: JSON.stringify({ id: 3, method: 'agent.getTree', params: {} }) });
   assert.deepEqual((await r.json()).result.tree, { namespace: [], status: 'started', graphName: 'g' });
   r = await call(JSON.stringify({ id: 4, method: 'nope' }));
   assert.equal(r.status, 200);

@@ -17,6 +17,7 @@
 int fuzz_command_entry(const uint8_t *data, size_t size);
 int fuzz_stream_entry(const uint8_t *data, size_t size);
 int fuzz_store_entry(const uint8_t *data, size_t size);
+int fuzz_spell_entry(const uint8_t *data, size_t size);
 
 static int replay(const char *sub, int (*entry)(const uint8_t *, size_t))
 {
@@ -58,12 +59,18 @@ static void store_corpus(void **state)
 	assert_true(replay("store", fuzz_store_entry) >= 3);
 }
 
+static void spell_corpus(void **state)
+{
+	assert_true(replay("spell", fuzz_spell_entry) >= 3);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(command_corpus),
 		cmocka_unit_test(stream_corpus),
 		cmocka_unit_test(store_corpus),
+		cmocka_unit_test(spell_corpus),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

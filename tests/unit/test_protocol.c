@@ -129,13 +129,15 @@ static void responses(void **state)
 		 "{\"type\":\"error\",\"id\":1,\"error\":\"unknown_command\",\"message\":\"unknown method \\\"nope\\\"\"}");
 	frame_is(tc_response_error(false, 0, TC_ERR_INVALID_ARGUMENT, NULL),
 		 "{\"type\":\"error\",\"id\":null,\"error\":\"invalid_argument\",\"message\":\"the command is malformed\"}");
-	frame_is(tc_response_success(1000000000000000ULL, NULL, -1),
+	frame_is(tc_response_success(1000000000000000ULL, NULL, -1, TC_SPELL_SEED),
 		 "{\"type\":\"success\",\"id\":1000000000000000,\"result\":{}}");
 	cJSON *r = cJSON_CreateObject();
 	cJSON_AddStringToObject(r, "subscriptionId", "s1.x");
-	frame_is(tc_response_success(9007199254740991ULL, r, 42),
+	frame_is(tc_response_success(9007199254740991ULL, r, 42, TC_SPELL_SEED),
 		 "{\"type\":\"success\",\"id\":9007199254740991,\"result\":{\"subscriptionId\":\"s1.x\"},"
 		 "\"meta\":{\"appliedThroughSeq\":42}}");
+	frame_is(tc_response_success(7, NULL, 0, TC_SPELL_021),
+		 "{\"type\":\"success\",\"id\":7,\"result\":{},\"meta\":{\"applied_through_seq\":0}}");
 }
 
 static void utf8_prefix(void **state)
@@ -185,7 +187,7 @@ static void runtime_params(void **state)
 		struct tc_error err;
 		assert_int_equal(parse(ok[i], &cmd, &err), TC_OK);
 		assert_true(tc_method_is_runtime(cmd.method));
-		if (tc_params_validate(&cmd, &err))
+		if (tc_params_validate(&cmd, TC_SPELL_SEED, &err))
 			fail_msg("%s: %s", ok[i], err.message);
 		tc_command_free(&cmd);
 	}
@@ -193,11 +195,38 @@ static void runtime_params(void **state)
 		struct tc_command cmd;
 		struct tc_error err;
 		assert_int_equal(parse(bad[i].frame, &cmd, &err), TC_OK);
-		assert_int_equal(tc_params_validate(&cmd, &err), TC_ERR_INVALID_ARGUMENT);
+		assert_int_equal(tc_params_validate(&cmd, TC_SPELL_SEED, &err), TC_ERR_INVALID_ARGUMENT);
 		if (!strstr(err.message, bad[i].needle))
 			fail_msg("%s: \"%s\" lacks \"%s\"", bad[i].frame, err.message, bad[i].needle);
 		tc_command_free(&cmd);
 	}
+	/* 0.0.21: params in either spelling; messages in the route's; forwarded as 0.0.21. */
+	struct { const char *frame, *needle; } snake[] = {
+		{ "{\"id\":1,\"method\":\"run.start\",\"params\":{\"input\":1}}", "params.assistant_id is required" },
+		{ "{\"id\":1,\"method\":\"input.respond\",\"params\":{\"namespace\":[],\"response\":1}}", "params.interrupt_id" },
+		{ "{\"id\":1,\"method\":\"input.respond\",\"params\":{\"responses\":[{\"namespace\":[],\"response\":1}]}}", "params.responses[0].interrupt_id" },
+		{ "{\"id\":1,\"method\":\"state.fork\",\"params\":{}}", "params.checkpoint_id is required" },
+		{ "{\"id\":1,\"method\":\"run.start\",\"params\":{\"assistant_id\":\"a\",\"input\":1,\"langsmith_tracer\":2}}", "params.langsmith_tracer" },
+	};
+	for (size_t i = 0; i < sizeof(snake) / sizeof(snake[0]); i++) {
+		struct tc_command cmd;
+		struct tc_error err;
+		assert_int_equal(parse(snake[i].frame, &cmd, &err), TC_OK);
+		assert_int_equal(tc_params_validate(&cmd, TC_SPELL_021, &err), TC_ERR_INVALID_ARGUMENT);
+		if (!strstr(err.message, snake[i].needle))
+			fail_msg("%s: \"%s\" lacks \"%s\"", snake[i].frame, err.message, snake[i].needle);
+		tc_command_free(&cmd);
+	}
+	struct tc_command cmd;
+	struct tc_error err;
+	assert_int_equal(parse("{\"id\":1,\"method\":\"run.start\",\"params\":{\"assistantId\":\"a\","
+			       "\"input\":{\"runId\":1},\"langsmith_tracer\":{\"projectName\":\"p\"}}}", &cmd, &err), TC_OK);
+	assert_int_equal(tc_params_validate(&cmd, TC_SPELL_021, &err), TC_OK);
+	char *fwd = cJSON_PrintUnformatted(cmd.params);
+	assert_string_equal(fwd, "{\"assistant_id\":\"a\",\"input\":{\"runId\":1},\"langsmith_tracer\":{\"project_name\":\"p\"}}");
+	free(fwd);
+	tc_command_free(&cmd);
+
 	assert_false(tc_method_is_runtime(TC_METHOD_SUBSCRIBE));
 	assert_false(tc_method_is_runtime(TC_METHOD_AGENT_GET_TREE));
 }

@@ -132,13 +132,29 @@ static void bad_thread_ids(void **state)
 	}
 }
 
+/* The 0.0.21 routes (issue 15) sit beside the seed's. */
+static void protocol_021_routes(void **state)
+{
+	struct tc_route_match m;
+	assert_int_equal(route(TC_HTTP_GET, "/threads/t1/stream/events", &m), TC_MATCH_FOUND);
+	assert_int_equal(m.id, TC_ROUTE_STREAM_EVENTS);
+	assert_string_equal(tc_route_param(&m, "thread_id"), "t1");
+	assert_int_equal(route(TC_HTTP_POST, "/threads/t1/stream/events", &m), TC_MATCH_FOUND);
+	assert_int_equal(m.id, TC_ROUTE_STREAM_EVENTS);
+	assert_int_equal(route(TC_HTTP_GET, "/threads/t1/state", &m), TC_MATCH_FOUND);
+	assert_int_equal(m.id, TC_ROUTE_STATE);
+	assert_int_equal(route(TC_HTTP_POST, "/threads/t1/state", &m), TC_MATCH_METHOD);
+	assert_int_equal(route(TC_HTTP_GET, "/threads/t%7B/stream/events", &m), TC_MATCH_BAD_PARAM);
+}
+
 static void unknown_paths(void **state)
 {
 	static const char *const paths[] = {
 		"/", "", "healthz", "/nope", "/healthz/", "/Healthz", "/healthzz", "//healthz",
 		"/threads", "/threads/", "/threads/t1", "/threads/t1/", "/threads/stream",
 		"/threads/t1/stream/", "/threads/t1/streamx", "/threads/t1/Stream", "threads/t1/stream",
-		"/threads/t1/stream/events", "/x/threads/t1/stream", "/index.html", "/threads/t1/commands/x",
+		"/threads/t1/stream/event", "/x/threads/t1/stream", "/index.html", "/threads/t1/commands/x",
+		"/threads/t1/stream/events/x", "/threads/t1/states",
 	};
 	struct tc_route_match m;
 
@@ -255,6 +271,7 @@ int main(void)
 		cmocka_unit_test(thread_id_limits),
 		cmocka_unit_test(bad_thread_ids),
 		cmocka_unit_test(unknown_paths),
+		cmocka_unit_test(protocol_021_routes),
 		cmocka_unit_test(several_params),
 		cmocka_unit_test(methods_pick_the_route),
 		cmocka_unit_test(thirty_routes),

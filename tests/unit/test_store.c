@@ -105,7 +105,8 @@ static redisReply *rarr(size_t n, redisReply **items)
 	r->type = REDIS_REPLY_ARRAY;
 	r->elements = n;
 	r->element = tc_xcalloc(n + 1, sizeof(*r->element));
-	memcpy(r->element, items, n * sizeof(*items));
+	if (n)
+		memcpy(r->element, items, n * sizeof(*items));
 	return r;
 }
 

@@ -2,7 +2,7 @@
 // loopback ports, and a small WebSocket client that pairs replies with
 // commands by id. Every process started here is stopped by stopAll(), which
 // the tests call from `after()`, so nothing outlives a failing test.
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
@@ -186,6 +186,24 @@ export function connect(url, opts = {}) {
     });
     ws.once('error', reject);
   });
+}
+
+/* ---- a load balancer ------------------------------------------------------------------ */
+
+/**
+ * HAProxy with deploy/haproxy.cfg in front of two threadcast ports; resolves
+ * with its port once it answers /readyz. Stopped by stopAll().
+ */
+export async function startHaproxy(backends) {
+  const cfg = path.join(repoRoot, 'deploy', 'haproxy.cfg');
+  const port = await freePort();
+  const env = { ...process.env, TC_LB_BIND: `127.0.0.1:${port}`,
+    TC_BACKEND_1: `127.0.0.1:${backends[0]}`, TC_BACKEND_2: `127.0.0.1:${backends[1]}` };
+  const check = spawnSync('haproxy', ['-c', '-f', cfg], { env, encoding: 'utf8' });
+  assert.equal(check.status, 0, check.stdout + check.stderr);
+  track(spawn('haproxy', ['-db', '-f', cfg], { env, stdio: ['ignore', 'ignore', 'pipe'] }));
+  await waitUntil(async () => { try { return (await fetch(`http://127.0.0.1:${port}/readyz`)).status === 200; } catch { return false; } }, 10000, 'haproxy');
+  return port;
 }
 
 /* ---- producers, agents, SSE --------------------------------------------------------- */

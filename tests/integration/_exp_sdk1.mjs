@@ -1,0 +1,20 @@
+import { Client } from '@langchain/langgraph-sdk';
+import WebSocket from 'ws';
+const transport = process.argv[2] || 'websocket';
+const client = new Client({ apiUrl: 'http://127.0.0.1:27400', apiKey: null });
+const thread = client.threads.stream('sdk-' + Date.now(), { assistantId: 'agent', transport,
+  webSocketFactory: (url) => new WebSocket(url) });
+const t0 = Date.now();
+const run = await thread.run.start({ input: { messages: [{ role: 'user', content: 'hello there' }] } });
+console.log('run', run);
+const msgs = [];
+(async () => { for await (const m of thread.messages) { const text = await m.text; msgs.push(text); console.log('message', JSON.stringify(text).slice(0, 80)); } })();
+(async () => { for await (const tc of thread.toolCalls) { console.log('toolcall', tc.name, JSON.stringify(tc.input), JSON.stringify(await tc.output).slice(0,60)); } })();
+(async () => { for await (const sg of thread.subgraphs) { console.log('subgraph', sg.name, sg.namespace); } })();
+const out = await Promise.race([thread.output, new Promise((r) => setTimeout(() => r('TIMEOUT'), 15000))]);
+console.log('output', JSON.stringify(out).slice(0, 200), Date.now() - t0, 'ms');
+console.log('state', JSON.stringify(await thread.state.get({ namespace: [] })).slice(0, 200));
+console.log('tree', JSON.stringify(await thread.agent.getTree({})).slice(0, 300));
+console.log('ckpts', JSON.stringify(await thread.state.listCheckpoints({})).slice(0, 200));
+await thread.close?.();
+process.exit(0);
