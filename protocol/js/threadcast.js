@@ -35,6 +35,29 @@
 /** @typedef {Pick<ProtocolEvent, 'type' | 'event_id' | 'seq' | 'method' | 'params'>} EventFrame */
 
 /**
+ * The params and results of the runtime commands, as protocol 0.0.21 types
+ * them: `command('run.start', { assistantId: … })` does not type-check.
+ * @typedef {{
+ *   'run.start': import('@langchain/protocol').RunStartParams,
+ *   'input.respond': import('@langchain/protocol').InputRespondParams,
+ *   'input.inject': import('@langchain/protocol').InputInjectParams,
+ *   'state.get': import('@langchain/protocol').StateGetParams,
+ *   'state.listCheckpoints': import('@langchain/protocol').ListCheckpointsParams,
+ *   'state.fork': import('@langchain/protocol').StateForkParams,
+ *   'agent.getTree': import('@langchain/protocol').AgentGetTreeParams,
+ * }} CommandParams
+ * @typedef {{
+ *   'run.start': import('@langchain/protocol').RunResult,
+ *   'input.respond': import('@langchain/protocol').InputResult,
+ *   'input.inject': import('@langchain/protocol').InputResult,
+ *   'state.get': import('@langchain/protocol').StateGetResult,
+ *   'state.listCheckpoints': import('@langchain/protocol').ListCheckpointsResult,
+ *   'state.fork': import('@langchain/protocol').StateForkResult,
+ *   'agent.getTree': import('@langchain/protocol').AgentResult,
+ * }} CommandResults
+ */
+
+/**
  * @typedef {object} Filter
  * @property {Channel[]} channels
  * @property {Namespace[]} [namespaces]  prefixes; absent or [] = every namespace
@@ -208,9 +231,12 @@ class ThreadConnection {
    * resolves with its result, rejects with a ProtocolError. Commands issued while
    * disconnected wait for the connection; a command in flight when it drops is
    * rejected with code 'connection_lost' (it may or may not have run).
-   * @param {string} method @param {object} [params]
+   * @template {keyof CommandParams} M
+   * @param {M} method @param {CommandParams[M]} [params]
+   * @returns {Promise<CommandResults[M]>}
    */
-  command(method, params = {}) {
+  command(method, params) {
+    params ??= /** @type {CommandParams[M]} */ ({});
     if (this.status === 'closed') return Promise.reject(new ProtocolError('closed', 'the connection is closed'));
     return new Promise((resolve, reject) => {
       const job = { method, params, resolve, reject };

@@ -11,12 +11,12 @@ import { repoRoot } from './lib/harness.mjs';
 
 const dir = path.join(repoRoot, 'protocol', 'js');
 
-function typecheck(mutate) {
+function typecheck(mutate, source = readFileSync(path.join(dir, 'threadcast.js'), 'utf8')) {
   const name = `.misspelled-${process.pid}`;
   const file = path.join(dir, `${name}.js`);
   const cfg = path.join(dir, `${name}.tsconfig.json`);
   const base = JSON.parse(readFileSync(path.join(dir, 'tsconfig.json'), 'utf8'));
-  writeFileSync(file, mutate(readFileSync(path.join(dir, 'threadcast.js'), 'utf8')));
+  writeFileSync(file, mutate(source));
   writeFileSync(cfg, JSON.stringify({ ...base, files: [path.basename(file)] }));
   try {
     return spawnSync(path.join(dir, 'node_modules', '.bin', 'tsc'), ['-p', cfg], { cwd: dir, encoding: 'utf8' });
@@ -36,4 +36,15 @@ test('a misspelled protocol field in the client fails the type check', () => {
   const sent = typecheck((src) => src.replace('const params = { run_id: this.runId', 'const params = { runId: this.runId'));
   assert.notEqual(sent.status, 0);
   assert.match(sent.stdout, /run_id/);
+  // An application's command params are checked too.
+  const app = `import { connect } from './threadcast.js';
+const conn = connect('ws://x', 't');
+await conn.command('run.start', { assistant_id: 'agent', input: null });
+await conn.command('input.respond', { namespace: [], interrupt_id: 'i', response: 1 });
+`;
+  const good = typecheck((src) => src, app);
+  assert.equal(good.status, 0, good.stdout + good.stderr);
+  const wrong = typecheck((src) => src.replace("{ assistant_id: 'agent'", "{ assistantId: 'agent'"), app);
+  assert.notEqual(wrong.status, 0);
+  assert.match(wrong.stdout, /assistant_id/);
 });
