@@ -44,9 +44,16 @@ void tc__conn_close(struct tc_conn *c, enum tc_conn_close_mode mode, enum tc_clo
 	tc__conn_request_write(c);
 }
 
-/* Reading from the client stops for either reason and resumes when neither holds. */
+/*
+ * Reading from a WebSocket client stops for either reason and resumes when
+ * neither holds. Only WebSockets: an SSE or HTTP client has sent all it will,
+ * and lws 4.1 stops serving writes on an HTTP connection whose reading is
+ * off, which would leave a full queue unwritten forever.
+ */
 void tc__conn_update_rx(struct tc_conn *c)
 {
+	if (c->kind != TC_CONN_WS)
+		return;
 	bool off = c->queue_full || c->session_busy;
 	if (off != c->rx_off) {
 		c->rx_off = off;
@@ -89,8 +96,7 @@ int tc__conn_after_write(struct tc_conn *c)
 	if (c->out.bytes <= (size_t)c->srv->cfg->max_queue_bytes / 4) {
 		if (c->queue_full) {
 			c->queue_full = false;
-			if (c->kind == TC_CONN_WS)
-				tc__conn_update_rx(c);
+			tc__conn_update_rx(c);
 		}
 		tc_session_on_drained(c->session); /* a paced replay may go on */
 	}
@@ -118,8 +124,7 @@ void tc__conn_io_set_reading(void *ctx, bool reading)
 {
 	struct tc_conn *c = ctx;
 	c->session_busy = !reading;
-	if (c->kind == TC_CONN_WS)
-		tc__conn_update_rx(c);
+	tc__conn_update_rx(c);
 }
 
 void tc__conn_io_close(void *ctx, int code, const char *reason)

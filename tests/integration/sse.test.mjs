@@ -148,7 +148,7 @@ test('a slow SSE reader is cut off; others are unaffected', async () => {
   const big = 'q'.repeat(100000);
   for (let batch = 0; batch < 60; batch++) {
     await produce(redis.url, 'slow1', Array.from({ length: 5 }, () => ({ method: 'tasks', params: { namespace: [], data: big } })));
-    await waitUntil(() => good.events.length >= (batch + 1) * 5, 10000, 'the good reader');
+    await waitUntil(() => good.events.length >= (batch + 1) * 5, 10000, `the good reader (batch ${batch}, has ${good.events.length})`);
   }
   await waitUntil(async () => /threadcast_slow_consumer_cuts_total 1\n/.test(await (await slowTc.http('/metrics')).text()), 10000, 'cut');
   assert.deepEqual(good.events.map((e) => e.data.seq), Array.from({ length: 300 }, (_, i) => i + 1));
@@ -157,4 +157,24 @@ test('a slow SSE reader is cut off; others are unaffected', async () => {
   good.close();
   await slowTc.stop();
   assert.deepEqual(slowTc.sanitizerReports(), []);
+});
+
+test('an SSE reader sent a burst over half its queue bound keeps receiving', async () => {
+  // Past half the bound a connection stops reading its client. On an SSE
+  // stream that once also stopped its writes for good (lws 4.1): the reader
+  // never got the rest of the burst, nor anything after it.
+  const t = await startThreadcast({ redisUrl: redis.url, args: ['--max-queue-bytes', '400000'] });
+  await t.ready();
+  const s = await sse(`http://127.0.0.1:${t.port}/threads/burst1/stream?channels=tasks`, { headers: { accept: 'text/event-stream' } });
+  const big = 'b'.repeat(90000);
+  // One call, so all three are queued in one go: 270 KB, over 200 KB.
+  await produce(redis.url, 'burst1', Array.from({ length: 3 }, () => ({ method: 'tasks', params: { namespace: [], data: big } })));
+  await waitUntil(() => s.events.length >= 3, 10000, 'the burst');
+  await produce(redis.url, 'burst1', [{ method: 'tasks', params: { namespace: [], data: 'after' } }]);
+  await waitUntil(() => s.events.length >= 4, 10000, 'the event after the burst');
+  assert.equal(s.events[3].data.params.data, 'after');
+  assert.match(await (await t.http('/metrics')).text(), /threadcast_slow_consumer_cuts_total 0\n/);
+  s.close();
+  await t.stop();
+  assert.deepEqual(t.sanitizerReports(), []);
 });
