@@ -267,6 +267,8 @@ static void on_meta(struct tc_redis *r, redisReply *reply, void *priv)
 	if (rp->reconnect) {
 		rp->step = ST_FIRST;
 	} else {
+		if (rp->ops->gather)
+			rp->ops->gather(rp->ctx);
 		rp->start = rp->run_seq;
 		cap_replay(rp);
 		if (rp->fresh_member)
@@ -310,6 +312,8 @@ static void on_values(struct tc_redis *r, redisReply *reply, void *priv)
 		if (!rp->ops->match(rp->ctx, &key, TC_SUBS_FRESH) ||
 		    (!rp->per_subscription && rp->ops->match(rp->ctx, &key, TC_SUBS_OLD)))
 			continue;
+		if (rp->ops->tally)
+			rp->ops->tally(rp->ctx, &key);
 		base[nbase++] = sn;
 	}
 	/* Oldest first, so the connection's seqs still rise. */
@@ -348,6 +352,21 @@ static void answer_subscribe(struct tc_replay *rp)
 	advance(rp);
 }
 
+/* The count is done: answer, unless more subscriptions joined meanwhile. */
+static void counted_all(struct tc_replay *rp)
+{
+	if (rp->ops->gather && rp->ops->gather(rp->ctx)) {
+		/* Count again, for all of them: nothing has been sent yet. */
+		rp->counted = rp->skipped = 0;
+		tc_bufq_clear(&rp->baseline);
+		tc_bufq_clear(&rp->prefetch);
+		rp->step = ST_META;
+		advance(rp);
+		return;
+	}
+	answer_subscribe(rp);
+}
+
 static void on_count(struct tc_redis *r, redisReply *reply, void *priv)
 {
 	struct tc_replay *rp = priv;
@@ -363,8 +382,11 @@ static void on_count(struct tc_redis *r, redisReply *reply, void *priv)
 		if (tc_event_key_init(&key, e.method, e.method_len, e.ns, e.ns_len))
 			continue;
 		bool wanted = wants(rp, &key, e.seq);
-		if (wanted && rp->ops->match(rp->ctx, &key, TC_SUBS_FRESH))
+		if (wanted && rp->ops->match(rp->ctx, &key, TC_SUBS_FRESH)) {
 			rp->counted++;
+			if (rp->ops->tally)
+				rp->ops->tally(rp->ctx, &key);
+		}
 		if (!rp->prefetch_ok || !wanted)
 			continue;
 		if (rp->prefetch.bytes + e.json_len > PREFETCH_BYTES || reply->elements == SCAN_BATCH) {
@@ -379,7 +401,7 @@ static void on_count(struct tc_redis *r, redisReply *reply, void *priv)
 		advance(rp); /* more to count */
 		return;
 	}
-	answer_subscribe(rp);
+	counted_all(rp);
 }
 
 static void on_scan(struct tc_redis *r, redisReply *reply, void *priv)
@@ -523,7 +545,7 @@ static void advance(struct tc_replay *rp)
 		break;
 	case ST_COUNT:
 		if (rp->pos >= rp->end) {
-			answer_subscribe(rp); /* empty range: nothing to count */
+			counted_all(rp); /* empty range: nothing to count */
 			break;
 		}
 		tc_store_read_range(&c, rp->thread, rp->pos, rp->end, SCAN_BATCH);

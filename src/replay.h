@@ -80,6 +80,16 @@ struct tc_replay_ops {
 	void (*close)(void *ctx, enum tc_close code, const char *reason);
 	/** Caught up: the member is live, the replay is over. */
 	void (*done)(void *ctx);
+	/**
+	 * Optional. A subscribe's replay calls it before it looks at the
+	 * history and again before it answers: the session may add more fresh
+	 * subscriptions (subscribes that arrived together, replayed together)
+	 * and returns true when it did; the replay then starts over, counting
+	 * for all of them (nothing has been sent yet).
+	 */
+	bool (*gather)(void *ctx);
+	/** Optional. A subscribe counts this event (or values snapshot) as replayed. */
+	void (*tally)(void *ctx, const struct tc_event_key *key);
 };
 
 /** The request of a reconnect (or of a stream resumed from an event). */

@@ -15,11 +15,20 @@
 
 /* Frames a client may pipeline while a command is served, beyond which it is cut. */
 #define MAX_PENDING 256
+/* Queued frames past which the client is not read from until the queue empties. */
+#define PENDING_READ_STOP 16
 
 struct subscription {
 	char *id;
 	struct tc_filter *filter;
-	bool fresh; /* added by the command being served */
+	bool fresh;        /* added by the command being served */
+	uint64_t replayed; /* fresh: the events its replay counts for it */
+};
+
+/* A subscribe that arrived behind the one being served and joined its replay. */
+struct joined {
+	uint64_t cmd_id;
+	char *sub;
 };
 
 /* A command frame that arrived while another command was being served. */
@@ -59,16 +68,30 @@ struct tc_session {
 	enum serving serving;
 	uint64_t cmd_id;
 	char *serving_sub;      /* the subscription the command being served adds */
+	struct joined *joined;  /* subscribes replayed with it (0.0.21) */
+	size_t njoined;
 	struct tc_replay *replay;
 	struct tc_query *query;
 	enum tc_spelling sp;    /* how this client spells the protocol */
 };
 
 static void run_pending(struct tc_session *s);
+static struct subscription *find_sub(struct tc_session *s, const char *id);
+static enum tc_err add_sub(struct tc_session *s, struct tc_filter *f, const char *given_id,
+			   struct tc_error *err);
 
 /* ==== lifetime ============================================================================ */
 
 #define SESSION_OF(m) ((struct tc_session *)((char *)(m) - offsetof(struct tc_session, member)))
+
+static void drop_joined(struct tc_session *s)
+{
+	for (size_t i = 0; i < s->njoined; i++)
+		free(s->joined[i].sub);
+	free(s->joined);
+	s->joined = NULL;
+	s->njoined = 0;
+}
 
 static void session_free(struct tc_session *s)
 {
@@ -85,6 +108,7 @@ static void session_free(struct tc_session *s)
 		free(p);
 	}
 	free(s->serving_sub);
+	drop_joined(s);
 	free(s->thread_id);
 	free(s);
 }
@@ -185,6 +209,7 @@ static void served(struct tc_session *s)
 	s->serving = SERVE_NONE;
 	free(s->serving_sub);
 	s->serving_sub = NULL;
+	drop_joined(s);
 	run_pending(s);
 }
 
@@ -196,10 +221,13 @@ static void refuse(struct tc_session *s, enum tc_err code, const char *message)
 		if (s->subs[i].fresh)
 			remove_sub(s, i);
 	tc_error_set(&err, code, "%s", message);
-	if (s->serving == SERVE_STREAM)
+	if (s->serving == SERVE_STREAM) {
 		s->io->close(s->ctx, TC_CLOSE_INTERNAL, TC_MSG_REDIS_DOWN);
-	else
+	} else {
 		send_error(s, true, s->cmd_id, &err);
+		for (size_t i = 0; i < s->njoined; i++)
+			send_error(s, true, s->joined[i].cmd_id, &err);
+	}
 	served(s);
 }
 
@@ -241,6 +269,21 @@ static bool replay_match(void *ctx, const struct tc_event_key *k, enum tc_subs w
 	return match_subs(ctx, k, which);
 }
 
+/* A subscribe's reply: its subscription's id and what its replay holds for it. */
+static void answer_subscribe(struct tc_session *s, uint64_t cmd_id, const char *sub,
+			     const struct tc_replay_answer *a)
+{
+	const struct subscription *sp = find_sub(s, sub); /* gone if unsubscribed meanwhile */
+	cJSON *res = cJSON_CreateObject();
+	cJSON_AddStringToObject(res, tc_spell("subscriptionId", s->sp), sub);
+	cJSON_AddNumberToObject(res, tc_spell("replayedEvents", s->sp), sp ? (double)sp->replayed : 0);
+	/* An extension (the result is Extensible): the run's first events
+	 * were left out of the replay by --max-replay. */
+	if (a->has_missed)
+		cJSON_AddNumberToObject(res, tc_spell("missedEvents", s->sp), (double)a->missed);
+	send_success(s, cmd_id, res, (int64_t)a->applied);
+}
+
 /* The replay knows what to answer: the command's reply (or the stream's start). */
 static void replay_answer(void *ctx, struct tc_replay_answer *a)
 {
@@ -252,14 +295,10 @@ static void replay_answer(void *ctx, struct tc_replay_answer *a)
 		s->io->stream_started(s->ctx, a->restored, a->has_missed, a->missed);
 		return;
 	case SERVE_SUBSCRIBE:
-		res = cJSON_CreateObject();
-		cJSON_AddStringToObject(res, tc_spell("subscriptionId", s->sp), s->serving_sub);
-		cJSON_AddNumberToObject(res, tc_spell("replayedEvents", s->sp), (double)a->replayed);
-		/* An extension (the result is Extensible): the run's first events
-		 * were left out of the replay by --max-replay. */
-		if (a->has_missed)
-			cJSON_AddNumberToObject(res, tc_spell("missedEvents", s->sp), (double)a->missed);
-		break;
+		answer_subscribe(s, s->cmd_id, s->serving_sub, a);
+		for (size_t i = 0; i < s->njoined; i++)
+			answer_subscribe(s, s->joined[i].cmd_id, s->joined[i].sub, a);
+		return;
 	default:
 		res = cJSON_CreateObject();
 		if (a->has_missed)
@@ -300,9 +339,62 @@ static void replay_done(void *ctx)
 	served(ctx);
 }
 
+static void replay_tally(void *ctx, const struct tc_event_key *k)
+{
+	struct tc_session *s = ctx;
+	for (size_t i = 0; i < s->nsubs; i++)
+		if (s->subs[i].fresh && tc_filter_match(s->subs[i].filter, k))
+			s->subs[i].replayed++;
+}
+
+/*
+ * Subscribes queued right behind the one being served join its replay: one
+ * pass over the history in seq order for all of them, their replies first.
+ * A 0.0.21 client (the official SDK) subscribes several filters at once and
+ * reacts to a run's end as soon as it sees it; replayed one after another,
+ * the end of the run would reach it before the later subscriptions' events.
+ * Joining stops at the first frame that is not a valid subscribe, which is
+ * then served in its turn.
+ */
+static bool replay_gather(void *ctx)
+{
+	struct tc_session *s = ctx;
+	size_t had = s->njoined;
+
+	if (s->serving != SERVE_SUBSCRIBE || s->sp != TC_SPELL_021)
+		return false;
+	while (s->pending && !s->pending->unsubscribed) {
+		struct pending *p = s->pending;
+		struct tc_command cmd;
+		struct tc_error err;
+		struct tc_filter *f;
+		bool joins = tc_command_parse(p->data, p->len, &cmd, &err) == TC_OK &&
+			     cmd.method == TC_METHOD_SUBSCRIBE && cmd.params &&
+			     tc_filter_parse(cmd.params, &f, &err) == TC_OK && add_sub(s, f, NULL, &err) == TC_OK;
+		uint64_t id = cmd.id;
+		tc_command_free(&cmd);
+		if (!joins)
+			break;
+		tc_metrics.commands_total++;
+		s->joined = tc_xrealloc(s->joined, (s->njoined + 1) * sizeof(*s->joined));
+		s->joined[s->njoined++] = (struct joined){ id, tc_xstrdup(s->subs[s->nsubs - 1].id) };
+		s->pending = p->next;
+		if (!s->pending)
+			s->pending_tail = NULL;
+		s->npending--;
+		free(p);
+	}
+	if (s->njoined == had)
+		return false;
+	for (size_t i = 0; i < s->nsubs; i++)
+		s->subs[i].replayed = 0; /* the replay counts again, for all */
+	return true;
+}
+
 static const struct tc_replay_ops replay_ops = {
 	.match = replay_match, .answer = replay_answer, .send = replay_send, .queued = replay_queued,
-	.fail = replay_fail, .close = replay_close, .done = replay_done,
+	.fail = replay_fail, .close = replay_close, .done = replay_done, .gather = replay_gather,
+	.tally = replay_tally,
 };
 
 void tc_session_on_drained(struct tc_session *s)
@@ -742,8 +834,9 @@ void tc_session_on_frame(struct tc_session *s, const char *data, size_t len)
 		handle_frame(s, data, len);
 		return;
 	}
-	/* A command is being served: this one waits its turn, and the client
-	 * is not read from until the queue is empty again. */
+	/* A command is being served: this one waits its turn; past
+	 * PENDING_READ_STOP of them the client is not read from until the
+	 * queue is empty again. */
 	if (s->npending >= MAX_PENDING) {
 		s->io->close(s->ctx, TC_CLOSE_POLICY, "too many commands pipelined behind a replay");
 		return;
@@ -761,7 +854,9 @@ void tc_session_on_frame(struct tc_session *s, const char *data, size_t len)
 		s->pending = p;
 	s->pending_tail = p;
 	s->npending++;
-	if (s->reading) {
+	/* Not at the first: frames that came together are taken together
+	 * (replay_gather), and commands of one burst rarely pass this. */
+	if (s->reading && s->npending >= PENDING_READ_STOP) {
 		s->reading = false;
 		s->io->set_reading(s->ctx, false);
 	}

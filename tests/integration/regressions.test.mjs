@@ -184,6 +184,59 @@ test('unsubscribe during its own replay stops the delivery at once', async () =>
   await c.close();
 });
 
+// Bug 8: the official client resubscribes all its filters at once after a
+// reconnect and reacts to a run's end as soon as it sees it. Replayed one
+// subscription after another, the first one's replay carried the run's end
+// before the later ones' events, and the SDK closed its message streams
+// with half a message (seen as a flaky SDK test: the gateway killed mid-run).
+test('subscribes sent together are answered together, then one replay in seq order', async () => {
+  const thread = 'burst-subs';
+  const ev = (method, data, namespace = []) => ({ method, params: { namespace, data } });
+  const run = [
+    ev('lifecycle', { event: 'started', graph_name: 'g' }),
+    ev('messages', { event: 'message-start', role: 'ai', id: 'm1' }),
+    ev('values', { n: 1 }),
+    ev('messages', { event: 'content-block-delta', index: 0, delta: { type: 'text-delta', text: 'hi' } }),
+    ev('lifecycle', { event: 'started' }, ['sub:1']),
+    ev('messages', { event: 'message-finish' }),
+    ev('values', { n: 2 }),
+    ev('lifecycle', { event: 'completed', graph_name: 'g' }),
+  ];
+  await produce(redis.url, thread, run);
+  const c = await connect(`ws://127.0.0.1:${tc.port}/threads/${thread}/stream/events`);
+  const filters = [['lifecycle', 'input'], ['values', 'lifecycle', 'input'], ['messages', 'lifecycle', 'input']];
+  // As the SDK does: three sends in one tick (one or several TCP segments).
+  const replies = filters.map((channels, i) => new Promise((res) => c.pending.set(i + 1, res)));
+  c.ws._socket.cork();
+  filters.forEach((channels, i) => c.ws.send(JSON.stringify({ id: i + 1, method: 'subscription.subscribe', params: { channels } })));
+  process.nextTick(() => c.ws._socket.uncork());
+  const got = await Promise.all(replies);
+  assert.deepEqual(got.map((r) => r.type), ['success', 'success', 'success']);
+  const matching = (channels) => run.filter((e) => channels.includes(e.method)).length;
+  assert.deepEqual(got.map((r) => r.result.replayed_events), filters.map(matching));
+  await waitUntil(() => c.events.length >= run.length, 5000, 'the replay');
+  await sleep(100);
+  // Every reply before any event; each event once, in seq order; the end last.
+  const firstEvent = c.frames.findIndex((f) => f.type === 'event');
+  assert.ok(c.frames.slice(firstEvent).every((f) => f.type === 'event'), 'no reply after the first event');
+  assert.deepEqual(c.events.map((e) => e.seq), run.map((_, i) => i + 1));
+  assert.equal(c.events.at(-1).params.data.event, 'completed');
+
+  // A bad one in the burst stops the joining: replies stay in command order.
+  const d = await connect(`ws://127.0.0.1:${tc.port}/threads/${thread}/stream/events`);
+  const order = [];
+  d.ws.on('message', (m) => { const f = JSON.parse(m); if (f.type !== 'event') order.push([f.id, f.type]); });
+  d.ws._socket.cork();
+  d.ws.send(JSON.stringify({ id: 1, method: 'subscription.subscribe', params: { channels: ['lifecycle'] } }));
+  d.ws.send(JSON.stringify({ id: 2, method: 'subscription.subscribe', params: { channels: ['bogus'] } }));
+  d.ws.send(JSON.stringify({ id: 3, method: 'subscription.subscribe', params: { channels: ['values'] } }));
+  process.nextTick(() => d.ws._socket.uncork());
+  await waitUntil(() => order.length >= 3, 5000, 'three replies');
+  assert.deepEqual(order, [[1, 'success'], [2, 'error'], [3, 'success']]);
+  await c.close();
+  await d.close();
+});
+
 // Bug 7: scripts/run --port 9000 printed URLs with port 8080.
 test('scripts/run prints the port it was given', () => {
   const out = (args, env = {}) => spawnSync('bash', ['-c', `source scripts/lib.sh; tc_port_of "$@"`, 'x', ...args],

@@ -97,7 +97,8 @@ static void c_done(void *ctx)
 	c->rp = NULL;
 }
 
-static const struct tc_replay_ops c_ops = { c_match, c_answer, c_send, c_queued, c_fail, c_close, c_done };
+static const struct tc_replay_ops c_ops = { .match = c_match, .answer = c_answer, .send = c_send,
+					    .queued = c_queued, .fail = c_fail, .close = c_close, .done = c_done };
 
 static void m_ready(struct tc_member *m)
 {
