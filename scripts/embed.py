@@ -13,5 +13,5 @@ with open(out, 'w') as f:
     f.write('extern const char %s[];\nextern const size_t %s_len;\n' % (sym, sym))
     f.write('const char %s[] = {\n' % sym)
     for i in range(0, len(data), 16):
-        f.write('\t' + ' '.join('0x%02x,' % b for b in data[i:i + 16]) + '\n')
+        f.write('\t' + ' '.join('(char)0x%02x,' % b if b > 0x7f else '0x%02x,' % b for b in data[i:i + 16]) + '\n')
     f.write('\t0x00\n};\nconst size_t %s_len = %d;\n' % (sym, len(data)))

@@ -272,43 +272,70 @@ static void sync_thread(struct tc_thread *t)
 
 /* ==== doorbells ===================================================================================== */
 
-static void on_message(void *ctx, const char *ch, size_t clen, const char *data, size_t dlen)
+/*
+ * One event of a doorbell. Returns false when the rest of the doorbell must
+ * be dropped: the thread is being resynced (a new epoch), or a gap is being
+ * filled from the stream (which reads the rest too).
+ */
+static bool ring(struct tc_thread *t, const struct tc_doorbell *d)
 {
-	struct tc_hub *hub = ctx;
-	struct tc_thread *t = thread_of_channel(hub, ch, clen);
-	struct tc_doorbell d;
-
-	if (!t)
-		return;
-	if (tc_store_doorbell_parse(data, dlen, &d)) {
-		tc_log(TC_LOG_WARN, "malformed doorbell ignored", TC_LS("thread", t->id));
-		return;
-	}
-	uint64_t seq = d.seq;
+	uint64_t seq = d->seq;
 	if (seq > t->heard)
 		t->heard = seq;
 	if (!t->synced)
-		return; /* the sync that follows every SUBSCRIBE catches up */
+		return true; /* the sync that follows every SUBSCRIBE catches up */
 
-	bool same_epoch = strlen(t->epoch) == d.epoch_len && !memcmp(t->epoch, d.epoch, d.epoch_len);
+	bool same_epoch = strlen(t->epoch) == d->epoch_len && !memcmp(t->epoch, d->epoch, d->epoch_len);
 	if (!same_epoch) {
 		if (t->epoch[0] || t->head) {
 			new_epoch(t, "epoch changed");
-			return;
+			return false;
 		}
 		/* The thread's very first event: adopt its epoch. */
-		memcpy(t->epoch, d.epoch, d.epoch_len);
-		t->epoch[d.epoch_len] = '\0';
+		memcpy(t->epoch, d->epoch, d->epoch_len);
+		t->epoch[d->epoch_len] = '\0';
 	}
 	if (seq <= t->head)
-		return;
+		return true;
 	if (seq == t->head + 1 && !t->filling) {
-		deliver(t, seq, d.method, d.method_len, d.ns, d.ns_len, d.json, d.json_len);
-		return;
+		deliver(t, seq, d->method, d->method_len, d->ns, d->ns_len, d->json, d->json_len);
+		return true;
 	}
 	if (t->filling)
 		t->rang_while_filling = true;
 	fill(t);
+	return false;
+}
+
+/*
+ * A doorbell carries the events of one append call: one, or a batch. Each
+ * is delivered from the message itself while the seqs follow on; a malformed
+ * message is dropped whole (checked before anything is delivered), and the
+ * next doorbell's gap brings its events from the stream.
+ */
+static void on_message(void *ctx, const char *ch, size_t clen, const char *data, size_t dlen)
+{
+	struct tc_hub *hub = ctx;
+	struct tc_thread *t = thread_of_channel(hub, ch, clen);
+	struct tc_doorbell_reader r;
+	struct tc_doorbell d;
+	int rc;
+
+	if (!t)
+		return;
+	if (tc_store_doorbell_open(&r, data, dlen)) {
+		tc_log(TC_LOG_WARN, "malformed doorbell ignored", TC_LS("thread", t->id));
+		return;
+	}
+	struct tc_doorbell_reader check = r;
+	while ((rc = tc_store_doorbell_next(&check, &d)) == 1)
+		;
+	if (rc < 0) {
+		tc_log(TC_LOG_WARN, "malformed doorbell ignored", TC_LS("thread", t->id));
+		return;
+	}
+	while (tc_store_doorbell_next(&r, &d) == 1 && ring(t, &d))
+		;
 }
 
 static void thread_unlink(struct tc_thread *t)

@@ -119,19 +119,41 @@ void tc_store_read_index(struct tc_store_cmd *c, const char *thread, enum tc_sto
 	set_argv(c, (const char *[]){ "HGETALL", tc_store_key(c->key, thread, index), NULL });
 }
 
-void tc_store_append(struct tc_store_cmd *c, const char *thread, const char *json,
-		     const struct tc_store_append_opts *o)
+/* The MAXLEN/TTL/RUN options that are set, appended at argv[argc]. */
+static int append_opts(const char **argv, int argc, const struct tc_store_append_opts *o)
 {
-	set_argv(c, (const char *[]){ "FCALL", "threadcast_append", "1", thread, json, NULL });
 	const char *opt[][2] = { { "MAXLEN", o ? o->maxlen : NULL }, { "TTL", o ? o->ttl : NULL },
 				 { "RUN", o ? o->run : NULL } };
 	for (size_t i = 0; i < sizeof(opt) / sizeof(opt[0]); i++) {
 		if (!opt[i][1])
 			continue;
-		c->argv[c->argc++] = opt[i][0];
-		c->argv[c->argc++] = opt[i][1];
+		argv[argc++] = opt[i][0];
+		argv[argc++] = opt[i][1];
 	}
-	c->argv[c->argc] = NULL;
+	argv[argc] = NULL;
+	return argc;
+}
+
+void tc_store_append(struct tc_store_cmd *c, const char *thread, const char *json,
+		     const struct tc_store_append_opts *o)
+{
+	set_argv(c, (const char *[]){ "FCALL", "threadcast_append", "1", thread, json, NULL });
+	c->argc = append_opts(c->argv, c->argc, o);
+}
+
+int tc_store_append_batch(const char **argv, char count[24], const char *thread,
+			  const char *const *json, unsigned n, const struct tc_store_append_opts *o)
+{
+	int argc = 0;
+	snprintf(count, 24, "%u", n);
+	argv[argc++] = "FCALL";
+	argv[argc++] = "threadcast_append_batch";
+	argv[argc++] = "1";
+	argv[argc++] = thread;
+	argv[argc++] = count;
+	for (unsigned i = 0; i < n; i++)
+		argv[argc++] = json[i];
+	return append_opts(argv, argc, o);
 }
 
 void tc_store_submit(struct tc_store_cmd *c, const struct tc_store_command *m)
@@ -241,6 +263,16 @@ int tc_store_entry_parse(const redisReply *e, struct tc_stream_entry *out)
 	return out->method && out->ns && out->json && out->json_len >= 2 && out->json[0] == '{' ? 0 : -1;
 }
 
+static bool epoch_ok(const char *e, size_t len)
+{
+	if (!len || len >= TC_EPOCH_MAX)
+		return false;
+	for (size_t i = 0; i < len; i++)
+		if (!((e[i] >= '0' && e[i] <= '9') || (e[i] >= 'a' && e[i] <= 'z') || (e[i] >= 'A' && e[i] <= 'Z')))
+			return false;
+	return true;
+}
+
 int tc_store_doorbell_parse(const char *p, size_t len, struct tc_doorbell *out)
 {
 	const char *end = p + len, *f[4];
@@ -258,10 +290,8 @@ int tc_store_doorbell_parse(const char *p, size_t len, struct tc_doorbell *out)
 	if (!flen[0] || flen[0] >= TC_EPOCH_MAX || tc_store_u64(f[1], flen[1], &out->seq) ||
 	    end - p < 2 || *p != '{')
 		return -1;
-	for (size_t i = 0; i < flen[0]; i++) /* an epoch is letters and digits */
-		if (!((f[0][i] >= '0' && f[0][i] <= '9') || (f[0][i] >= 'a' && f[0][i] <= 'z') ||
-		      (f[0][i] >= 'A' && f[0][i] <= 'Z')))
-			return -1;
+	if (!epoch_ok(f[0], flen[0])) /* an epoch is letters and digits */
+		return -1;
 	out->epoch = f[0];
 	out->epoch_len = flen[0];
 	out->method = f[2];
@@ -271,6 +301,70 @@ int tc_store_doorbell_parse(const char *p, size_t len, struct tc_doorbell *out)
 	out->json = p;
 	out->json_len = (size_t)(end - p);
 	return 0;
+}
+
+/* The next "\n"-terminated field of [*p, end): 0 and the field, or -1. */
+static int next_field(const char **p, const char *end, const char **f, size_t *flen)
+{
+	const char *nl = memchr(*p, '\n', (size_t)(end - *p));
+	if (!nl)
+		return -1;
+	*f = *p;
+	*flen = (size_t)(nl - *p);
+	*p = nl + 1;
+	return 0;
+}
+
+int tc_store_doorbell_open(struct tc_doorbell_reader *r, const char *p, size_t len)
+{
+	const char *f;
+	size_t flen;
+
+	memset(r, 0, sizeof(*r));
+	r->end = p + len;
+	if (!len || *p != '*') { /* one event: read whole by tc_store_doorbell_next */
+		r->p = p;
+		r->left = 1;
+		return 0;
+	}
+	r->batch = true;
+	r->p = p + 1;
+	if (next_field(&r->p, r->end, &r->epoch, &r->epoch_len) || !epoch_ok(r->epoch, r->epoch_len) ||
+	    next_field(&r->p, r->end, &f, &flen) || tc_store_u64(f, flen, &r->seq) || !r->seq ||
+	    next_field(&r->p, r->end, &f, &flen) || tc_store_u64(f, flen, &r->left) || !r->left)
+		return -1;
+	return 0;
+}
+
+int tc_store_doorbell_next(struct tc_doorbell_reader *r, struct tc_doorbell *out)
+{
+	const char *f;
+	size_t flen;
+	uint64_t jlen;
+
+	if (!r->left)
+		return r->p == r->end ? 0 : -1;
+	if (!r->batch) {
+		r->left = 0;
+		if (tc_store_doorbell_parse(r->p, (size_t)(r->end - r->p), out))
+			return -1;
+		r->p = r->end;
+		return 1;
+	}
+	memset(out, 0, sizeof(*out));
+	if (next_field(&r->p, r->end, &out->method, &out->method_len) ||
+	    next_field(&r->p, r->end, &out->ns, &out->ns_len) ||
+	    next_field(&r->p, r->end, &f, &flen) || tc_store_u64(f, flen, &jlen) ||
+	    jlen > (uint64_t)(r->end - r->p) || jlen < 2 || *r->p != '{')
+		return -1;
+	out->epoch = r->epoch;
+	out->epoch_len = r->epoch_len;
+	out->seq = r->seq++;
+	out->json = r->p;
+	out->json_len = (size_t)jlen;
+	r->p += jlen;
+	r->left--;
+	return 1;
 }
 
 int tc_store_values_parse(const char *v, size_t len, uint64_t *seq, const char **json,

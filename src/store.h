@@ -13,8 +13,10 @@
  *   tc:{T}:values   hash: encoded namespace -> "<seq>\n<event JSON>"
  *   tc:{T}:interrupts hash: interrupt id -> "<seq>\n<input.requested event>"
  *                   (the current run's interrupts not answered yet)
- *   tc:{T}:live     sharded pub/sub, the doorbell:
- *                   "<epoch>\n<seq>\n<method>\n<encoded namespace>\n<event JSON>"
+ *   tc:{T}:live     sharded pub/sub, the doorbell, one per append call:
+ *                   "<epoch>\n<seq>\n<method>\n<encoded namespace>\n<event JSON>",
+ *                   or for a batch "*<epoch>\n<first seq>\n<count>\n" then per
+ *                   event "<method>\n<encoded namespace>\n<JSON length>\n<JSON>"
  *   tc:commands     stream of runtime commands (group "workers"), fields
  *                   thread, method, params, corr, reply, deadline
  *   tc:reply:<id>   sharded pub/sub, worker answers for one gateway
@@ -27,6 +29,7 @@
 #define TC_STORE_H
 
 #include <hiredis/hiredis.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -113,6 +116,16 @@ void tc_store_read_index(struct tc_store_cmd *c, const char *thread, enum tc_sto
 /** FCALL threadcast_append 1 <thread> <json> [MAXLEN n] [TTL s] [RUN id]. */
 void tc_store_append(struct tc_store_cmd *c, const char *thread, const char *json,
 		     const struct tc_store_append_opts *o);
+/** Most events in one threadcast_append_batch call (the function's own limit). */
+#define TC_STORE_BATCH_MAX 1000
+/**
+ * FCALL threadcast_append_batch 1 <thread> <n> <json>... [options] into argv,
+ * which has room for TC_STORE_BATCH_ARGV(n) pointers; count is where the
+ * decimal n is written. Returns argc (argv[argc] is NULL).
+ */
+#define TC_STORE_BATCH_ARGV(n) ((size_t)(n) + 12)
+int tc_store_append_batch(const char **argv, char count[24], const char *thread,
+			  const char *const *json, unsigned n, const struct tc_store_append_opts *o);
 
 /** The fields of one runtime command on its way to workers. */
 struct tc_store_command {
@@ -166,10 +179,32 @@ struct tc_doorbell {
 	uint64_t seq;
 };
 /**
- * Splits a doorbell message; -1 when malformed (the epoch must be 1 to 39
- * letters and digits, the seq a number, the JSON an object).
+ * Splits a one-event doorbell message; -1 when malformed (the epoch must be
+ * 1 to 39 letters and digits, the seq a number, the JSON an object).
  */
 int tc_store_doorbell_parse(const char *p, size_t len, struct tc_doorbell *out);
+
+/** Reading the events of a doorbell of either form, in order. */
+struct tc_doorbell_reader {
+	const char *p, *end;   /**< what is left of the message */
+	const char *epoch;
+	size_t epoch_len;
+	uint64_t seq;          /**< the next event's seq */
+	uint64_t left;         /**< events still to read */
+	bool batch;
+};
+
+/**
+ * Starts reading the doorbell message p[0..len): 0, or -1 when its head is
+ * malformed. Read its events with tc_store_doorbell_next().
+ */
+int tc_store_doorbell_open(struct tc_doorbell_reader *r, const char *p, size_t len);
+
+/**
+ * The next event of the doorbell into out: 1, 0 when all were read (and
+ * nothing is left over), -1 when the message is malformed from here on.
+ */
+int tc_store_doorbell_next(struct tc_doorbell_reader *r, struct tc_doorbell *out);
 
 /** Parses a values index entry "<seq>\n<json>"; -1 when malformed. */
 int tc_store_values_parse(const char *v, size_t len, uint64_t *seq, const char **json,

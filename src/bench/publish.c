@@ -2,11 +2,13 @@
  * publish — rate-controlled producer for benchmarks.
  *
  *   publish --redis-url URL --threads T1[,T2…] --count N --rate R [--size B]
- *           [--nthreads K] [--nchan HOST:PORT]
+ *           [--nthreads K] [--batch B] [--nchan HOST:PORT]
  *
  * Appends N events (spread round-robin over the threads) at R events per
  * second through FCALL threadcast_append, pipelined, each carrying
  * "t":<ns since epoch> taken just before it is sent, and B bytes of padding.
+ * With --batch B, each call is FCALL threadcast_append_batch with up to B
+ * events of one thread (the threads still take turns, call by call).
  * --rate 0 means as fast as the server answers. With --nthreads K the
  * threads are T1-0 … T1-(K-1). With --nchan the events are POSTed to nchan's
  * publisher location /pub/<thread> on one keep-alive connection instead,
@@ -104,7 +106,7 @@ static int http_response(struct http *h)
 int main(int argc, char **argv)
 {
 	const char *url = "redis://127.0.0.1:6379", *threads = NULL, *nchan = NULL;
-	long count = 0, size = 100, nthreads = 0;
+	long count = 0, size = 100, nthreads = 0, batch = 1;
 	double rate = 0;
 	for (int i = 1; i + 1 < argc; i += 2) {
 		if (!strcmp(argv[i], "--redis-url")) url = argv[i + 1];
@@ -114,6 +116,11 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--size")) size = atol(argv[i + 1]);
 		else if (!strcmp(argv[i], "--nthreads")) nthreads = atol(argv[i + 1]);
 		else if (!strcmp(argv[i], "--nchan")) nchan = argv[i + 1];
+		else if (!strcmp(argv[i], "--batch")) batch = atol(argv[i + 1]);
+	}
+	if (batch < 1 || batch > TC_STORE_BATCH_MAX) {
+		fprintf(stderr, "publish: --batch must be 1 to %d\n", TC_STORE_BATCH_MAX);
+		return 2;
 	}
 	struct tc_redis_addr a;
 	char err[200];
@@ -123,8 +130,10 @@ int main(int argc, char **argv)
 	}
 	/* Everything below is freed at `done`, whichever way the run ends. */
 	int rc = 1, nt = 0;
-	char **tv = NULL, *list = NULL, *pad = NULL, *ev = NULL;
+	char **tv = NULL, *list = NULL, *pad = NULL, *ev = NULL, *evs = NULL;
 	uint64_t *seqs = NULL;
+	/* Events per reply still to come, oldest first (a ring as deep as the window). */
+	long *inflight_n = calloc(512, sizeof(long)), ring_head = 0;
 	redisContext *c = NULL;
 	struct http h = { .fd = -1 };
 	if (nthreads > 0 && threads) {
@@ -143,7 +152,7 @@ int main(int argc, char **argv)
 	}
 	if (nt == 0 || count < 1) {
 		fprintf(stderr, "usage: publish --redis-url URL --threads T[,T…] --count N --rate R [--size B] "
-				"[--nthreads K] [--nchan HOST:PORT]\n");
+				"[--nthreads K] [--batch B] [--nchan HOST:PORT]\n");
 		rc = 2;
 		goto done;
 	}
@@ -164,8 +173,9 @@ int main(int argc, char **argv)
 	memset(pad, 'x', (size_t)size);
 	pad[size] = '\0';
 	ev = malloc((size_t)size + 300);
+	evs = malloc((size_t)batch * ((size_t)size + 300));
 	uint64_t start = now_ns();
-	long sent = 0, acked = 0, inflight = 0;
+	long sent = 0, acked = 0, inflight = 0, calls = 0;
 	while (acked < count) {
 		double due = rate > 0 ? (double)(now_ns() - start) / 1e9 * rate : 1e18;
 		while (sent < count && sent < due && inflight < (nchan ? 64 : 512)) {
@@ -181,16 +191,36 @@ int main(int argc, char **argv)
 				snprintf(path, sizeof(path), "/pub/%s", tv[k]);
 				if (http_send(&h, path, ev, (size_t)n))
 					goto done;
+				sent++;
+				inflight++;
 			} else {
-				snprintf(ev, (size_t)size + 300,
-					 "{\"method\":\"tasks\",\"params\":{\"namespace\":[],\"data\":{\"t\":%llu,\"p\":\"%s\"}}}",
-					 (unsigned long long)now_ns(), pad);
-				struct tc_store_cmd cmd;
-				tc_store_append(&cmd, tv[k], ev, &(struct tc_store_append_opts){ .maxlen = "1000000" });
-				redisAppendCommandArgv(c, cmd.argc, cmd.argv, NULL);
+				/* One call: up to --batch events of thread k, all due. */
+				const char *json[TC_STORE_BATCH_MAX];
+				long n = 0;
+				k = (int)(calls % nt);
+				while (n < batch && sent + n < count && sent + n < due) {
+					json[n] = evs + (size_t)n * ((size_t)size + 300);
+					snprintf((char *)json[n], (size_t)size + 300,
+						 "{\"method\":\"tasks\",\"params\":{\"namespace\":[],\"data\":"
+						 "{\"t\":%llu,\"p\":\"%s\"}}}", (unsigned long long)now_ns(), pad);
+					n++;
+				}
+				const struct tc_store_append_opts ao = { .maxlen = "1000000" };
+				if (batch == 1) {
+					struct tc_store_cmd cmd;
+					tc_store_append(&cmd, tv[k], json[0], &ao);
+					redisAppendCommandArgv(c, cmd.argc, cmd.argv, NULL);
+				} else {
+					const char *bargv[TC_STORE_BATCH_ARGV(TC_STORE_BATCH_MAX)];
+					char num[24];
+					int bargc = tc_store_append_batch(bargv, num, tv[k], json, (unsigned)n, &ao);
+					redisAppendCommandArgv(c, bargc, bargv, NULL);
+				}
+				inflight_n[(ring_head + inflight) % 512] = n;
+				calls++;
+				sent += n;
+				inflight++;
 			}
-			sent++;
-			inflight++;
 		}
 		if (inflight) {
 			if (nchan) {
@@ -209,6 +239,8 @@ int main(int argc, char **argv)
 				freeReplyObject(r);
 				if (refused)
 					goto done;
+				acked += inflight_n[ring_head] - 1;
+				ring_head = (ring_head + 1) % 512;
 			}
 			acked++;
 			inflight--;
@@ -232,6 +264,8 @@ done:
 	free(seqs);
 	free(pad);
 	free(ev);
+	free(evs);
+	free(inflight_n);
 	tc_redis_addr_free(&a);
 	return rc;
 }

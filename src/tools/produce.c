@@ -5,16 +5,20 @@
  *   threadcast-produce [options] THREAD [EVENT-JSON ...]
  *
  * Without EVENT-JSON arguments, events are read from stdin, one JSON object
- * per line (NDJSON; blank lines are skipped). Commands are pipelined. With
- * --retry-ms, a lost connection is retried for that long and the events
- * that were not acknowledged are sent again (at least once). If the
- * function is not loaded yet, it loads it (the same library threadcast
- * loads). In a Redis Cluster, a MOVED reply sends the events to the master
- * it names (back to the configured node if that one fails). Exit status: 0 when every event was appended, 1 when some were
- * refused (each refusal is printed to stderr), 2 on bad usage.
+ * per line (NDJSON; blank lines are skipped). Events that have arrived go
+ * out in batches (FCALL threadcast_append_batch, appended whole or not at
+ * all; --batch 1 uses threadcast_append) and calls are pipelined; an event
+ * is never held back waiting for more. With --retry-ms, a lost connection
+ * is retried for that long and the calls that were not acknowledged are
+ * sent again (at least once). If the function is not loaded yet, it loads
+ * it (the same library threadcast loads). In a Redis Cluster, a MOVED reply
+ * sends the events to the master it names (back to the configured node if
+ * that one fails). Exit status: 0 when every event was appended, 1 when
+ * some were not (each refusal is printed to stderr), 2 on bad usage.
  */
 #include <errno.h>
 #include <hiredis/hiredis.h>
+#include <poll.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,16 +35,20 @@ extern const size_t tc_function_source_len;
 
 struct opts {
 	const char *url, *maxlen, *ttl, *run, *thread;
-	long pipeline, retry_ms;
+	long pipeline, batch, retry_ms;
 	bool quiet;
 };
 
 /* Redirections followed before giving up (a Cluster resharding in a loop). */
 #define MAX_REDIRECTS 16
+/* A line longer than this cannot be an event (the contract's cap is 1 MiB). */
+#define MAX_LINE (1024 * 1024 + 1024)
 
-struct pending {
-	char *json;
-	long line;
+/* One command in flight: a batch of events (one event with --batch 1). */
+struct unit {
+	char **json;
+	long *line;             /* the input line (or argument) of each */
+	unsigned n;
 };
 
 static void usage(void)
@@ -51,7 +59,9 @@ static void usage(void)
 		"  --maxlen N        cap the thread's stream at about N events\n"
 		"  --ttl SECONDS     expire the thread's keys after SECONDS idle\n"
 		"  --run ID          run id recorded when an event starts a run\n"
-		"  --pipeline N      events in flight (default 64)\n"
+		"  --batch N         events per call, appended whole or not at all (default 16;\n"
+		"                    1 appends each event on its own)\n"
+		"  --pipeline N      calls in flight (default 8)\n"
 		"  --retry-ms MS     retry a lost connection for MS milliseconds\n"
 		"  --quiet           do not print seqs\n"
 		"Without EVENT-JSON, reads one event per line from stdin.\n");
@@ -90,12 +100,19 @@ static redisContext *connect_redis(const struct tc_redis_addr *a)
 	return c;
 }
 
-static void append_cmd(redisContext *c, const struct opts *o, const char *json)
+static void send_unit(redisContext *c, const struct opts *o, const struct unit *u)
 {
-	struct tc_store_cmd cmd;
-	tc_store_append(&cmd, o->thread, json, &(struct tc_store_append_opts){
-		.maxlen = o->maxlen, .ttl = o->ttl, .run = o->run });
-	redisAppendCommandArgv(c, cmd.argc, cmd.argv, NULL);
+	const struct tc_store_append_opts ao = { .maxlen = o->maxlen, .ttl = o->ttl, .run = o->run };
+	if (o->batch == 1) {
+		struct tc_store_cmd cmd;
+		tc_store_append(&cmd, o->thread, u->json[0], &ao);
+		redisAppendCommandArgv(c, cmd.argc, cmd.argv, NULL);
+		return;
+	}
+	const char *argv[TC_STORE_BATCH_ARGV(TC_STORE_BATCH_MAX)];
+	char count[24];
+	int argc = tc_store_append_batch(argv, count, o->thread, (const char *const *)u->json, u->n, &ao);
+	redisAppendCommandArgv(c, argc, argv, NULL);
 }
 
 /* "MOVED <slot> <host>:<port>": point addr at that node. Returns 0 or -1. */
@@ -116,33 +133,126 @@ static int moved_to(const char *err, struct tc_redis_addr *addr)
 	return 0;
 }
 
-/* Reads the next event (from argv or stdin) into a new string; NULL at the end. */
-static char *next_event(char ***args, long *line)
+/* ---- input: arguments, or stdin lines read without stdio -------------------------------
+ * Reading stdin ourselves tells us whether a whole line is already here, so
+ * a batch takes only what has arrived and a slow producer's events are not
+ * held back waiting for a batch to fill. */
+
+struct input {
+	char **args;            /* NULL: stdin */
+	char *buf;
+	size_t len, cap;
+	bool eof;
+	long line;
+};
+
+/* Whether the next event can be had without blocking. */
+static bool input_ready(struct input *in)
 {
-	if (*args) {
-		if (!**args)
-			return NULL;
-		(*line)++;
-		return tc_xstrdup(*(*args)++);
+	if (in->args || in->eof || (in->len && memchr(in->buf, '\n', in->len)))
+		return true;
+	struct pollfd p = { .fd = STDIN_FILENO, .events = POLLIN };
+	return poll(&p, 1, 0) > 0;
+}
+
+/* Reads more of stdin into in->buf (blocking); false at the end. */
+static bool input_fill(struct input *in)
+{
+	if (in->cap - in->len < 65536) {
+		in->cap = in->cap ? in->cap * 2 : 131072;
+		in->buf = tc_xrealloc(in->buf, in->cap);
 	}
-	static char *buf;
-	static size_t cap;
 	ssize_t n;
-	while ((n = getline(&buf, &cap, stdin)) >= 0) {
-		(*line)++;
-		while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' '))
-			buf[--n] = '\0';
-		if (n > 0)
-			return tc_xstrdup(buf);
+	do
+		n = read(STDIN_FILENO, in->buf + in->len, in->cap - in->len);
+	while (n < 0 && errno == EINTR);
+	if (n <= 0)
+		return false;
+	in->len += (size_t)n;
+	return true;
+}
+
+/* The next event as a new string, NULL at the end. Lines that are blank are
+ * skipped; one longer than MAX_LINE is reported and skipped (*skipped++). */
+static char *input_next(struct input *in, long *skipped)
+{
+	if (in->args) {
+		if (!*in->args)
+			return NULL;
+		in->line++;
+		return tc_xstrdup(*in->args++);
 	}
-	free(buf);
-	buf = NULL;
-	return NULL;
+	bool dropping = false;
+	for (;;) {
+		char *nl = in->len ? memchr(in->buf, '\n', in->len) : NULL;
+		if (!nl && !in->eof && in->len > MAX_LINE) {
+			if (!dropping) {
+				fprintf(stderr, "threadcast-produce: line %ld: longer than %d bytes, not sent\n",
+					in->line + 1, MAX_LINE);
+				(*skipped)++;
+				dropping = true;
+			}
+			in->len = 0;
+		}
+		if (!nl && !in->eof) {
+			if (!input_fill(in))
+				in->eof = true;
+			continue;
+		}
+		if (!nl && !in->len)
+			return NULL;
+		size_t n = nl ? (size_t)(nl - in->buf) : in->len, used = nl ? n + 1 : n;
+		in->line++;
+		char *ev = NULL;
+		size_t m = n;
+		while (m > 0 && (in->buf[m - 1] == '\r' || in->buf[m - 1] == ' '))
+			m--;
+		if (!dropping && m > 0)
+			ev = tc_xstrndup(in->buf, m);
+		memmove(in->buf, in->buf + used, in->len - used);
+		in->len -= used;
+		dropping = false;
+		if (ev)
+			return ev;
+	}
+}
+
+/*
+ * A batch's refusal names its event as "event K"; reports it as a refusal of
+ * the event on input line L, worded as --batch 1 would, and the lines of the
+ * rest of the batch, which were not appended either.
+ */
+static void report_batch_error(const char *err, const struct unit *u)
+{
+	const char *p = err;
+	long k = 0;
+	while ((p = strstr(p, "event ")) && !(p[6] >= '1' && p[6] <= '9'))
+		p += 6;
+	if (p)
+		k = strtol(p + 6, NULL, 10);
+	if (k >= 1 && k <= (long)u->n) {
+		const char *rest = p + 6;
+		while (*rest >= '0' && *rest <= '9')
+			rest++;
+		fprintf(stderr, "threadcast-produce: event %ld: %.*sevent%s\n", u->line[k - 1],
+			(int)(p - err), err, rest);
+	} else {
+		fprintf(stderr, "threadcast-produce: %s\n", err);
+	}
+	fprintf(stderr, "threadcast-produce: events %ld-%ld not appended: a batch is appended whole "
+		"or not at all (--batch 1 appends each event on its own)\n", u->line[0], u->line[u->n - 1]);
+}
+
+static void unit_free(struct unit *u)
+{
+	for (unsigned i = 0; i < u->n; i++)
+		free(u->json[i]);
+	u->n = 0;
 }
 
 int main(int argc, char **argv)
 {
-	struct opts o = { .pipeline = 64 };
+	struct opts o = { .pipeline = 8, .batch = 16 };
 	struct tc_redis_addr addr;
 	char err[200];
 	int i = 1;
@@ -174,6 +284,8 @@ int main(int argc, char **argv)
 			o.run = v;
 		else if (!strcmp(a, "--pipeline"))
 			o.pipeline = strtol(v, NULL, 10);
+		else if (!strcmp(a, "--batch"))
+			o.batch = strtol(v, NULL, 10);
 		else if (!strcmp(a, "--retry-ms"))
 			o.retry_ms = strtol(v, NULL, 10);
 		else {
@@ -182,7 +294,8 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (i >= argc || o.pipeline < 1 || o.pipeline > 100000) {
+	if (i >= argc || o.pipeline < 1 || o.pipeline > 10000 || o.batch < 1 ||
+	    o.batch > TC_STORE_BATCH_MAX) {
 		usage();
 		return 2;
 	}
@@ -195,11 +308,16 @@ int main(int argc, char **argv)
 		fprintf(stderr, "threadcast-produce: --redis-url: %s\n", err);
 		return 2;
 	}
-	char **args = i < argc ? argv + i : NULL;
+	struct input in = { .args = i < argc ? argv + i : NULL };
 	setvbuf(stdout, NULL, _IOLBF, 0);
 
-	struct pending *win = tc_xcalloc((size_t)o.pipeline, sizeof(*win));
-	long head = 0, count = 0, line = 0, failures = 0;
+	/* The window: o.pipeline calls of up to o.batch events each. */
+	struct unit *win = tc_xcalloc((size_t)o.pipeline, sizeof(*win));
+	for (long k = 0; k < o.pipeline; k++) {
+		win[k].json = tc_xcalloc((size_t)o.batch, sizeof(char *));
+		win[k].line = tc_xcalloc((size_t)o.batch, sizeof(long));
+	}
+	long head = 0, count = 0, failures = 0;
 	bool eof = false, loaded = false;
 	int redirects = 0;
 	redisContext *c = NULL;
@@ -227,17 +345,23 @@ int main(int argc, char **argv)
 			}
 			/* Resend what was not acknowledged. */
 			for (long k = 0; k < count; k++)
-				append_cmd(c, &o, win[(head + k) % o.pipeline].json);
+				send_unit(c, &o, &win[(head + k) % o.pipeline]);
 		}
-		while (!eof && count < o.pipeline) {
-			char *json = next_event(&args, &line);
-			if (!json) {
-				eof = true;
-				break;
+		/* Fill the window; wait for input only when nothing is in flight. */
+		while (!eof && count < o.pipeline && (!count || input_ready(&in))) {
+			struct unit *u = &win[(head + count) % o.pipeline];
+			char *json;
+			while (u->n < (unsigned)o.batch && (!u->n || input_ready(&in)) &&
+			       (json = input_next(&in, &failures))) {
+				u->line[u->n] = in.line;
+				u->json[u->n++] = json;
 			}
-			win[(head + count) % o.pipeline] = (struct pending){ json, line };
+			if (u->n < (unsigned)o.batch && (in.args ? !*in.args : in.eof && !in.len))
+				eof = true;
+			if (!u->n)
+				break;
 			count++;
-			append_cmd(c, &o, json);
+			send_unit(c, &o, u);
 		}
 		if (!count)
 			break;
@@ -251,7 +375,7 @@ int main(int argc, char **argv)
 			}
 			continue;
 		}
-		struct pending *p = &win[head];
+		struct unit *u = &win[head];
 		if (r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "MOVED ", 6) &&
 		    moved_to(r->str, &addr) == 0 && ++redirects <= MAX_REDIRECTS) {
 			/* A Cluster, and the thread's slot lives elsewhere: nothing in
@@ -293,26 +417,37 @@ int main(int argc, char **argv)
 			freeReplyObject(r);
 			loaded = true;
 			for (long k = 0; k < count; k++)
-				append_cmd(c, &o, win[(head + k) % o.pipeline].json);
+				send_unit(c, &o, &win[(head + k) % o.pipeline]);
 			continue;
 		}
 		deadline = 0;
 		if (r->type == REDIS_REPLY_INTEGER) {
-			if (!o.quiet)
-				printf("%lld\n", r->integer);
-		} else {
-			fprintf(stderr, "threadcast-produce: event %ld: %s\n", p->line,
-				r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+			for (unsigned k = 0; !o.quiet && k < u->n; k++)
+				printf("%lld\n", r->integer + (long long)k);
+		} else if (r->type != REDIS_REPLY_ERROR) {
+			fprintf(stderr, "threadcast-produce: event %ld: unexpected reply\n", u->line[0]);
+			failures += u->n;
+		} else if (u->n == 1) {
+			fprintf(stderr, "threadcast-produce: event %ld: %s\n", u->line[0], r->str);
 			failures++;
+		} else {
+			report_batch_error(r->str, u);
+			failures += u->n;
 		}
 		freeReplyObject(r);
-		free(p->json);
+		unit_free(u);
 		head = (head + 1) % o.pipeline;
 		count--;
 	}
 	if (c)
 		redisFree(c);
+	for (long k = 0; k < o.pipeline; k++) {
+		unit_free(&win[k]);
+		free(win[k].json);
+		free(win[k].line);
+	}
 	free(win);
+	free(in.buf);
 	tc_redis_addr_free(&addr);
 	return failures ? 1 : 0;
 }

@@ -38,14 +38,23 @@ int FUZZ_ENTRY(const uint8_t *data, size_t size)
 
 	switch (data[0] % 3) {
 	case 0: {
+		/* A doorbell of either form: every event inside the input, in seq order. */
+		struct tc_doorbell_reader r;
 		struct tc_doorbell d;
+		uint64_t next = 0;
+		if (tc_store_doorbell_open(&r, in, n) == 0) {
+			while (tc_store_doorbell_next(&r, &d) == 1) {
+				must(inside(d.epoch, d.epoch_len, in, n) && inside(d.method, d.method_len, in, n) &&
+				     inside(d.ns, d.ns_len, in, n) && inside(d.json, d.json_len, in, n));
+				must(d.epoch_len > 0 && d.epoch_len < TC_EPOCH_MAX && d.json[0] == '{');
+				must(d.seq <= (uint64_t)TC_JS_MAX_SAFE && (!next || d.seq == next));
+				next = d.seq + 1;
+			}
+		}
 		if (tc_store_doorbell_parse(in, n, &d))
 			break;
-		must(inside(d.epoch, d.epoch_len, in, n) && inside(d.method, d.method_len, in, n) &&
-		     inside(d.ns, d.ns_len, in, n) && inside(d.json, d.json_len, in, n));
-		must(d.epoch_len > 0 && d.epoch_len < TC_EPOCH_MAX && d.json[0] == '{');
-		must(d.seq <= (uint64_t)TC_JS_MAX_SAFE);
-		/* Fields may hold any byte but a newline: put them back with memcpy. */
+		/* A one-event doorbell puts back together byte for byte from its fields
+		 * (they may hold any byte but a newline: memcpy, not printf). */
 		char *again = tc_xmalloc(n + 64), *o = again;
 		memcpy(o, d.epoch, d.epoch_len);
 		o += d.epoch_len;

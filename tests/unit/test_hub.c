@@ -320,6 +320,41 @@ static void first_event_adopts_epoch(void **state)
 	assert_int_equal(fx->a.nlost, 0);
 }
 
+/* A batch doorbell (one append call, several events) delivers each in order,
+ * skips what was already delivered, and fills a gap before it. */
+static void batch_doorbells(void **state)
+{
+	struct fixture *fx = *state;
+	const char *ev = "{\"method\":\"messages\",\"params\":{}}";
+	char bell[512];
+	attach_live(fx, &fx->a, 3, "e1");
+	snprintf(bell, sizeof(bell), "*e1\n4\n3\nmessages\n\n%zu\n%smessages\n\n%zu\n%smessages\n\n%zu\n%s",
+		 strlen(ev), ev, strlen(ev), ev, strlen(ev), ev);
+	fake_push(fx->redis, "smessage", CH, bell);
+	assert_int_equal(fx->a.nsent, 3);
+	assert_int_equal(fx->a.seqs[0], 4);
+	assert_int_equal(fx->a.seqs[2], 6);
+	assert_int_equal(fake_pending(fx->redis), 0); /* no Redis read */
+	/* Overlapping what was delivered: only the new one. */
+	snprintf(bell, sizeof(bell), "*e1\n6\n2\nmessages\n\n%zu\n%smessages\n\n%zu\n%s", strlen(ev), ev, strlen(ev), ev);
+	fake_push(fx->redis, "smessage", CH, bell);
+	assert_int_equal(fx->a.nsent, 4);
+	assert_int_equal(fx->a.seqs[3], 7);
+	/* Past a gap: the stream first. */
+	snprintf(bell, sizeof(bell), "*e1\n10\n2\nmessages\n\n%zu\n%smessages\n\n%zu\n%s", strlen(ev), ev, strlen(ev), ev);
+	fake_push(fx->redis, "smessage", CH, bell);
+	assert_int_equal(fx->a.nsent, 4);
+	assert_string_equal(fake_peek(fx->redis), "XRANGE tc:{t1}:events 7-1 + COUNT 512");
+	fake_reply(fx->redis, entries(8, 11));
+	assert_int_equal(fx->a.nsent, 8);
+	for (int i = 0; i < 8; i++)
+		assert_int_equal(fx->a.seqs[i], 4 + i);
+	/* A batch that is malformed anywhere is dropped whole. */
+	snprintf(bell, sizeof(bell), "*e1\n12\n2\nmessages\n\n%zu\n%smessages\n\n99\n%s", strlen(ev), ev, ev);
+	fake_push(fx->redis, "smessage", CH, bell);
+	assert_int_equal(fx->a.nsent, 8);
+}
+
 /* Garbage on the channel changes nothing. */
 static void malformed_doorbells_are_ignored(void **state)
 {
@@ -350,6 +385,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(out_of_order_confirmations, setup, teardown),
 		cmocka_unit_test_setup_teardown(unasked_unsubscribe_resubscribes, setup, teardown),
 		cmocka_unit_test_setup_teardown(first_event_adopts_epoch, setup, teardown),
+		cmocka_unit_test_setup_teardown(batch_doorbells, setup, teardown),
 		cmocka_unit_test_setup_teardown(malformed_doorbells_are_ignored, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

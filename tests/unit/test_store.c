@@ -169,6 +169,50 @@ static void doorbells(void **state)
 		assert_int_equal(tc_store_doorbell_parse(bad[i], strlen(bad[i]), &d), -1);
 }
 
+static void batch_doorbells(void **state)
+{
+	struct tc_doorbell_reader r;
+	struct tc_doorbell d;
+	const char *one = "e1\n42\nmessages\n/a\n{\"x\":1}";
+	assert_int_equal(tc_store_doorbell_open(&r, one, strlen(one)), 0);
+	assert_int_equal(tc_store_doorbell_next(&r, &d), 1);
+	assert_int_equal(d.seq, 42);
+	assert_int_equal(tc_store_doorbell_next(&r, &d), 0);
+
+	/* Two events; the second's JSON holds a newline: lengths, not separators. */
+	const char *two = "*e1\n7\n2\nmessages\n\n7\n{\"x\":1}tools\n/r\n9\n{\"y\":\"\n\"}";
+	assert_int_equal(tc_store_doorbell_open(&r, two, strlen(two)), 0);
+	assert_int_equal(tc_store_doorbell_next(&r, &d), 1);
+	assert_int_equal(d.seq, 7);
+	assert_int_equal(d.method_len, 8);
+	assert_int_equal(d.json_len, 7);
+	assert_int_equal(d.epoch_len, 2);
+	assert_int_equal(tc_store_doorbell_next(&r, &d), 1);
+	assert_int_equal(d.seq, 8);
+	assert_memory_equal(d.method, "tools", 5);
+	assert_memory_equal(d.ns, "/r", 2);
+	assert_int_equal(d.json_len, 9);
+	assert_int_equal(tc_store_doorbell_next(&r, &d), 0);
+
+	const char *bad[] = {
+		"*e1\n7\n2\nmessages\n\n7\n{\"x\":1}",          /* one event short */
+		"*e1\n7\n1\nmessages\n\n7\n{\"x\":1}junk",      /* left over */
+		"*e1\n7\n1\nmessages\n\n70\n{\"x\":1}",         /* longer than the message */
+		"*e1\n7\n1\nmessages\n\n7\n[\"x\",1]",          /* not an object */
+		"*e-1\n7\n1\nm\n\n2\n{}",                        /* epoch */
+		"*e1\n0\n1\nm\n\n2\n{}",                         /* seq 0 */
+		"*e1\n7\n0\n",                                    /* no events */
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		int rc = tc_store_doorbell_open(&r, bad[i], strlen(bad[i]));
+		if (rc == 0)
+			while ((rc = tc_store_doorbell_next(&r, &d)) == 1)
+				;
+		if (rc != -1)
+			fail_msg("accepted bad doorbell %zu", i);
+	}
+}
+
 static void index_values(void **state)
 {
 	uint64_t seq;
@@ -228,6 +272,7 @@ int main(void)
 		cmocka_unit_test(command_builders),
 		cmocka_unit_test(replies),
 		cmocka_unit_test(doorbells),
+		cmocka_unit_test(batch_doorbells),
 		cmocka_unit_test(index_values),
 		cmocka_unit_test(agent_tree),
 	};
