@@ -7,6 +7,11 @@ TC_APT_PACKAGES=(
   libcmocka-dev libjwt-dev redis-server redis-tools
 )
 
+# What scripts/images needs to make base images and build the Dockerfiles
+# (as root podman needs neither uidmap nor fuse-overlayfs: the kernel's overlay,
+# else the vfs driver).
+TC_IMAGE_APT_PACKAGES=(podman debootstrap gpgv debian-archive-keyring)
+
 tc_log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 
 tc_as_root() {
