@@ -250,37 +250,84 @@ static const struct tc_redis_listener listener = {
 
 /* ---- submitting ------------------------------------------------------------------------------ */
 
+/*
+ * A command on its way: first the thread's meta (where it stands, and the
+ * graph it runs when the command does not name one), then threadcast_submit
+ * routes it to a worker's stream. Owns the strings it still needs.
+ */
 struct sent {
 	struct tc_bridge *b;
 	uint64_t n;
+	char *thread, *params;
+	const char *method;
+	char corr[48], deadline[24];
+	char assistant[TC_STORE_ASSISTANT_MAX + 1];  /* "" when the command names none */
 };
 
-/* Where the thread stood when the command was sent (meta.appliedThroughSeq). */
-static void on_head(struct tc_redis *r, redisReply *reply, void *priv)
+static void sent_free(struct sent *s)
 {
-	struct sent *asked = priv;
-	struct waiting *w = entry(asked->b, asked->n);
-	struct tc_store_meta m;
-
-	free(asked);
-	if (w && w->caller && reply && !tc_store_meta_parse(reply, &m))
-		w->head = (int64_t)m.seq;
+	free(s->thread);
+	free(s->params);
+	free(s);
 }
 
-static void on_xadd(struct tc_redis *r, redisReply *reply, void *priv)
+static void on_submitted(struct tc_redis *r, redisReply *reply, void *priv)
 {
 	struct sent *sent = priv;
 	struct tc_bridge *b = sent->b;
 	struct waiting *w = entry(b, sent->n);
 
-	free(sent);
+	sent_free(sent);
 	if (!w || !w->caller || (reply && reply->type == REDIS_REPLY_STRING))
 		return;
+	if (reply && reply->type == REDIS_REPLY_ERROR && !strncmp(reply->str, "ERR threadcast: no worker", 25)) {
+		/* Nothing would answer it: said now, not after the timeout. */
+		fail(b, w, strstr(reply->str, "no worker is running") ? TC_ERR_UNKNOWN_ERROR : TC_ERR_INVALID_ARGUMENT,
+		     reply->str + 16);
+		trim(b);
+		return;
+	}
 	char msg[200];
 	snprintf(msg, sizeof(msg), "the command could not be queued for a worker: %s",
 		 reply && reply->type == REDIS_REPLY_ERROR ? reply->str : "Redis connection lost");
 	fail(b, w, TC_ERR_UNKNOWN_ERROR, msg);
 	trim(b);
+}
+
+/* Where the thread stands (meta.appliedThroughSeq) and its graph; then route it. */
+static void on_route(struct tc_redis *r, redisReply *reply, void *priv)
+{
+	struct sent *sent = priv;
+	struct tc_bridge *b = sent->b;
+	struct waiting *w = entry(b, sent->n);
+	uint64_t seq;
+	const char *a;
+	size_t alen;
+
+	if (!w || !w->caller) {
+		sent_free(sent);
+		return;
+	}
+	if (!reply || tc_store_route_parse(reply, &seq, &a, &alen)) {
+		sent_free(sent);
+		fail(b, w, TC_ERR_UNKNOWN_ERROR, down_msg);
+		trim(b);
+		return;
+	}
+	w->head = (int64_t)seq;
+	if (!sent->assistant[0]) {
+		memcpy(sent->assistant, a, alen);
+		sent->assistant[alen] = '\0';
+	}
+	struct tc_store_cmd c;
+	tc_store_submit(&c, &(struct tc_store_command){ .thread = sent->thread, .method = sent->method,
+		.params = sent->params, .corr = sent->corr, .reply = b->reply_ch,
+		.deadline = sent->deadline, .assistant = sent->assistant });
+	if (tc_redis_cmd(b->redis, on_submitted, sent, c.argv)) {
+		sent_free(sent);
+		fail(b, w, TC_ERR_UNKNOWN_ERROR, down_msg);
+		trim(b);
+	}
 }
 
 enum tc_err tc_bridge_submit(struct tc_bridge *b, struct tc_bridge_caller *caller,
@@ -292,6 +339,12 @@ enum tc_err tc_bridge_submit(struct tc_bridge *b, struct tc_bridge_caller *calle
 	if (b->live >= MAX_WAITING || b->count >= 4 * MAX_WAITING)
 		return tc_error_set(err, TC_ERR_UNKNOWN_ERROR,
 				    "this gateway has too many commands waiting for workers; retry shortly");
+	/* The graph a run.start names; other commands go to the thread's. */
+	const cJSON *a = cmd->params ? cJSON_GetObjectItemCaseSensitive(cmd->params, "assistant_id") : NULL;
+	if (cJSON_IsString(a) && !tc_store_assistant_valid(a->valuestring, strlen(a->valuestring)))
+		return tc_error_set(err, TC_ERR_INVALID_ARGUMENT,
+				    "params.assistant_id must be 1 to %d printable characters without spaces",
+				    TC_STORE_ASSISTANT_MAX);
 	if (b->count == b->cap) {
 		size_t ncap = b->cap ? b->cap * 2 : 64;
 		struct waiting *n = tc_xmalloc(ncap * sizeof(*n));
@@ -303,26 +356,21 @@ enum tc_err tc_bridge_submit(struct tc_bridge *b, struct tc_bridge_caller *calle
 		b->head = 0;
 	}
 	uint64_t n = b->first + b->count;
-	char corr[48], deadline[24], *params;
-	snprintf(corr, sizeof(corr), "%s:%llu", b->instance, (unsigned long long)n);
-	snprintf(deadline, sizeof(deadline), "%lld", (long long)(tc_wall_ms() + b->cfg->command_timeout_ms));
-	params = cmd->params ? cJSON_PrintUnformatted(cmd->params) : tc_xstrdup("{}");
-	struct tc_store_cmd c;
-	tc_store_submit(&c, &(struct tc_store_command){ .thread = thread,
-		.method = tc_method_name(cmd->method), .params = params, .corr = corr,
-		.reply = b->reply_ch, .deadline = deadline });
-	struct sent *sent = tc_xmalloc(sizeof(*sent));
-	*sent = (struct sent){ b, n };
-	struct tc_store_cmd head;
-	tc_store_read_head(&head, thread);
-	struct sent *asked = tc_xmalloc(sizeof(*asked));
-	*asked = (struct sent){ b, n };
-	if (tc_redis_cmd(b->redis, on_head, asked, head.argv))
-		free(asked);
-	int rc = tc_redis_cmd(b->redis, on_xadd, sent, c.argv);
-	free(params);
-	if (rc) {
-		free(sent);
+	struct sent *sent = tc_xcalloc(1, sizeof(*sent));
+	sent->b = b;
+	sent->n = n;
+	sent->thread = tc_xstrdup(thread);
+	sent->method = tc_method_name(cmd->method);
+	sent->params = cmd->params ? cJSON_PrintUnformatted(cmd->params) : tc_xstrdup("{}");
+	if (cJSON_IsString(a))
+		snprintf(sent->assistant, sizeof(sent->assistant), "%s", a->valuestring);
+	snprintf(sent->corr, sizeof(sent->corr), "%s:%llu", b->instance, (unsigned long long)n);
+	snprintf(sent->deadline, sizeof(sent->deadline), "%lld",
+		 (long long)(tc_wall_ms() + b->cfg->command_timeout_ms));
+	struct tc_store_cmd route;
+	tc_store_read_route(&route, thread);
+	if (tc_redis_cmd(b->redis, on_route, sent, route.argv)) {
+		sent_free(sent);
 		return tc_error_set(err, TC_ERR_UNKNOWN_ERROR,
 				    "%s", down_msg);
 	}

@@ -371,6 +371,9 @@ enum tc_err tc_params_validate(struct tc_command *cmd, enum tc_spelling sp, stru
 		return string_field(&c, "before", false);
 	}
 
+	case TC_METHOD_RUN_CANCEL:
+		return string_field(&c, "run_id", false);
+
 	case TC_METHOD_STATE_FORK:
 		if (string_field(&c, "checkpoint_id", true))
 			return err->code;

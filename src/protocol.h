@@ -74,7 +74,9 @@ const char *tc_err_code(enum tc_err err);
 const char *tc_err_message(enum tc_err err);
 
 /**
- * X(ENUM, wire method name, who answers): every method of the CDDL. GATEWAY
+ * X(ENUM, wire method name, who answers): every method of the CDDL, and
+ * threadcast's one extension, run.cancel (ends the thread's active run;
+ * params {run_id?}; workers that cannot answer not_supported). GATEWAY
  * methods are answered by threadcast itself; RUNTIME ones by agent workers,
  * through the command bridge (bridge.h). This table is the one place that
  * says which is which.
@@ -89,7 +91,8 @@ const char *tc_err_message(enum tc_err err);
 	X(INPUT_INJECT, "input.inject", RUNTIME)                         \
 	X(STATE_GET, "state.get", RUNTIME)                               \
 	X(STATE_LIST_CHECKPOINTS, "state.listCheckpoints", RUNTIME)      \
-	X(STATE_FORK, "state.fork", RUNTIME)
+	X(STATE_FORK, "state.fork", RUNTIME)                             \
+	X(RUN_CANCEL, "run.cancel", RUNTIME)
 
 #define TC__METHOD_ENUM(e, name, who) TC_METHOD_##e,
 enum tc_method { TC_METHOD_MAP(TC__METHOD_ENUM) TC_METHOD_UNKNOWN };

@@ -158,10 +158,54 @@ int tc_store_append_batch(const char **argv, char count[24], const char *thread,
 
 void tc_store_submit(struct tc_store_cmd *c, const struct tc_store_command *m)
 {
-	set_argv(c, (const char *[]){ "XADD", TC_STORE_COMMANDS, "MAXLEN", "~",
-				      TC_STORE_COMMANDS_MAXLEN, "*", "thread", m->thread, "method",
-				      m->method, "params", m->params, "corr", m->corr, "reply",
-				      m->reply, "deadline", m->deadline, NULL });
+	snprintf(c->route[0], sizeof(c->route[0]), "{" TC_STORE_COMMANDS "}:w:%s", m->assistant);
+	snprintf(c->route[1], sizeof(c->route[1]), "{" TC_STORE_COMMANDS "}:a:%s", m->assistant);
+	set_argv(c, (const char *[]){ "FCALL", "threadcast_submit", "4", TC_STORE_COMMANDS,
+				      "{" TC_STORE_COMMANDS "}:w:*", c->route[0], c->route[1], m->assistant,
+				      m->thread, m->method, m->params, m->corr, m->reply, m->deadline, NULL });
+}
+
+void tc_store_register(struct tc_store_cmd *c, const char *assistant, const char *worker, long live_ms)
+{
+	snprintf(c->route[0], sizeof(c->route[0]), "{" TC_STORE_COMMANDS "}:w:%s", assistant);
+	snprintf(c->num[0], sizeof(c->num[0]), "%ld", live_ms);
+	set_argv(c, (const char *[]){ "FCALL", "threadcast_register", "2", c->route[0],
+				      "{" TC_STORE_COMMANDS "}:assistants", assistant, worker, c->num[0], NULL });
+}
+
+bool tc_store_assistant_valid(const char *s, size_t len)
+{
+	if (len < 1 || len > TC_STORE_ASSISTANT_MAX)
+		return false;
+	for (size_t i = 0; i < len; i++)
+		if ((unsigned char)s[i] <= ' ' || (unsigned char)s[i] == 0x7f)
+			return false;
+	return true;
+}
+
+static const redisReply *field(const redisReply *r, size_t i);
+
+void tc_store_read_route(struct tc_store_cmd *c, const char *thread)
+{
+	set_argv(c, (const char *[]){ "HMGET", tc_store_key(c->key, thread, TC_KEY_META), "seq",
+				      "epoch", "assistant_id", NULL });
+}
+
+int tc_store_route_parse(const redisReply *r, uint64_t *seq, const char **assistant, size_t *len)
+{
+	*seq = 0;
+	*assistant = "";
+	*len = 0;
+	if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 3)
+		return -1;
+	const redisReply *s = field(r, 0), *a = field(r, 2);
+	if (s && leading_u64(s->str, s->len, seq) < 0)
+		*seq = 0;
+	if (a && tc_store_assistant_valid(a->str, a->len)) {
+		*assistant = a->str;
+		*len = a->len;
+	}
+	return 0;
 }
 
 void tc_store_create_group(struct tc_store_cmd *c)

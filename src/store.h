@@ -79,11 +79,17 @@ int tc_store_u64(const char *s, size_t len, uint64_t *out);
 /* ==== commands ============================================================================ */
 
 /** A command's argument vector and the strings it points into. */
+/** Longest assistant (graph) id: printable, no spaces. */
+#define TC_STORE_ASSISTANT_MAX 128
+/** The routing keys of one assistant: {tc:commands}:w:<a> and {tc:commands}:a:<a>. */
+#define TC_STORE_ROUTE_KEY_MAX (TC_STORE_ASSISTANT_MAX + 24)
+
 struct tc_store_cmd {
 	const char *argv[24];   /**< NULL-terminated */
 	int argc;
 	char key[TC_STORE_KEY_MAX];
 	char num[3][24];
+	char route[2][TC_STORE_ROUTE_KEY_MAX];
 };
 
 /** Options of an append; zero/NULL fields are left to the function's defaults. */
@@ -130,9 +136,29 @@ int tc_store_append_batch(const char **argv, char count[24], const char *thread,
 /** The fields of one runtime command on its way to workers. */
 struct tc_store_command {
 	const char *thread, *method, *params, *corr, *reply, *deadline;
+	const char *assistant;  /**< the graph it is for; "" when unknown (see threadcast_submit) */
 };
 /** XADD tc:commands MAXLEN ~ … * thread … method … params … corr … reply … deadline …. */
+/**
+ * FCALL threadcast_submit: the command goes to the stream of its assistant's
+ * workers (or the wildcard workers'); refused at once when no live worker
+ * can take it. The reply is the stream's name, or an error.
+ */
 void tc_store_submit(struct tc_store_cmd *c, const struct tc_store_command *cmd);
+/**
+ * FCALL threadcast_register: worker counts as serving assistant ("*": any)
+ * for live_ms more. Workers repeat it as their heartbeat.
+ */
+void tc_store_register(struct tc_store_cmd *c, const char *assistant, const char *worker, long live_ms);
+/** Whether s[0..len) can be an assistant id (1 to 128 printable bytes, no spaces). */
+bool tc_store_assistant_valid(const char *s, size_t len);
+/** HMGET meta seq epoch assistant_id: where the thread stands and the graph it runs. */
+void tc_store_read_route(struct tc_store_cmd *c, const char *thread);
+/**
+ * Parses tc_store_read_route's reply: *seq (0 when absent) and the assistant
+ * id (pointing into the reply; len 0 when absent or not a valid id).
+ */
+int tc_store_route_parse(const redisReply *r, uint64_t *seq, const char **assistant, size_t *len);
 /** XGROUP CREATE tc:commands workers $ MKSTREAM (BUSYGROUP when it exists). */
 void tc_store_create_group(struct tc_store_cmd *c);
 /** A worker's read: XREADGROUP GROUP workers <consumer> COUNT n BLOCK ms STREAMS tc:commands >. */

@@ -113,7 +113,7 @@ local function trim(json)
   return string.match(json, '^%s*(.*%S)') or ''
 end
 
--- Parses the options after the events: MAXLEN, TTL, RUN.
+-- Parses the options after the events: MAXLEN, TTL, RUN, ASSISTANT.
 local function options(args, i)
   local o = { maxlen = DEFAULT_MAXLEN, ttl = DEFAULT_TTL }
   while i <= #args do
@@ -128,8 +128,11 @@ local function options(args, i)
     elseif opt == 'RUN' then
       if #val < 1 or #val > 128 or string.find(val, '%c') then fail('RUN must be 1 to 128 printable characters') end
       o.run_id = val
+    elseif opt == 'ASSISTANT' then
+      if #val < 1 or #val > 128 or string.find(val, '[%c%s]') then fail('ASSISTANT must be 1 to 128 printable characters, no spaces') end
+      o.assistant = val
     else
-      fail('unknown option ' .. args[i] .. ' (expected MAXLEN, TTL or RUN)')
+      fail('unknown option ' .. args[i] .. ' (expected MAXLEN, TTL, RUN or ASSISTANT)')
     end
     i = i + 2
   end
@@ -219,6 +222,8 @@ local function store(tid, events, o, now)
     redis.call('HSET', k_meta, 'epoch', epoch, 'run_seq', 1, 'run_id', epoch .. '-1')
   end
   local last = redis.call('HINCRBY', k_meta, 'seq', n)
+  -- The graph the thread runs: gateways route its commands to its workers.
+  if o.assistant then redis.call('HSET', k_meta, 'assistant_id', o.assistant) end
   local first = last - n + 1
 
   -- Keys written rarely get their TTL when written (touch): a key made
@@ -328,5 +333,89 @@ local function append_batch(keys, args)
   return store(keys[1], events, o, now)
 end
 
+-- ==== the command bridge's routing =====================================================
+--
+-- Workers register the assistants (graphs) they serve; a gateway sends a
+-- command to the stream of the assistant it is for, or refuses it at once
+-- when no live worker serves it. Every key has the hash tag {tc:commands}
+-- (the slot of tc:commands, the wildcard workers' stream).
+--
+--   FCALL threadcast_register 2 {tc:commands}:w:<assistant> {tc:commands}:assistants
+--         <assistant> <worker> <live ms>                      -> 1
+--     the worker counts as live for <live ms> (Redis' clock); "*" serves any
+--     assistant, from tc:commands.
+--   FCALL threadcast_submit 4 tc:commands {tc:commands}:w:* {tc:commands}:w:<a> {tc:commands}:a:<a>
+--         <a> <thread> <method> <params> <corr> <reply> <deadline>   -> the stream it went to
+--     <a> may be "" (a thread that has not run): the wildcard workers, else
+--     the one assistant that has live workers, if there is just one.
+
+local COMMANDS_MAXLEN = 100000
+local MAX_LIVE_LIST = 16
+
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function register(keys, args)
+  local assistant, worker, live = args[1], args[2], tonumber(args[3])
+  if not assistant or #assistant < 1 or #assistant > 128 or string.find(assistant, '[%c%s]') then
+    fail('assistant must be 1 to 128 printable characters, no spaces')
+  end
+  if not worker or #worker < 1 or #worker > 200 then fail('worker name must be 1 to 200 bytes') end
+  if not live or live < 1 then fail('live ms must be a positive number') end
+  local now = now_ms()
+  redis.call('ZREMRANGEBYSCORE', keys[1], '-inf', now)
+  redis.call('ZADD', keys[1], now + live, worker)
+  redis.call('PEXPIRE', keys[1], live * 4)
+  redis.call('SADD', keys[2], assistant)
+  return 1
+end
+
+local function has_live(key, now)
+  return redis.call('ZCOUNT', key, '(' .. now, '+inf') > 0
+end
+
+-- Assistants with live workers (at most MAX_LIVE_LIST), for errors and routing.
+local function live_assistants(now)
+  local out = {}
+  for _, a in ipairs(redis.call('SMEMBERS', '{tc:commands}:assistants')) do
+    if a ~= '*' and has_live('{tc:commands}:w:' .. a, now) then
+      out[#out + 1] = a
+      if #out >= MAX_LIVE_LIST then break end
+    end
+  end
+  table.sort(out)
+  return out
+end
+
+local function submit(keys, args)
+  local assistant = args[1]
+  if not args[7] then fail('usage: FCALL threadcast_submit 4 <keys> <assistant> <thread> <method> <params> <corr> <reply> <deadline>') end
+  local now = now_ms()
+  local stream
+  if assistant ~= '' and has_live(keys[3], now) then
+    stream = keys[4]
+  elseif has_live(keys[2], now) then
+    stream = keys[1]
+  else
+    local live = live_assistants(now)
+    if assistant == '' and #live == 1 then
+      stream = '{tc:commands}:a:' .. live[1]
+    elseif assistant == '' then
+      fail('no worker can take commands for this thread: it has not run yet and ' ..
+           (#live == 0 and 'no worker is running' or ('several assistants are served (' .. table.concat(live, ', ') .. '); start a run first')))
+    else
+      fail('no worker serves assistant "' .. assistant .. '"' ..
+           (#live == 0 and ' (no worker is running)' or (' (live: ' .. table.concat(live, ', ') .. ')')))
+    end
+  end
+  redis.call('XADD', stream, 'MAXLEN', '~', COMMANDS_MAXLEN, '*', 'thread', args[2], 'method', args[3],
+             'params', args[4], 'corr', args[5], 'reply', args[6], 'deadline', args[7])
+  return stream
+end
+
 redis.register_function('threadcast_append', guarded(append))
 redis.register_function('threadcast_append_batch', guarded(append_batch))
+redis.register_function('threadcast_register', guarded(register))
+redis.register_function('threadcast_submit', guarded(submit))

@@ -46,7 +46,7 @@ struct agent {
 	char *name;
 	long token_delay_ms, claim_idle_ms;
 	const char *stall;
-	bool reading, stopping;
+	bool reading, stopping, registered;
 	uv_timer_t claim, retry_read;
 	uv_signal_t sigint, sigterm;
 	struct run *runs;
@@ -872,7 +872,7 @@ static void handle(struct agent *a, struct request *q)
 		if (state_op(a, q->thread, on_state, q, 1, args))
 			answer(q, NULL, "unknown_error", "the agent lost Redis");
 	} else {
-		answer(q, NULL, "unknown_command", "this agent does not handle that method");
+		answer(q, NULL, "not_supported", "threadcast-agent does not handle this method");
 	}
 }
 
@@ -980,10 +980,36 @@ static void on_claim(struct tc_redis *r, redisReply *reply, void *priv)
 	}
 }
 
+/*
+ * The registry: this agent serves any assistant ("*", the stream
+ * tc:commands), for a while longer at every heartbeat. Gateways refuse at
+ * once a command no live worker can take.
+ */
+static void on_registered(struct tc_redis *r, redisReply *reply, void *priv)
+{
+	struct agent *a = priv;
+	if (!reply || reply->type == REDIS_REPLY_ERROR) {
+		tc_log(TC_LOG_WARN, "cannot register as a worker", TC_LS("error", reply ? reply->str : "no reply"));
+		return;
+	}
+	if (!a->registered)
+		tc_log(TC_LOG_INFO, "registered", TC_LS("agent", a->name), TC_LS("assistant", "*"));
+	a->registered = true;
+}
+
+static void register_worker(struct agent *a)
+{
+	struct tc_store_cmd c;
+	/* Live for three heartbeats: a missed one is no outage. */
+	tc_store_register(&c, "*", a->name, 3 * (a->claim_idle_ms / 2 + 1));
+	send_cmd(a->wr, on_registered, a, &c);
+}
+
 static void on_claim_tick(uv_timer_t *t)
 {
 	struct agent *a = t->data;
 	struct tc_store_cmd c;
+	register_worker(a);
 	tc_store_worker_claim(&c, a->name, a->claim_idle_ms, 32);
 	send_cmd(a->wr, on_claim, a, &c);
 }
@@ -999,6 +1025,7 @@ static void on_wr_up(void *ctx)
 	struct tc_store_cmd c;
 	tc_store_create_group(&c);
 	send_cmd(a->wr, on_group, NULL, &c);
+	register_worker(a);
 }
 
 static const struct tc_redis_listener rd_listener = { .cmd_up = on_rd_up };

@@ -5,19 +5,33 @@ import { startRedis, startThreadcast, startAgent, connect, stopAll, waitUntil, r
 
 after(async () => { await stopAll(); });
 
-test('no worker: the command times out with unknown_error after the configured time', async () => {
+test('no worker: refused at once, naming the assistant; a silent worker: timed out', async () => {
   const redis = await startRedis();
   const tc = await startThreadcast({ redisUrl: redis.url, args: ['--command-timeout', '800'] });
   await tc.ready();
+  const rc = redisClient(redis.port);
   const c = await connect(tc.url('nw1'));
-  const t0 = Date.now();
-  const r = await c.request({ id: 1, method: 'run.start', params: { assistantId: 'a', input: 'x' } });
+  let t0 = Date.now();
+  let r = await c.request({ id: 1, method: 'run.start', params: { assistantId: 'a', input: 'x' } });
+  assert.equal(r.error, 'unknown_error');
+  assert.equal(r.message, 'no worker serves assistant "a" (no worker is running)');
+  assert.ok(Date.now() - t0 < 500, `took ${Date.now() - t0} ms`);
+  // Another assistant is served: the error says which.
+  await rc.cmd('FCALL', 'threadcast_register', 2, '{tc:commands}:w:b', '{tc:commands}:assistants', 'b', 'silent', 60000);
+  r = await c.request({ id: 2, method: 'run.start', params: { assistantId: 'a', input: 'x' } });
+  assert.equal(r.error, 'invalid_argument');
+  assert.equal(r.message, 'no worker serves assistant "a" (live: b)');
+  // A worker that is registered but never answers: the gateway's timeout.
+  t0 = Date.now();
+  r = await c.request({ id: 3, method: 'run.start', params: { assistantId: 'b', input: 'x' } });
   const took = Date.now() - t0;
   assert.equal(r.error, 'unknown_error');
   assert.match(r.message, /no agent worker answered within 800 ms/);
   assert.ok(took >= 700 && took < 3000, `took ${took} ms`);
-  assert.equal((await c.request({ id: 2, method: 'nope' })).error, 'unknown_command');
+  assert.equal(await rc.cmd('XLEN', '{tc:commands}:a:b'), 1, 'queued on the stream of b\'s workers');
+  assert.equal((await c.request({ id: 4, method: 'nope' })).error, 'unknown_command');
   await c.close();
+  rc.close();
   assert.equal((await tc.stop()).code, 0);
   assert.deepEqual(tc.sanitizerReports(), [], tc.stderr);
   await redis.cleanup();

@@ -79,9 +79,16 @@ static void command_builders(void **state)
 	assert_string_equal(words(&c), "FCALL threadcast_append 1 t1 {}");
 	tc_store_append(&c, "t1", "{}", &(struct tc_store_append_opts){ .ttl = "60", .run = "r1" });
 	assert_string_equal(words(&c), "FCALL threadcast_append 1 t1 {} TTL 60 RUN r1");
-	tc_store_submit(&c, &(struct tc_store_command){ "t1", "run.start", "{}", "i:1", "tc:reply:i", "99" });
-	assert_string_equal(words(&c), "XADD tc:commands MAXLEN ~ 100000 * thread t1 method run.start "
-				       "params {} corr i:1 reply tc:reply:i deadline 99");
+	tc_store_submit(&c, &(struct tc_store_command){ "t1", "run.start", "{}", "i:1", "tc:reply:i", "99", "agent" });
+	assert_string_equal(words(&c), "FCALL threadcast_submit 4 tc:commands {tc:commands}:w:* "
+				       "{tc:commands}:w:agent {tc:commands}:a:agent agent t1 run.start {} i:1 tc:reply:i 99");
+	tc_store_register(&c, "*", "w1", 10000);
+	assert_string_equal(words(&c), "FCALL threadcast_register 2 {tc:commands}:w:* {tc:commands}:assistants * w1 10000");
+	tc_store_read_route(&c, "t1");
+	assert_string_equal(words(&c), "HMGET tc:{t1}:meta seq epoch assistant_id");
+	assert_true(tc_store_assistant_valid("agent", 5));
+	assert_false(tc_store_assistant_valid("a b", 3));
+	assert_false(tc_store_assistant_valid("", 0));
 	tc_store_worker_read(&c, "w1", 32, 500);
 	assert_string_equal(words(&c), "XREADGROUP GROUP workers w1 COUNT 32 BLOCK 500 STREAMS tc:commands >");
 	tc_store_worker_claim(&c, "w1", 30000, 32);

@@ -232,14 +232,35 @@ export function produce(redisUrl, thread, events, { args = [], allowFail = false
   });
 }
 
+export const workerBin = path.join(repoRoot, 'src/worker/bin/threadcast-worker.js');
+
+/**
+ * Starts the LangGraph worker (src/worker) serving the example graph;
+ * resolves once it is registered and reading. env THREADCAST_FAKE_TOKEN_MS
+ * paces the fake model's tokens.
+ */
+export async function startWorker(redisUrl, { name, args = [], env = {} } = {}) {
+  const p = track(spawn(process.execPath, [workerBin, '--redis-url', redisUrl, ...(name ? ['--name', name] : []), ...args],
+    { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, THREADCAST_FAKE_TOKEN_MS: '5', ...env } }));
+  const worker = { proc: p, stderr: '', logs: [], name };
+  collectLogs(p.stderr, worker);
+  const ready = await waitUntil(() => worker.logs.find((l) => l.msg === 'worker ready') || (p.exitCode !== null && 'exited'),
+    30000, 'the LangGraph worker to start');
+  if (ready === 'exited') throw new Error(`the worker exited: ${worker.stderr}`);
+  worker.name = ready.name;
+  worker.kill = async (signal = 'SIGKILL') => { p.kill(signal); await exited(p); };
+  return worker;
+}
+
 /** Starts a reference agent; resolves once it is connected. */
 export async function startAgent(redisUrl, { name, args = [] } = {}) {
   const p = track(spawn(agentBin, ['--redis-url', redisUrl, '--token-delay-ms', '1',
     ...(name ? ['--name', name] : []), ...args], { stdio: ['ignore', 'ignore', 'pipe'] }));
   const agent = { proc: p, stderr: '', logs: [] };
   collectLogs(p.stderr, agent);
-  await waitUntil(() => agent.logs.filter((l) => l.msg === 'redis connected').length >= 2,
-    5000, 'agent to connect');
+  // Connected, and in the registry: gateways route commands to it from now on.
+  await waitUntil(() => agent.logs.filter((l) => l.msg === 'redis connected').length >= 2 &&
+    agent.logs.some((l) => l.msg === 'registered'), 5000, 'agent to connect and register');
   agent.waitLog = (pred, ms = 5000) => waitUntil(() => agent.logs.find(pred), ms, 'agent log');
   agent.kill = async (signal = 'SIGKILL') => { p.kill(signal); await exited(p); };
   return agent;

@@ -1,0 +1,208 @@
+// From LangGraph's protocol stream to threadcast's producer contract.
+//
+// graph.streamEvents(…, { version: 'v3' }) yields protocol events in 0.0.21's
+// spelling, close to what threadcast stores but not quite (see
+// protocol/README.md, "The LangGraph worker"):
+// - events carry `type` and a per-call `seq`, which threadcast assigns;
+// - the root lifecycle never says `started` (threadcast starts a run on it)
+//   nor `interrupted`, and names the graph "root";
+// - an interrupt() shows up only as a `values` event {"__interrupt__": [...]}
+//   and an `updates` event of node "__interrupt__", never as
+//   `input.requested`;
+// - state holds LangChain message objects, which JSON.stringify writes in
+//   their {"lc":1,"type":"constructor",…} form;
+// - every node that emits something gets lifecycle events of its own
+//   (["model:<task id>"]), which clients take for subgraphs: only those of
+//   the graph's subgraphs are kept.
+// A Relay turns each event into what threadcast stores, and appends them in
+// order with FCALL threadcast_append_batch: what arrives while a call is out
+// goes in the next one, so a token stream costs a few calls, not one each.
+
+/** Most events per append call (the function takes up to 1000). */
+const BATCH_MAX = 256;
+/** Events waiting to be appended past which the graph waits for Redis. */
+const QUEUE_HIGH = 4096;
+/** threadcast_append's cap on one event; bigger ones are left out (logged). */
+const EVENT_MAX = 1024 * 1024;
+
+/** JSON with LangChain objects written as plain dicts ({type, content, …}). */
+export function toJson(value) {
+  return JSON.stringify(value, function replacer(key, v) {
+    const raw = this[key];
+    if (raw && typeof raw === 'object' && typeof raw.toDict === 'function') {
+      const { type, data } = raw.toDict();
+      return { ...data, type };
+    }
+    return typeof v === 'bigint' ? String(v) : v;
+  });
+}
+
+/** A plain-data copy of a value (state, tool output) as clients get it. */
+export const plain = (value) => (value === undefined ? undefined : JSON.parse(toJson(value)));
+
+const msgKey = (ns, node, runId) => `${ns.join('\u0000')}\u0001${node ?? ''}\u0001${runId ?? ''}`;
+
+/**
+ * Messages started and not finished among events (oldest first): what a
+ * run stopped halfway (a worker killed, a run cancelled) leaves open.
+ * Returns [{ namespace, node, run_id, id }].
+ */
+export function openMessages(events) {
+  const open = new Map();
+  for (const ev of events) {
+    if (ev.method !== 'messages') continue;
+    const { namespace, node, data } = ev.params;
+    const key = msgKey(namespace, node, data.run_id);
+    if (data.event === 'message-start') open.set(key, { namespace, node, run_id: data.run_id, id: data.id });
+    else if (data.event === 'message-finish' || data.event === 'error') open.delete(key);
+  }
+  return [...open.values()];
+}
+
+/** The `error` event that closes an open message (see openMessages). */
+export function closeMessage(m, message, code) {
+  const data = { event: 'error', message, code };
+  if (m.run_id) data.run_id = m.run_id;
+  const params = { namespace: m.namespace, data };
+  if (m.node) params.node = m.node;
+  return { method: 'messages', params };
+}
+
+export class Relay {
+  /**
+   * redis: an ioredis client; thread; assistant (graph_name of the root);
+   * runId (RUN of the run's started event); log(level, msg, fields).
+   */
+  constructor({ redis, thread, assistant, runId, log, appendOpts = [], subgraphs = new Set() }) {
+    Object.assign(this, { redis, thread, assistant, runId, log, appendOpts, subgraphs });
+    this.queue = [];
+    this.flushing = null;
+    this.seenInterrupts = new Set();
+    this.open = new Map();      // messages of this run not finished yet
+    this.terminal = null;       // the root's last lifecycle event, held until the run is over
+    this.failed = null;         // an append error that nothing could fix
+  }
+
+  /** Queues one event (a protocol event object) as threadcast stores it. */
+  async push(ev) {
+    for (const out of this.fix(ev)) this.enqueue(out);
+    if (this.queue.length >= QUEUE_HIGH) await this.drain();
+  }
+
+  /** The root lifecycle event that opens a run: threadcast resets its run state on it. */
+  started() {
+    this.enqueue({ method: 'lifecycle', params: { namespace: [], data: { event: 'started', graph_name: this.assistant } } });
+  }
+
+  /** Appends an event as it is (no fix-ups). */
+  raw(ev) {
+    this.enqueue(ev);
+  }
+
+  /**
+   * The fix-ups listed at the top of this file; returns what to append.
+   * subgraphs: the graph's subgraph paths ("researcher", "researcher|inner").
+   */
+  fix(ev) {
+    const { method, params } = ev;
+    const ns = params.namespace ?? [];
+    const out = { method, params: { ...params } };
+    const data = params.data;
+    if (method === 'lifecycle' && ns.length === 0) {
+      out.params.data = { ...data, graph_name: this.assistant };
+      if (data.event === 'completed' || data.event === 'failed' || data.event === 'interrupted') {
+        this.terminal = out; // said when the run is over: an interrupt may turn it into "interrupted"
+        return [];
+      }
+      if (data.event === 'started') return []; // the worker said it first
+      return [out];
+    }
+    if (method === 'lifecycle' && !this.subgraphs.has(ns.map((seg) => seg.split(':')[0]).join('|'))) return [];
+    if (method === 'values' && data && Array.isArray(data.__interrupt__)) {
+      const asked = [];
+      for (const it of data.__interrupt__) {
+        // A subgraph's interrupt bubbles up: seen at its namespace, then at the root's.
+        if (!it?.id || this.seenInterrupts.has(it.id)) continue;
+        this.seenInterrupts.add(it.id);
+        asked.push({ method: 'input.requested', params: { namespace: ns, timestamp: params.timestamp, data: { interrupt_id: it.id, payload: it.value } } });
+      }
+      return asked;
+    }
+    if (method === 'updates' && (params.node === '__interrupt__' || data?.node === '__interrupt__')) return [];
+    if (method === 'messages') {
+      const key = msgKey(ns, params.node, data?.run_id);
+      if (data?.event === 'message-start') this.open.set(key, { namespace: ns, node: params.node, run_id: data.run_id, id: data.id });
+      else if (data?.event === 'message-finish' || data?.event === 'error') this.open.delete(key);
+    }
+    return [out];
+  }
+
+  /** Closes the messages this run left open (cancelled, failed) with `error` events. */
+  closeOpen(message, code) {
+    for (const m of this.open.values()) this.enqueue(closeMessage(m, message, code));
+    this.open.clear();
+  }
+
+  /**
+   * Ends the run: its root lifecycle event with status (completed, failed,
+   * interrupted), keeping what LangGraph said with it (error). Then waits
+   * until everything is appended.
+   */
+  async end(status, extra = {}) {
+    const data = { ...(this.terminal?.params.data ?? {}), event: status, graph_name: this.assistant, ...extra };
+    if (status !== 'failed') delete data.error;
+    this.enqueue({ method: 'lifecycle', params: { namespace: [], data } });
+    await this.drain();
+  }
+
+  enqueue(ev) {
+    delete ev.type;
+    delete ev.seq;
+    const json = toJson(ev);
+    if (Buffer.byteLength(json) > EVENT_MAX) {
+      this.log('warn', 'event too big for threadcast, left out', { thread: this.thread, method: ev.method, bytes: Buffer.byteLength(json) });
+      return;
+    }
+    this.queue.push(json);
+    if (!this.flushing) this.flushing = new Promise((r) => setImmediate(r)).then(() => this.flush());
+  }
+
+  /** Resolves once everything queued so far is appended. */
+  async drain() {
+    while (this.flushing) await this.flushing;
+    if (this.failed) throw this.failed;
+  }
+
+  async flush() {
+    try {
+      while (this.queue.length) {
+        const batch = this.queue.splice(0, BATCH_MAX);
+        await this.append(batch);
+      }
+    } catch (e) {
+      this.failed = e;
+      this.queue.length = 0;
+    } finally {
+      this.flushing = null;
+    }
+  }
+
+  /** Appends a batch; an event the function refuses is logged and left out. */
+  async append(batch) {
+    for (;;) {
+      try {
+        await this.redis.call('FCALL', 'threadcast_append_batch', 1, this.thread, batch.length, ...batch,
+          ...this.appendOpts, 'RUN', this.runId);
+        return;
+      } catch (e) {
+        // "ERR threadcast: event 3 must be …", "… lifecycle event 3.params…"
+        const m = /^ERR threadcast: (?:[\w.:-]+ )?event (\d+)\b/.exec(e.message);
+        const k = m ? Number(m[1]) : 0;
+        if (!k || k > batch.length) throw e;
+        this.log('error', 'event refused by threadcast_append, left out', { thread: this.thread, error: e.message, event: batch[k - 1].slice(0, 200) });
+        batch.splice(k - 1, 1);
+        if (!batch.length) return;
+      }
+    }
+  }
+}
