@@ -51,7 +51,7 @@ function apply(e) {
     if (ns.length === 0 && d.event === 'started') state.progress = 0;
     if (ns.length === 0 && d.event !== 'interrupted') state.interrupt = null;
   } else if (e.method === 'input.requested') {
-    state.interrupt = { interrupt_id: d.interrupt_id, question: d.payload?.question ?? JSON.stringify(d.payload) };
+    state.interrupt = { interrupt_id: d.interrupt_id, namespace: ns, question: d.payload?.question ?? JSON.stringify(d.payload) };
   } else if (e.method === 'checkpoints') {
     state.checkpoints.push(d);
   } else if (e.method === 'custom:progress') {
@@ -86,10 +86,13 @@ function render() {
   const msgs = state.messages.messages;
   if (!msgs.length) tr.append(el('p', 'empty', 'No messages on this thread yet: send one below.'));
   for (const m of msgs) {
-    const sub = m.namespace.length > 0;
+    // A namespace is a path of "<node>:<task id>" (LangGraph) or "<node>"
+    // segments; a message is a subgraph's when its path holds a subgraph.
+    const path = m.namespace.map((s) => s.split(':')[0]);
+    const sub = m.namespace.some((_, i) => state.agents.has(JSON.stringify(m.namespace.slice(0, i + 1))));
     const box = el('div', `msg ${m.role}${sub ? ' sub' : ''} ${m.status}`);
     box.dataset.messageId = m.id;
-    box.append(el('div', 'who', sub ? `${m.role} · ${m.namespace.join(' › ')}` : m.role));
+    box.append(el('div', 'who', path.length ? `${m.role} · ${path.join(' › ')}` : m.role));
     box.append(el('div', 'text', messageText(m)));
     for (const b of m.blocks) if (b && /tool_call/.test(b.type ?? '')) box.append(renderTool(b));
     tr.append(box);
@@ -97,7 +100,7 @@ function render() {
   const agents = $('agents');
   agents.replaceChildren();
   for (const a of [...state.agents.values()].sort((x, y) => x.namespace.join('/').localeCompare(y.namespace.join('/')))) {
-    const li = el('li', '', `${'  '.repeat(a.namespace.length)}${a.namespace.length ? a.namespace.at(-1) : 'root'}`);
+    const li = el('li', '', `${'  '.repeat(a.namespace.length)}${a.namespace.length ? a.namespace.at(-1).split(':')[0] : 'root'}`);
     li.style.paddingLeft = `${a.namespace.length}rem`;
     if (a.graph_name) li.title = a.graph_name;
     li.append(el('span', `badge ${a.status}`, a.status));
@@ -195,7 +198,7 @@ $('interrupt').addEventListener('submit', async (ev) => {
   if (!it) return;
   try {
     await demo.conn.command('input.respond', {
-      namespace: [], interrupt_id: it.interrupt_id, response: $('interrupt-answer').value,
+      namespace: it.namespace, interrupt_id: it.interrupt_id, response: $('interrupt-answer').value,
     });
     $('interrupt-answer').value = '';
     error('');

@@ -11,6 +11,7 @@
 //   `input.requested`;
 // - state holds LangChain message objects, which JSON.stringify writes in
 //   their {"lc":1,"type":"constructor",…} form;
+// - an AI message's message-start has no role (the protocol requires one);
 // - every node that emits something gets lifecycle events of its own
 //   (["model:<task id>"]), which clients take for subgraphs: only those of
 //   the graph's subgraphs are kept.
@@ -131,6 +132,8 @@ export class Relay {
     if (method === 'updates' && (params.node === '__interrupt__' || data?.node === '__interrupt__')) return [];
     if (method === 'messages') {
       const key = msgKey(ns, params.node, data?.run_id);
+      // The protocol requires a role; LangGraph leaves it out on AI messages.
+      if (data?.event === 'message-start' && !data.role) out.params.data = { ...data, role: 'ai' };
       if (data?.event === 'message-start') this.open.set(key, { namespace: ns, node: params.node, run_id: data.run_id, id: data.id });
       else if (data?.event === 'message-finish' || data?.event === 'error') this.open.delete(key);
     }
