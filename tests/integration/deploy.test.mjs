@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createRequire } from 'node:module';
 import YAML from 'yaml';
-import { repoRoot, startRedis, startThreadcast, stopAll } from './lib/harness.mjs';
+import { repoRoot, threadcastBin, startRedis, startThreadcast, stopAll } from './lib/harness.mjs';
 
 const require = createRequire(import.meta.url);
 const { validate } = require('dockerfile-utils');
@@ -40,7 +40,10 @@ test('the Dockerfile lints clean and keeps the deployment rules', () => {
   assert.match(text, /^HEALTHCHECK[\s\S]*?\/healthz/m);
   assert.doesNotMatch(text.split('FROM debian:bookworm-slim')[1], /-dev\b/, 'no -dev packages at runtime');
   // Every runtime library the binaries link is installed in the slim stage.
-  const ldd = spawnSync('ldd', [path.join(repoRoot, 'build', 'threadcast')], { encoding: 'utf8' }).stdout;
+  // (the binary the other tests run: THREADCAST_BIN, else build/threadcast)
+  const lddRun = spawnSync('ldd', [threadcastBin], { encoding: 'utf8' });
+  assert.equal(lddRun.status, 0, `ldd ${threadcastBin}: ${lddRun.stderr}`);
+  const ldd = lddRun.stdout;
   const runtime = text.split('FROM debian:bookworm-slim')[1];
   for (const [lib, pkg] of [['libuv.so.1', 'libuv1'], ['libwebsockets.so.17', 'libwebsockets17'],
     ['libhiredis.so.0.14', 'libhiredis0.14'], ['libcjson.so.1', 'libcjson1']]) {
@@ -53,15 +56,46 @@ test('the Dockerfile lints clean and keeps the deployment rules', () => {
     for (const src of m[1].split(' ')) assert.ok(existsSync(path.join(repoRoot, src)), src);
 });
 
-test('the compose file wires redis, two replicas, an agent and the balancer', () => {
+test('the worker\'s Dockerfile lints clean and keeps the deployment rules', () => {
+  const text = read('deploy/Dockerfile.worker');
+  assert.deepEqual(validate(text).map((d) => d.message), []);
+  const froms = text.match(/^FROM .*/gm);
+  assert.deepEqual(froms, ['FROM debian:bookworm-slim AS build', 'FROM debian:bookworm-slim'], 'multi-stage');
+  const [build, runtime] = text.split(/^FROM debian:bookworm-slim$/m);
+  // The dependencies from the lock file, without devDependencies or install scripts.
+  assert.match(build, /^COPY src\/worker\/package\.json src\/worker\/package-lock\.json \.\/$/m);
+  assert.match(build, /npm ci --omit=dev --ignore-scripts/);
+  // worker.js finds the function library beside itself: there is no protocol/ in the image.
+  assert.match(build, /^COPY protocol\/redis\/threadcast\.lua \.\/threadcast\.lua$/m);
+  assert.match(runtime, /^USER 10002$/m, 'non-root');
+  assert.doesNotMatch(runtime, /\bnpm\b|apt-get install/, 'no npm, no packages at runtime: the node binary and the app only');
+  assert.match(runtime, /^ENTRYPOINT \["node", "\/opt\/threadcast-worker\/bin\/threadcast-worker\.js"\]$/m);
+  assert.ok(existsSync(path.join(repoRoot, 'src/worker/bin/threadcast-worker.js')), 'the entry script exists');
+  // Only files that exist are copied in.
+  for (const m of text.matchAll(/^COPY (?!--from)(.+) \S+$/gm))
+    for (const src of m[1].split(' ')) assert.ok(existsSync(path.join(repoRoot, src)), src);
+});
+
+test('the compose file wires redis, two replicas, two LangGraph workers and the balancer', () => {
   const c = YAML.parse(read('deploy/docker-compose.yml'));
-  assert.deepEqual(Object.keys(c.services).sort(), ['agent', 'lb', 'redis', 'threadcast-1', 'threadcast-2']);
+  assert.deepEqual(Object.keys(c.services).sort(), ['lb', 'redis', 'threadcast-1', 'threadcast-2', 'worker-1', 'worker-2']);
   assert.ok(c.services.redis.command.includes('--appendonly'));
+  // The tags are the ones scripts/images builds, from the same Dockerfiles.
+  const table = new Map([...read('scripts/images').matchAll(/^\s*"(\w+) (\S+) (\S+)"$/gm)].map((m) => [m[2], m[3]]));
   for (const r of ['threadcast-1', 'threadcast-2']) {
     assert.equal(c.services[r].environment.THREADCAST_REDIS_URL, 'redis://redis:6379');
     assert.equal(c.services[r].build.dockerfile, 'deploy/Dockerfile');
+    assert.equal(table.get(c.services[r].image), 'deploy/Dockerfile', c.services[r].image);
   }
-  assert.match(c.services.agent.entrypoint[0], /threadcast-agent$/);
+  for (const w of ['worker-1', 'worker-2']) {
+    const s = c.services[w];
+    assert.equal(s.build.dockerfile, 'deploy/Dockerfile.worker');
+    assert.equal(table.get(s.image), 'deploy/Dockerfile.worker', s.image);
+    const cmd = s.command;
+    assert.equal(cmd[cmd.indexOf('--redis-url') + 1], 'redis://redis:6379');
+    assert.equal(s.depends_on.redis.condition, 'service_healthy');
+    assert.ok(!cmd.includes('--name'), 'each worker names itself (hostname, pid): two must not share a name');
+  }
   const lb = c.services.lb;
   assert.equal(lb.environment.TC_BACKEND_1, 'threadcast-1:8080');
   assert.equal(lb.environment.TC_BACKEND_2, 'threadcast-2:8080');

@@ -89,7 +89,7 @@ const sanitizerPatterns = [/ERROR: AddressSanitizer/, /ERROR: LeakSanitizer/, /r
  * Keeps a process' stderr in into.stderr and its JSON log lines, parsed, in
  * into.logs (other lines, such as sanitizer reports, only in stderr).
  */
-function collectLogs(stream, into) {
+export function collectLogs(stream, into) {
   let partial = '';
   stream.on('data', (d) => {
     into.stderr += d;
