@@ -256,6 +256,28 @@ def replay(kind, tmp, redis, *, events):
         srv.stop()
 
 
+def append_path(kind, tmp, redis, *, events):
+    """The producer contract alone: Redis CPU per appended event, single
+    (threadcast_append) and batched by 16 (threadcast_append_batch), beside a
+    plain pipelined XADD of the same payload in the same run. No subscriber."""
+    srv = Server(kind, tmp, redis)  # loads the function library
+    try:
+        out = {}
+        for name, extra in (('xadd', {'xadd': 1}), ('single', {}), ('batch16', {'batch': 16})):
+            thread = f'append-{name}-{time.monotonic_ns()}'
+            c0 = cpu_ticks(redis.proc.pid)
+            r = publish(srv, redis, threads=thread, count=events, rate=0, size=200, **extra)
+            cpu = (cpu_ticks(redis.proc.pid) - c0) / TICK
+            out[f'{name}_per_core'] = events / max(cpu, 1e-9)
+            out[f'{name}_per_s'] = r['rate']
+            redis.cmd('DEL', f'tc:{{{thread}}}:events', f'tc:{{{thread}}}:plain')
+        out['single_vs_xadd'] = out['single_per_core'] / out['xadd_per_core']
+        out['batch16_vs_xadd'] = out['batch16_per_core'] / out['xadd_per_core']
+        return out
+    finally:
+        srv.stop()
+
+
 def median(xs):
     xs = [x for x in xs if x is not None]
     return statistics.median(xs) if xs else None
@@ -264,7 +286,7 @@ def median(xs):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--runs', type=int, default=3)
-    ap.add_argument('--only', default='a,a-full,a10k,b,b1,c,d,e')
+    ap.add_argument('--only', default='a,a-full,a10k,b,b1,c,d,e,append')
     ap.add_argument('--systems', default='threadcast,nchan,node')
     ap.add_argument('--quick', action='store_true', help='smaller counts, one run')
     ap.add_argument('--out', default=os.path.join(ROOT, 'bench-results'))
@@ -295,6 +317,8 @@ def main():
                  lambda k: idle_memory(k, tmp, redis, conns=50000)),
         'd': ('replay: one client 100,000 events behind',
               lambda k: replay(k, tmp, redis, events=int(100000 * q))),
+        'append': ('append path: 200 B events appended as fast as Redis answers, no subscriber',
+                   lambda k: append_path(k, tmp, redis, events=int(200000 * q))),
         'e': ('token stream: 1,000 threads x 3 subscribers, 10 tokens/s each (10,000 events/s)',
               lambda k: delivery(k, tmp, redis, conns=3000, threads=1000, count=int(100000 * q), rate=10000, size=60)),
     }
@@ -304,8 +328,8 @@ def main():
             title, fn = scenarios[name]
             results[name] = {'title': title}
             for kind in systems:
-                if name == 'd' and kind != 'threadcast':
-                    continue  # the peers keep no per-thread history to replay from Redis
+                if name in ('d', 'append') and kind != 'threadcast':
+                    continue  # the peers keep no per-thread history, and have no append path of their own
                 runs = []
                 for i in range(args.runs):
                     try:
@@ -338,7 +362,12 @@ def report(results, systems):
         metrics = [('us_per_event', 'server CPU µs / delivered event'), ('latency_p50_ms', 'latency p50 ms'),
                    ('latency_p99_ms', 'latency p99 ms'), ('lost', 'missing + duplicated'),
                    ('kib_per_conn', 'RSS KiB / idle connection'), ('connects_per_s', 'connections set up / s'),
-                   ('events_per_s', 'replayed events / s'), ('delivered_per_s', 'delivered events / s')]
+                   ('events_per_s', 'replayed events / s'), ('delivered_per_s', 'delivered events / s'),
+                   ('xadd_per_core', 'plain XADD: events / s per Redis core'),
+                   ('single_per_core', 'threadcast_append: events / s per Redis core'),
+                   ('batch16_per_core', 'threadcast_append_batch of 16: events / s per Redis core'),
+                   ('single_vs_xadd', 'threadcast_append / plain XADD (same run)'),
+                   ('batch16_vs_xadd', 'batch of 16 / plain XADD (same run)')]
         for runs in res.values():
             if isinstance(runs, list):
                 for r in runs:

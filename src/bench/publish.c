@@ -8,7 +8,9 @@
  * second through FCALL threadcast_append, pipelined, each carrying
  * "t":<ns since epoch> taken just before it is sent, and B bytes of padding.
  * With --batch B, each call is FCALL threadcast_append_batch with up to B
- * events of one thread (the threads still take turns, call by call).
+ * events of one thread (the threads still take turns, call by call). With
+ * --xadd 1, each event is a plain XADD of the same fields to tc:{T}:plain
+ * instead: the floor the append path is compared with.
  * --rate 0 means as fast as the server answers. With --nthreads K the
  * threads are T1-0 … T1-(K-1). With --nchan the events are POSTed to nchan's
  * publisher location /pub/<thread> on one keep-alive connection instead,
@@ -106,7 +108,7 @@ static int http_response(struct http *h)
 int main(int argc, char **argv)
 {
 	const char *url = "redis://127.0.0.1:6379", *threads = NULL, *nchan = NULL;
-	long count = 0, size = 100, nthreads = 0, batch = 1;
+	long count = 0, size = 100, nthreads = 0, batch = 1, xadd = 0;
 	double rate = 0;
 	for (int i = 1; i + 1 < argc; i += 2) {
 		if (!strcmp(argv[i], "--redis-url")) url = argv[i + 1];
@@ -117,9 +119,10 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--nthreads")) nthreads = atol(argv[i + 1]);
 		else if (!strcmp(argv[i], "--nchan")) nchan = argv[i + 1];
 		else if (!strcmp(argv[i], "--batch")) batch = atol(argv[i + 1]);
+		else if (!strcmp(argv[i], "--xadd")) xadd = atol(argv[i + 1]);
 	}
-	if (batch < 1 || batch > TC_STORE_BATCH_MAX) {
-		fprintf(stderr, "publish: --batch must be 1 to %d\n", TC_STORE_BATCH_MAX);
+	if (batch < 1 || batch > TC_STORE_BATCH_MAX || (xadd && batch != 1)) {
+		fprintf(stderr, "publish: --batch must be 1 to %d (1 with --xadd)\n", TC_STORE_BATCH_MAX);
 		return 2;
 	}
 	struct tc_redis_addr a;
@@ -206,6 +209,17 @@ int main(int argc, char **argv)
 					n++;
 				}
 				const struct tc_store_append_opts ao = { .maxlen = "1000000" };
+				if (xadd) {
+					char key[TC_STORE_KEY_MAX + 8];
+					snprintf(key, sizeof(key), "tc:{%s}:plain", tv[k]);
+					redisAppendCommandArgv(c, 11, (const char *[]){ "XADD", key, "MAXLEN", "~",
+						"1000000", "*", "m", "tasks", "n", "", json[0] }, NULL);
+					inflight_n[(ring_head + inflight) % 512] = 1;
+					calls++;
+					sent++;
+					inflight++;
+					continue;
+				}
 				if (batch == 1) {
 					struct tc_store_cmd cmd;
 					tc_store_append(&cmd, tv[k], json[0], &ao);

@@ -120,6 +120,12 @@ test('Kubernetes: probes, preStop drain, PodDisruptionBudget, Service, non-root'
   assert.deepEqual(docs[2].spec.selector, docs[0].spec.selector.matchLabels);
   const agent = YAML.parse(read('deploy/k8s/agent.yaml'));
   assert.match(agent.spec.template.spec.containers[0].command[0], /threadcast-agent$/);
+  const worker = YAML.parse(read('deploy/k8s/worker.yaml'));
+  const wpod = worker.spec.template.spec;
+  assert.equal(wpod.containers[0].image, 'threadcast-worker:latest');
+  assert.equal(wpod.securityContext.runAsUser, 10002, 'the worker image\'s user');
+  assert.ok(wpod.terminationGracePeriodSeconds > 10, 'room for the runs in hand to finish');
+  assert.deepEqual(wpod.containers[0].args.slice(0, 1), ['--redis-url']);
 });
 
 test("the image's HEALTHCHECK command passes against a running threadcast, and fails without one", async () => {
