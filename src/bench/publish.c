@@ -212,8 +212,8 @@ int main(int argc, char **argv)
 				if (xadd) {
 					char key[TC_STORE_KEY_MAX + 8];
 					snprintf(key, sizeof(key), "tc:{%s}:plain", tv[k]);
-					redisAppendCommandArgv(c, 11, (const char *[]){ "XADD", key, "MAXLEN", "~",
-						"1000000", "*", "m", "tasks", "n", "", json[0] }, NULL);
+					redisAppendCommandArgv(c, 12, (const char *[]){ "XADD", key, "MAXLEN", "~",
+						"1000000", "*", "m", "tasks", "n", "", "e", json[0] }, NULL);
 					inflight_n[(ring_head + inflight) % 512] = 1;
 					calls++;
 					sent++;
