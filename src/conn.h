@@ -23,6 +23,7 @@
 #include "buf.h"
 #include "config.h"
 #include "dlist.h"
+#include "handshake.h"
 #include "protocol.h"
 #include "session.h"
 #include "util.h"
@@ -132,6 +133,9 @@ struct tc_server {
 	void *drain_arg;                    /**< drain_done's argument */
 	struct lws *upgrade_wsi;            /**< whose accepted upgrade `upgrade` holds, else NULL */
 	struct tc_upgrade upgrade;          /**< from CONFIRM_UPGRADE to ESTABLISHED */
+
+	/* handshake.c: connections whose request has not arrived yet. */
+	struct tc_handshakes handshakes;
 
 	/* ws.c: coalesced writes and idle WebSockets. */
 	uv_check_t flush;                   /**< writes what this loop iteration queued */

@@ -268,6 +268,7 @@ static int serve_metrics(struct tc_server *srv, struct lws *wsi, struct tc_pss *
 		.threads = tc_hub_threads(srv->env->hub),
 		.pending_commands = srv->env->bridge ? tc_bridge_pending(srv->env->bridge) : 0,
 		.redis_up = tc_redis_ready(srv->redis),
+		.handshakes = tc_handshakes_pending(&srv->handshakes),
 	};
 	char *text = tc_metrics_render(&g);
 	int rc = http_send(wsi, 200, "text/plain; version=0.0.4", text);

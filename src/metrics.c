@@ -81,6 +81,7 @@ char *tc_metrics_render(const struct tc_metrics_gauges *g)
 		"threadcast_connections{transport=\"sse\"} %zu\n"
 		"threadcast_connections{transport=\"http_command\"} %zu\n",
 	    g->websockets, g->sse, g->http_commands);
+	gauge(&o, "threadcast_handshakes", "Accepted connections whose request has not arrived yet.", g->handshakes);
 	gauge(&o, "threadcast_subscriptions", "Subscriptions held by connections.", m->subscriptions);
 	gauge(&o, "threadcast_threads_watched", "Threads with local subscribers.", g->threads);
 	gauge(&o, "threadcast_commands_pending", "Runtime commands waiting for a worker.", g->pending_commands);
@@ -92,6 +93,7 @@ char *tc_metrics_render(const struct tc_metrics_gauges *g)
 	counter(&o, "threadcast_replays_capped_total", "Replays that began later than asked because of --max-replay.", m->replays_capped);
 	counter(&o, "threadcast_gap_fills_total", "Stream reads that filled doorbell gaps.", m->gap_fills);
 	counter(&o, "threadcast_slow_consumer_cuts_total", "Connections closed because their queue was full.", m->slow_consumer_cuts);
+	counter(&o, "threadcast_handshake_timeouts_total", "Connections closed because their request did not arrive within --handshake-timeout.", m->handshake_timeouts);
 	counter(&o, "threadcast_commands_total", "Commands received.", m->commands_total);
 	counter(&o, "threadcast_command_errors_total", "Error replies sent.", m->command_errors);
 	counter(&o, "threadcast_redis_connects_total", "Connections made to Redis (first and reconnects).", m->redis_reconnects);

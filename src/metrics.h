@@ -34,6 +34,7 @@ struct tc_metrics {
 	uint64_t replays_capped;     /**< replays shortened by --max-replay */
 	uint64_t gap_fills;          /**< XRANGE reads to fill doorbell gaps */
 	uint64_t slow_consumer_cuts; /**< connections closed for a full queue */
+	uint64_t handshake_timeouts; /**< connections closed before their request came */
 	uint64_t commands_total;     /**< commands received (all methods) */
 	uint64_t command_errors;     /**< error replies sent */
 	uint64_t redis_reconnects;   /**< command-link connections made */
@@ -49,7 +50,7 @@ extern struct tc_metrics tc_metrics;
 
 /** Gauges only the caller knows, rendered with the rest. */
 struct tc_metrics_gauges {
-	size_t websockets, sse, http_commands, threads, pending_commands;
+	size_t websockets, sse, http_commands, threads, pending_commands, handshakes;
 	int redis_up;
 };
 

@@ -6,11 +6,13 @@
  */
 #include "server.h"
 
+#include <errno.h>
 #include <libwebsockets.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "conn.h"
+#include "handshake.h"
 #include "http.h"
 #include "log.h"
 #include "sse.h"
@@ -28,7 +30,16 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 	int rc;
 
 	switch (reason) {
+	case LWS_CALLBACK_SERVER_NEW_CLIENT_INSTANTIATED:
+		tc_handshake_begin(&srv->handshakes, wsi);
+		return 0;
+
+	case LWS_CALLBACK_WSI_DESTROY:
+		tc_handshake_end(&srv->handshakes, wsi);
+		return 0;
+
 	case LWS_CALLBACK_HTTP:
+		tc_handshake_end(&srv->handshakes, wsi);
 		return tc__http_request(srv, wsi, pss, in);
 
 	case LWS_CALLBACK_HTTP_BODY:
@@ -44,6 +55,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 		return c->kind == TC_CONN_SSE ? tc__sse_writeable(c) : tc__http_command_writeable(c);
 
 	case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:
+		tc_handshake_end(&srv->handshakes, wsi);
 		rc = tc__http_confirm_upgrade(srv, wsi, in, &srv->upgrade);
 		srv->upgrade_wsi = rc ? NULL : wsi;
 		return rc;
@@ -143,6 +155,7 @@ static void close_handles(struct tc_server *srv)
 	uv_close((uv_handle_t *)&srv->expiry, NULL);
 	tc__ws_close_handles(srv);
 	tc__sse_close_handles(srv);
+	tc_handshakes_close(&srv->handshakes);
 }
 
 struct tc_server *tc_server_new(uv_loop_t *loop, const struct tc_session_env *env)
@@ -163,19 +176,23 @@ struct tc_server *tc_server_new(uv_loop_t *loop, const struct tc_session_env *en
 	srv->drain_timer.data = srv->drain_tick.data = srv->expiry.data = srv;
 	tc__ws_init(srv);
 	tc__sse_init(srv);
+	tc_handshakes_init(&srv->handshakes, loop, (uint64_t)cfg->handshake_timeout_s * 1000,
+			   (size_t)cfg->max_connections);
 
 	memset(&info, 0, sizeof(info));
 	info.options = LWS_SERVER_OPTION_LIBUV | LWS_SERVER_OPTION_VALIDATE_UTF8 |
 		       LWS_SERVER_OPTION_UV_NO_SIGSEGV_SIGFPE_SPIN;
 	info.foreign_loops = loops;
-	info.port = (int)cfg->port;
-	/* lws binds every interface (IPv4 and IPv6) when iface is NULL. */
-	info.iface = strcmp(host, "0.0.0.0") && strcmp(host, "::") && strcmp(host, "*") ? host : NULL;
+	/* threadcast listens and accepts itself (handshake.h): lws gets each
+	 * connection by adoption. */
+	info.port = CONTEXT_PORT_NO_LISTEN_SERVER;
 	info.protocols = protocols;
 	info.user = srv;
 	info.pcontext = &srv->ctx;
 	info.timeout_secs = (unsigned)cfg->handshake_timeout_s;
-	info.timeout_secs_ah_idle = (unsigned)cfg->handshake_timeout_s; /* silent sockets */
+	/* Handshake deadlines are ours (handshake.c); lws' own, set when the
+	 * first header bytes arrive, is only a backstop and must fire later. */
+	info.timeout_secs_ah_idle = (unsigned)cfg->handshake_timeout_s + 2;
 	/* An all-zero policy keeps lws' own idle timers off (see ws.c's idle list). */
 	static const lws_retry_bo_t no_idle_timers;
 	info.retry_and_idle_policy = &no_idle_timers;
@@ -193,7 +210,19 @@ struct tc_server *tc_server_new(uv_loop_t *loop, const struct tc_session_env *en
 		return NULL;
 	}
 	srv->vhost = lws_get_vhost_by_name(srv->ctx, "threadcast");
-	srv->port = srv->vhost ? lws_get_vhost_listen_port(srv->vhost) : (int)cfg->port;
+	/* Every interface (IPv6 and IPv4) for 0.0.0.0, :: or *. */
+	const char *iface = strcmp(host, "0.0.0.0") && strcmp(host, "::") && strcmp(host, "*") ? host : NULL;
+	srv->port = srv->vhost ? tc_handshakes_listen(&srv->handshakes, srv->vhost, iface, (int)cfg->port) : -1;
+	if (srv->port < 0) {
+		tc_log(TC_LOG_ERROR, "cannot start the server (is the port in use?)", TC_LS("host", host),
+		       TC_LI("port", cfg->port), TC_LS("error", strerror(errno)));
+		/* lws' context ends over a few loop iterations (libuv handles close). */
+		tc_server_stop(srv);
+		for (int i = 0; i < 8; i++)
+			uv_run(loop, UV_RUN_NOWAIT);
+		tc_server_free(srv);
+		return NULL;
+	}
 	tc__sse_start_timers(srv);
 	if (env->auth)
 		uv_timer_start(&srv->expiry, on_expiry, 1000, 1000);

@@ -149,6 +149,24 @@ test('half-open TCP and slowloris handshakes are closed by the handshake timeout
   clearInterval(drip);
   const took = Date.now() - t0;
   assert.ok(took < 8000, `closed after ${took} ms`);
+  const metrics = await (await tc.http('/metrics')).text();
+  assert.ok(Number(/threadcast_handshake_timeouts_total (\d+)/.exec(metrics)[1]) >= 2, 'counted');
+  assert.match(metrics, /threadcast_handshakes \d+/);
+});
+
+test('silent sockets, more than lws takes in a turn, do not hold up a real client', async () => {
+  // threadcast accepts itself and hands connections to lws a few dozen per
+  // loop turn (handshake.h); silent ones must not keep a newcomer waiting.
+  const silent = await Promise.all(Array.from({ length: 300 }, () => new Promise((res) => {
+    const s = net.createConnection({ port: tc.port, host: '127.0.0.1' }, () => res(s));
+  })));
+  const t0 = Date.now();
+  const c = await connect(tc.url('after-silent'));
+  const r = await c.request({ id: 1, method: 'subscription.subscribe', params: { channels: ['custom'] } });
+  assert.equal(r.type, 'success');
+  assert.ok(Date.now() - t0 < 1500, `upgraded and answered after ${Date.now() - t0} ms`);
+  await c.close();
+  for (const s of silent) s.destroy();
 });
 
 test('ping floods are answered; fragmented floods and bad frames close only that client', async () => {
