@@ -330,21 +330,20 @@ static void on_route(struct tc_redis *r, redisReply *reply, void *priv)
 	}
 }
 
-enum tc_err tc_bridge_submit(struct tc_bridge *b, struct tc_bridge_caller *caller,
-			     const char *thread, const struct tc_command *cmd, struct tc_error *err)
+/* Sends method (a static name) with params (taken over) for thread; assistant may be NULL. */
+static enum tc_err submit(struct tc_bridge *b, struct tc_bridge_caller *caller, const char *thread,
+			  const char *method, uint64_t client_id, char *params, const char *assistant,
+			  struct tc_error *err)
 {
-	if (!b->subscribed || !tc_redis_cmd_up(b->redis))
-		return tc_error_set(err, TC_ERR_UNKNOWN_ERROR,
-				    "%s", down_msg);
-	if (b->live >= MAX_WAITING || b->count >= 4 * MAX_WAITING)
+	if (!b->subscribed || !tc_redis_cmd_up(b->redis)) {
+		free(params);
+		return tc_error_set(err, TC_ERR_UNKNOWN_ERROR, "%s", down_msg);
+	}
+	if (b->live >= MAX_WAITING || b->count >= 4 * MAX_WAITING) {
+		free(params);
 		return tc_error_set(err, TC_ERR_UNKNOWN_ERROR,
 				    "this gateway has too many commands waiting for workers; retry shortly");
-	/* The graph a run.start names; other commands go to the thread's. */
-	const cJSON *a = cmd->params ? cJSON_GetObjectItemCaseSensitive(cmd->params, "assistant_id") : NULL;
-	if (cJSON_IsString(a) && !tc_store_assistant_valid(a->valuestring, strlen(a->valuestring)))
-		return tc_error_set(err, TC_ERR_INVALID_ARGUMENT,
-				    "params.assistant_id must be 1 to %d printable characters without spaces",
-				    TC_STORE_ASSISTANT_MAX);
+	}
 	if (b->count == b->cap) {
 		size_t ncap = b->cap ? b->cap * 2 : 64;
 		struct waiting *n = tc_xmalloc(ncap * sizeof(*n));
@@ -360,10 +359,10 @@ enum tc_err tc_bridge_submit(struct tc_bridge *b, struct tc_bridge_caller *calle
 	sent->b = b;
 	sent->n = n;
 	sent->thread = tc_xstrdup(thread);
-	sent->method = tc_method_name(cmd->method);
-	sent->params = cmd->params ? cJSON_PrintUnformatted(cmd->params) : tc_xstrdup("{}");
-	if (cJSON_IsString(a))
-		snprintf(sent->assistant, sizeof(sent->assistant), "%s", a->valuestring);
+	sent->method = method;
+	sent->params = params;
+	if (assistant)
+		snprintf(sent->assistant, sizeof(sent->assistant), "%s", assistant);
 	snprintf(sent->corr, sizeof(sent->corr), "%s:%llu", b->instance, (unsigned long long)n);
 	snprintf(sent->deadline, sizeof(sent->deadline), "%lld",
 		 (long long)(tc_wall_ms() + b->cfg->command_timeout_ms));
@@ -371,13 +370,12 @@ enum tc_err tc_bridge_submit(struct tc_bridge *b, struct tc_bridge_caller *calle
 	tc_store_read_route(&route, thread);
 	if (tc_redis_cmd(b->redis, on_route, sent, route.argv)) {
 		sent_free(sent);
-		return tc_error_set(err, TC_ERR_UNKNOWN_ERROR,
-				    "%s", down_msg);
+		return tc_error_set(err, TC_ERR_UNKNOWN_ERROR, "%s", down_msg);
 	}
 	b->ring[(b->head + b->count) % b->cap] = (struct waiting){
 		.deadline = uv_now(b->loop) + (uint64_t)b->cfg->command_timeout_ms,
 		.sent_ns = uv_hrtime(),
-		.client_id = cmd->id,
+		.client_id = client_id,
 		.head = -1,
 		.caller = caller,
 	};
@@ -386,6 +384,28 @@ enum tc_err tc_bridge_submit(struct tc_bridge *b, struct tc_bridge_caller *calle
 	if (b->count == 1)
 		trim(b); /* arm the timer */
 	return TC_OK;
+}
+
+enum tc_err tc_bridge_submit(struct tc_bridge *b, struct tc_bridge_caller *caller,
+			     const char *thread, const struct tc_command *cmd, struct tc_error *err)
+{
+	/* The graph a run.start names; other commands go to the thread's. */
+	const cJSON *a = cmd->params ? cJSON_GetObjectItemCaseSensitive(cmd->params, "assistant_id") : NULL;
+	if (cJSON_IsString(a) && !tc_store_assistant_valid(a->valuestring, strlen(a->valuestring)))
+		return tc_error_set(err, TC_ERR_INVALID_ARGUMENT,
+				    "params.assistant_id must be 1 to %d printable characters without spaces",
+				    TC_STORE_ASSISTANT_MAX);
+	char *params = cmd->params ? cJSON_PrintUnformatted(cmd->params) : tc_xstrdup("{}");
+	return submit(b, caller, thread, tc_method_name(cmd->method), cmd->id, params,
+		      cJSON_IsString(a) ? a->valuestring : NULL, err);
+}
+
+enum tc_err tc_bridge_submit_method(struct tc_bridge *b, struct tc_bridge_caller *caller,
+				    const char *thread, const char *method, const cJSON *params,
+				    struct tc_error *err)
+{
+	char *json = params ? cJSON_PrintUnformatted(params) : tc_xstrdup("{}");
+	return submit(b, caller, thread, method, 0, json, NULL, err);
 }
 
 /* ---- lifecycle ---------------------------------------------------------------------------------- */

@@ -51,6 +51,15 @@ struct tc_bridge *tc_bridge_new(uv_loop_t *loop, const struct tc_config *cfg,
 enum tc_err tc_bridge_submit(struct tc_bridge *b, struct tc_bridge_caller *caller,
 			     const char *thread, const struct tc_command *cmd, struct tc_error *err);
 
+/**
+ * Forwards method (a name that outlives the command, e.g. a literal) with
+ * params (may be NULL: {}) to thread's workers, unvalidated: the REST API's
+ * requests that only a worker can answer (rest.c). The answer frame has id 0.
+ */
+enum tc_err tc_bridge_submit_method(struct tc_bridge *b, struct tc_bridge_caller *caller,
+				    const char *thread, const char *method, const cJSON *params,
+				    struct tc_error *err);
+
 /** Commands waiting for an answer. */
 size_t tc_bridge_pending(const struct tc_bridge *b);
 

@@ -11,6 +11,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "query.h"
+#include "rest.h"
 #include "ws.h"
 
 void tc__conn_request_write(struct tc_conn *c)
@@ -178,6 +179,7 @@ void tc__conn_destroy(struct tc_conn *c)
 	tc_dlist_remove(&srv->quiet, &c->quiet);
 	tc_session_close(c->session);
 	tc_query_cancel(c->query);
+	tc__rest_conn_gone(c->rest);
 	tc_bufq_clear(&c->out);
 	free(c->rx);
 	free(c);

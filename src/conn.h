@@ -75,6 +75,7 @@ struct tc_conn {
 	uint64_t heard;           /**< WebSocket: loop time (ms) of its last frame (ws.c's idle list) */
 	unsigned status;          /**< POST /commands, GET /state: HTTP status of the reply */
 	struct tc_query *query;   /**< GET /state: the read in flight, else NULL */
+	struct tc_rest *rest;     /**< a REST API exchange (rest.h), else NULL */
 	int64_t auth_exp;         /**< the token's exp (Unix s); 0 when auth is off */
 	struct tc_dlink link;     /**< on srv->conns */
 	struct tc_dlink dirty;    /**< WebSocket: on srv->dirty, written by the next flush */
@@ -85,6 +86,7 @@ struct tc_conn {
 #define TC_CONN_OF(n, member) TC_DLIST_ENTRY(n, struct tc_conn, member)
 
 struct tc_http_body;
+struct tc_rest;
 
 /**
  * lws' per-session data, one per connection of any kind, so it is kept

@@ -17,6 +17,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "query.h"
+#include "rest.h"
 #include "router.h"
 #include "sse.h"
 
@@ -27,6 +28,11 @@ static const char *reason_of(unsigned status)
 {
 	switch (status) {
 	case 200: return "OK";
+	case 202: return "Accepted";
+	case 204: return "No Content";
+	case 409: return "Conflict";
+	case 422: return "Unprocessable Entity";
+	case 500: return "Internal Server Error";
 	case 400: return "Bad Request";
 	case 401: return "Unauthorized";
 	case 403: return "Forbidden";
@@ -63,13 +69,24 @@ static int common_headers(struct lws *wsi, unsigned status, const char *type,
 
 int tc__http_head(struct lws *wsi, unsigned status, const char *type, lws_filepos_t content_len)
 {
-	unsigned char buf[LWS_PRE + 512];
+	return tc__http_head_x(wsi, status, type, content_len, NULL);
+}
+
+int tc__http_head_x(struct lws *wsi, unsigned status, const char *type, lws_filepos_t content_len,
+		    const char *const *extra)
+{
+	unsigned char buf[LWS_PRE + 1024];
 	unsigned char *start = buf + LWS_PRE, *p = start, *end = buf + sizeof(buf) - 1;
 
 	if (common_headers(wsi, status, type, content_len, &p, end) ||
 	    lws_add_http_header_by_name(wsi, (const unsigned char *)"cache-control:",
 					(const unsigned char *)"no-store", 8, &p, end))
 		return -1;
+	for (; extra && extra[0]; extra += 2)
+		if (extra[1] && lws_add_http_header_by_name(wsi, (const unsigned char *)extra[0],
+							    (const unsigned char *)extra[1],
+							    (int)strlen(extra[1]), &p, end))
+			return -1;
 	/* Every 503 here is passing (draining, full, Redis away): say when to retry. */
 	if (status == 503 &&
 	    lws_add_http_header_by_name(wsi, (const unsigned char *)"retry-after:",
@@ -206,6 +223,7 @@ static int check_access_or_reply(struct tc_server *srv, struct lws *wsi, const c
 /* What a route handler is given: the request, matched and (for thread routes) admitted. */
 struct request {
 	unsigned method;                   /* a tc_http_method bit */
+	const struct tc_route_match *m;    /* the route and its parameters */
 	const char *thread;                /* thread routes: the validated thread id */
 	struct tc_grant grant;             /* thread routes: what the token allows */
 	int sp;                            /* the spelling the request asked for (?protocol=), or -1 */
@@ -344,7 +362,8 @@ static int serve_static(struct tc_server *srv, struct lws *wsi, const char *path
 
 /* A request body being read, and what it is for. */
 struct tc_http_body {
-	enum body_kind { BODY_SSE, BODY_COMMAND } kind;
+	enum body_kind { BODY_SSE, BODY_COMMAND, BODY_REST } kind;
+	struct tc_rest *rest;  /* BODY_REST: the exchange waiting for it */
 	char thread[TC_THREAD_ID_MAX + 1];
 	struct tc_grant grant;
 	int sp;           /* the stream's spelling; commands: what ?protocol= asked, or -1 */
@@ -355,6 +374,7 @@ struct tc_http_body {
 static void body_free(struct tc_http_body *b)
 {
 	if (b) {
+		tc__rest_drop(b->rest);
 		free(b->data);
 		free(b);
 	}
@@ -379,7 +399,7 @@ static int expect_body(struct tc_server *srv, struct lws *wsi, struct tc_pss *ps
 	pss->body->kind = kind;
 	pss->body->grant = rq->grant;
 	pss->body->sp = rq->sp;
-	snprintf(pss->body->thread, sizeof(pss->body->thread), "%s", rq->thread);
+	snprintf(pss->body->thread, sizeof(pss->body->thread), "%s", rq->thread ? rq->thread : "");
 	return 0;
 }
 
@@ -412,6 +432,11 @@ int tc__http_command_writeable(struct tc_conn *c)
 	    lws_write(c->wsi, tc_buf_data(b), b->len, LWS_WRITE_HTTP_FINAL) == (int)b->len)
 		rc = 0;
 	tc_buf_unref(b);
+	return tc__http_exchange_over(c, rc);
+}
+
+int tc__http_exchange_over(struct tc_conn *c, int rc)
+{
 	struct lws *wsi = c->wsi;
 	struct tc_pss *pss = lws_wsi_user(wsi);
 	assert(pss->conn == c);
@@ -484,7 +509,11 @@ int tc__http_body_complete(struct tc_server *srv, struct lws *wsi, struct tc_pss
 		return 0;
 	pss->body = NULL;
 	data = b->data ? b->data : "";
-	if (b->kind == BODY_COMMAND) {
+	if (b->kind == BODY_REST) {
+		struct tc_rest *r = b->rest;
+		b->rest = NULL;
+		rc = tc__rest_body(srv, wsi, pss, r, data, b->len);
+	} else if (b->kind == BODY_COMMAND) {
 		rc = run_command(srv, wsi, pss, b->thread, &b->grant, b->sp, data, b->len);
 	} else {
 		cJSON *request = cJSON_ParseWithLength(data, b->len);
@@ -566,6 +595,35 @@ static int serve_state(struct tc_server *srv, struct lws *wsi, struct tc_pss *ps
 	return 0;
 }
 
+/* ---- the Agent Protocol's REST API (rest.h) --------------------------------------------- */
+
+/*
+ * Thread routes were checked for their thread; the others (creating a thread
+ * without an id, searches, stateless runs, the store, assistants) are about
+ * no one thread and need a token for every thread ("threads": ["*"]). What
+ * changes anything needs the token's "commands" right.
+ */
+static int serve_rest(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss, const struct request *rq)
+{
+	struct tc_grant g = rq->grant;
+	struct tc_rest *pending;
+	int rc;
+
+	if (!rq->thread && check_access_or_reply(srv, wsi, "*", &g, &rc))
+		return rc;
+	if (tc__rest_writes(rq->m->id, rq->method) && !g.commands)
+		return tc__http_error(wsi, 403, "forbidden", "this token may not send commands (its \"commands\" claim)");
+	rc = tc__rest_request(srv, wsi, pss, rq->m->id, rq->method, rq->m, &g, &pending);
+	if (pending) {
+		rc = expect_body(srv, wsi, pss, BODY_REST, rq);
+		if (pss->body)
+			pss->body->rest = pending;
+		else
+			tc__rest_drop(pending);
+	}
+	return rc;
+}
+
 /* ==== routing ============================================================================ */
 
 /* How each route of router.h is served. */
@@ -581,12 +639,15 @@ static const struct route_handler {
 	[TC_ROUTE_STREAM_EVENTS] = { serve_stream, "GET (WebSocket or SSE) or POST (SSE)", true },
 	[TC_ROUTE_COMMANDS] = { serve_commands, "POST one command as JSON", true },
 	[TC_ROUTE_STATE] = { serve_state, "only GET is served here", true },
+#define TC__REST_HANDLER(e, methods, pattern) \
+	[TC_ROUTE_##e] = { serve_rest, "this method is not served here", false },
+	TC_REST_ROUTE_MAP(TC__REST_HANDLER)
 };
 
 int tc__http_request(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss, const char *path)
 {
 	struct tc_route_match m;
-	struct request rq = { .method = method_of(wsi) };
+	struct request rq = { .method = method_of(wsi), .m = &m };
 	enum tc_match found = tc_route_match(tc_routes, TC_ROUTE_COUNT, rq.method, path, &m);
 	int rc;
 
@@ -606,7 +667,7 @@ int tc__http_request(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss,
 	rq.sp = asked_spelling(wsi);
 	if (m.id == TC_ROUTE_STREAM || m.id == TC_ROUTE_STREAM_EVENTS)
 		rq.sp = (int)route_spelling(m.id, rq.sp);
-	if (h->thread_access) {
+	if (h->thread_access || (h->serve == serve_rest && tc_route_param(&m, "thread_id"))) {
 		rq.thread = tc_route_param(&m, "thread_id");
 		assert(rq.thread);
 		if (check_access_or_reply(srv, wsi, rq.thread, &rq.grant, &rc))

@@ -12,6 +12,9 @@
 
 /** Writes a response head; content_len LWS_ILLEGAL_HTTP_CONTENT_LEN streams. 0 or -1. */
 int tc__http_head(struct lws *wsi, unsigned status, const char *type, lws_filepos_t content_len);
+/** tc__http_head() with more headers: extra is NULL-terminated "name:", value pairs (a NULL value is skipped). */
+int tc__http_head_x(struct lws *wsi, unsigned status, const char *type, lws_filepos_t content_len,
+		    const char *const *extra);
 
 /**
  * Answers {"error":code,"message":message} with status and completes the
@@ -37,6 +40,9 @@ int tc__http_body_complete(struct tc_server *srv, struct lws *wsi, struct tc_pss
 
 /** LWS_CALLBACK_HTTP_WRITEABLE for a POST /commands: writes the reply and ends the exchange. */
 int tc__http_command_writeable(struct tc_conn *c);
+
+/** Ends a one-response exchange once its answer is written (rc 0) or failed (rc -1): destroys c. */
+int tc__http_exchange_over(struct tc_conn *c, int rc);
 
 /** The request is gone (CLOSED / CLOSED_HTTP): drops a body still being read. */
 void tc__http_closed(struct tc_pss *pss);

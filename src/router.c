@@ -141,7 +141,9 @@ static bool spans_param(const struct tc_route *r, const char *path, size_t path_
 		;
 	const char *tail = last + 1 + strcspn(last + 1, "/");
 	size_t head_len = (size_t)(first - r->pattern) + 1, tail_len = strlen(tail), len = strlen(path);
-	if (len < head_len + tail_len || memcmp(path, r->pattern, head_len) ||
+	/* A pattern ending in its parameter ("/threads/:thread_id") cannot tell
+	 * "a/b" from a deeper path no route has: those are unknown paths. */
+	if (!tail_len || len < head_len + tail_len || memcmp(path, r->pattern, head_len) ||
 	    memcmp(path + len - tail_len, tail, tail_len))
 		return false;
 	struct seg param = { first + 1, strcspn(first + 1, "/") };

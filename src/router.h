@@ -49,7 +49,41 @@ enum tc_http_method {
 	X(STREAM, TC_HTTP_GET | TC_HTTP_POST, "/threads/:thread_id/stream")   \
 	X(STREAM_EVENTS, TC_HTTP_GET | TC_HTTP_POST, "/threads/:thread_id/stream/events") \
 	X(COMMANDS, TC_HTTP_POST, "/threads/:thread_id/commands")             \
-	X(STATE, TC_HTTP_GET, "/threads/:thread_id/state")
+	X(STATE, TC_HTTP_GET, "/threads/:thread_id/state")                   \
+	TC_REST_ROUTE_MAP(X)
+
+/**
+ * The Agent Protocol's REST API (rest.h). Literal segments come before the
+ * parameters they could be mistaken for ("/threads/search" before
+ * "/threads/:thread_id").
+ */
+#define TC_REST_ROUTE_MAP(X)                                                                   \
+	X(R_THREADS, TC_HTTP_POST, "/threads")                                                 \
+	X(R_THREADS_SEARCH, TC_HTTP_POST, "/threads/search")                                   \
+	X(R_THREAD, TC_HTTP_GET | TC_HTTP_PATCH | TC_HTTP_DELETE, "/threads/:thread_id")       \
+	X(R_THREAD_COPY, TC_HTTP_POST, "/threads/:thread_id/copy")                             \
+	X(R_STATE_UPDATE, TC_HTTP_POST, "/threads/:thread_id/state")                           \
+	X(R_STATE_CKPT, TC_HTTP_POST, "/threads/:thread_id/state/checkpoint")                  \
+	X(R_STATE_AT, TC_HTTP_GET, "/threads/:thread_id/state/:checkpoint_id")                 \
+	X(R_HISTORY, TC_HTTP_GET | TC_HTTP_POST, "/threads/:thread_id/history")                \
+	X(R_RUNS, TC_HTTP_GET | TC_HTTP_POST, "/threads/:thread_id/runs")                      \
+	X(R_RUNS_STREAM, TC_HTTP_POST, "/threads/:thread_id/runs/stream")                      \
+	X(R_RUNS_WAIT, TC_HTTP_POST, "/threads/:thread_id/runs/wait")                          \
+	X(R_RUN, TC_HTTP_GET | TC_HTTP_DELETE, "/threads/:thread_id/runs/:run_id")             \
+	X(R_RUN_STREAM, TC_HTTP_GET, "/threads/:thread_id/runs/:run_id/stream")                \
+	X(R_RUN_JOIN, TC_HTTP_GET, "/threads/:thread_id/runs/:run_id/join")                    \
+	X(R_RUN_WAIT, TC_HTTP_GET, "/threads/:thread_id/runs/:run_id/wait")                    \
+	X(R_RUN_CANCEL, TC_HTTP_POST, "/threads/:thread_id/runs/:run_id/cancel")               \
+	X(R_SL_RUNS, TC_HTTP_POST, "/runs")                                                    \
+	X(R_SL_STREAM, TC_HTTP_POST, "/runs/stream")                                           \
+	X(R_SL_WAIT, TC_HTTP_POST, "/runs/wait")                                               \
+	X(R_STORE_ITEMS, TC_HTTP_GET | TC_HTTP_PUT | TC_HTTP_DELETE, "/store/items")           \
+	X(R_STORE_SEARCH, TC_HTTP_POST, "/store/items/search")                                 \
+	X(R_STORE_NS, TC_HTTP_POST, "/store/namespaces")                                       \
+	X(R_ASSISTANTS_SEARCH, TC_HTTP_POST, "/assistants/search")                             \
+	X(R_ASSISTANT, TC_HTTP_GET, "/assistants/:assistant_id")                               \
+	X(R_ASSISTANT_GRAPH, TC_HTTP_GET, "/assistants/:assistant_id/graph")                   \
+	X(R_ASSISTANT_SCHEMAS, TC_HTTP_GET, "/assistants/:assistant_id/schemas")
 
 #define TC__ROUTE_ENUM(e, methods, pattern) TC_ROUTE_##e,
 /** Route ids: index into tc_routes. */

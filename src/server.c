@@ -13,6 +13,7 @@
 
 #include "conn.h"
 #include "handshake.h"
+#include "rest.h"
 #include "http.h"
 #include "log.h"
 #include "sse.h"
@@ -52,6 +53,8 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 		c = pss ? pss->conn : NULL;
 		if (!c)
 			return 0;
+		if (c->rest)
+			return tc__rest_writeable(c);
 		return c->kind == TC_CONN_SSE ? tc__sse_writeable(c) : tc__http_command_writeable(c);
 
 	case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:

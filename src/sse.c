@@ -37,8 +37,7 @@ static const struct tc_session_io sse_io = {
 	.stream_started = sse_started,
 };
 
-/* The Last-Event-ID header (not one lws knows by name), or NULL. */
-static const char *last_event_id(struct lws *wsi, char *buf, int len)
+const char *tc__sse_last_event_id(struct lws *wsi, char *buf, int len)
 {
 	static const char *const names[] = { "last-event-id:", "Last-Event-ID:", "Last-Event-Id:" };
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
@@ -63,7 +62,7 @@ int tc__sse_start_stream(struct tc_server *srv, struct lws *wsi, struct tc_pss *
 	struct tc_conn *c = tc__conn_new(srv, wsi, TC_CONN_SSE, thread, &sse_io, sp);
 	c->auth_exp = g->exp;
 	/* Browsers resend the last id on reconnect; it wins over `since`. */
-	const char *last = last_event_id(wsi, leid, sizeof(leid));
+	const char *last = tc__sse_last_event_id(wsi, leid, sizeof(leid));
 	if (tc_session_open_stream(c->session, request, last, &err)) {
 		tc__conn_destroy(c); /* the exchange ends here, with the 400 */
 		return tc__http_error(wsi, 400, "invalid_argument", err.message);

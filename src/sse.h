@@ -40,6 +40,9 @@ int tc__sse_start_stream(struct tc_server *srv, struct lws *wsi, struct tc_pss *
 int tc__sse_from_query(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss, const char *thread,
 		       const struct tc_grant *g, enum tc_spelling sp);
 
+/** The Last-Event-ID header (not one lws knows by name) copied into buf, or NULL. */
+const char *tc__sse_last_event_id(struct lws *wsi, char *buf, int len);
+
 /** LWS_CALLBACK_HTTP_WRITEABLE for a stream: writes queued events. -1: close. */
 int tc__sse_writeable(struct tc_conn *c);
 

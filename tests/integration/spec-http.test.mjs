@@ -33,7 +33,8 @@ test('GET /readyz → 200 {ready:true, redis:"up", draining:false} with Redis up
 });
 
 test('unknown paths → 404 JSON with error not_found', async () => {
-  for (const p of ['/nope', '/', '/threads', '/threads/t1', '/threads/t1/streamx', '/healthz/x']) {
+  // (/threads and /threads/:id are the REST API's since issue 17: rest-http.test.mjs)
+  for (const p of ['/nope', '/', '/threads/t1/x/y', '/threads/t1/streamx', '/healthz/x']) {
     const r = await tc.http(p);
     assert.equal(r.status, 404, p);
     assert.match(r.headers.get('content-type'), /^application\/json/, p);

@@ -143,15 +143,48 @@ static void protocol_021_routes(void **state)
 	assert_int_equal(m.id, TC_ROUTE_STREAM_EVENTS);
 	assert_int_equal(route(TC_HTTP_GET, "/threads/t1/state", &m), TC_MATCH_FOUND);
 	assert_int_equal(m.id, TC_ROUTE_STATE);
-	assert_int_equal(route(TC_HTTP_POST, "/threads/t1/state", &m), TC_MATCH_METHOD);
+	assert_int_equal(route(TC_HTTP_PUT, "/threads/t1/state", &m), TC_MATCH_METHOD);
 	assert_int_equal(route(TC_HTTP_GET, "/threads/t%7B/stream/events", &m), TC_MATCH_BAD_PARAM);
+}
+
+/* The Agent Protocol's REST API (issue 17): literals win over the parameters they look like. */
+static void rest_routes(void **state)
+{
+	struct tc_route_match m;
+	assert_int_equal(route(TC_HTTP_POST, "/threads/t1/state", &m), TC_MATCH_FOUND);
+	assert_int_equal(m.id, TC_ROUTE_R_STATE_UPDATE);
+	assert_int_equal(route(TC_HTTP_POST, "/threads/search", &m), TC_MATCH_FOUND);
+	assert_int_equal(m.id, TC_ROUTE_R_THREADS_SEARCH);
+	assert_int_equal(route(TC_HTTP_GET, "/threads/search", &m), TC_MATCH_FOUND);
+	assert_int_equal(m.id, TC_ROUTE_R_THREAD);
+	assert_string_equal(tc_route_param(&m, "thread_id"), "search");
+	assert_int_equal(route(TC_HTTP_POST, "/threads/t1/runs/stream", &m), TC_MATCH_FOUND);
+	assert_int_equal(m.id, TC_ROUTE_R_RUNS_STREAM);
+	assert_int_equal(route(TC_HTTP_GET, "/threads/t1/runs/r-1/stream", &m), TC_MATCH_FOUND);
+	assert_int_equal(m.id, TC_ROUTE_R_RUN_STREAM);
+	assert_string_equal(tc_route_param(&m, "run_id"), "r-1");
+	assert_int_equal(route(TC_HTTP_DELETE, "/threads/t1/runs/r-1", &m), TC_MATCH_FOUND);
+	assert_int_equal(m.id, TC_ROUTE_R_RUN);
+	assert_int_equal(route(TC_HTTP_POST, "/threads/t1/runs/r-1", &m), TC_MATCH_METHOD);
+	assert_int_equal(route(TC_HTTP_GET, "/threads/t1/state/ck-1", &m), TC_MATCH_FOUND);
+	assert_int_equal(m.id, TC_ROUTE_R_STATE_AT);
+	assert_int_equal(route(TC_HTTP_POST, "/threads/t1/state/checkpoint", &m), TC_MATCH_FOUND);
+	assert_int_equal(m.id, TC_ROUTE_R_STATE_CKPT);
+	assert_int_equal(route(TC_HTTP_POST, "/runs/wait", &m), TC_MATCH_FOUND);
+	assert_int_equal(m.id, TC_ROUTE_R_SL_WAIT);
+	assert_int_equal(route(TC_HTTP_DELETE, "/store/items", &m), TC_MATCH_FOUND);
+	assert_int_equal(m.id, TC_ROUTE_R_STORE_ITEMS);
+	assert_int_equal(route(TC_HTTP_GET, "/assistants/agent/schemas", &m), TC_MATCH_FOUND);
+	assert_int_equal(m.id, TC_ROUTE_R_ASSISTANT_SCHEMAS);
+	assert_string_equal(tc_route_param(&m, "assistant_id"), "agent");
+	assert_int_equal(route(TC_HTTP_GET, "/assistants/a%20b", &m), TC_MATCH_BAD_PARAM);
 }
 
 static void unknown_paths(void **state)
 {
 	static const char *const paths[] = {
 		"/", "", "healthz", "/nope", "/healthz/", "/Healthz", "/healthzz", "//healthz",
-		"/threads", "/threads/", "/threads/t1", "/threads/t1/", "/threads/stream",
+		"/threads/t1/x/y", "/runs/x/y",
 		"/threads/t1/stream/", "/threads/t1/streamx", "/threads/t1/Stream", "threads/t1/stream",
 		"/threads/t1/stream/event", "/x/threads/t1/stream", "/index.html", "/threads/t1/commands/x",
 		"/threads/t1/stream/events/x", "/threads/t1/states",
@@ -272,6 +305,7 @@ int main(void)
 		cmocka_unit_test(bad_thread_ids),
 		cmocka_unit_test(unknown_paths),
 		cmocka_unit_test(protocol_021_routes),
+		cmocka_unit_test(rest_routes),
 		cmocka_unit_test(several_params),
 		cmocka_unit_test(methods_pick_the_route),
 		cmocka_unit_test(thirty_routes),

@@ -1,0 +1,834 @@
+/*
+ * rest.c — the Agent Protocol's REST API (rest.h).
+ */
+#include "rest.h"
+
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "bridge.h"
+#include "http.h"
+#include "log.h"
+#include "runfmt.h"
+#include "spell.h"
+#include "sse.h"
+#include "store.h"
+
+#define QUERY_ARGS_MAX 64   /* query parameters kept of one request */
+#define QUERY_ARG_MAX 2048  /* bytes of one "name=value" */
+
+/* ==== what each route and method does ====================================================== */
+
+enum rest_kind {
+	K_LUA,        /* one FCALL; its answer is the response */
+	K_CREATE,     /* runs.create, then the response, a stream or a wait (out) */
+	K_JOIN,       /* an existing run: a stream or a wait (out) */
+	K_CANCEL,     /* runs.cancel, then (wait=1) the run's end */
+	K_WORKER,     /* threads.get, then a worker answers (method) */
+	K_COPY,       /* threads.copy, then a worker copies the checkpoints */
+};
+
+enum rest_out { OUT_JSON, OUT_STREAM, OUT_WAIT };
+
+static const struct rest_op {
+	int route;
+	unsigned method;
+	const char *op;       /* the function's op (K_WORKER: the worker's method) */
+	enum rest_kind kind;
+	enum rest_out out;
+	bool store;           /* threadcast_store ({tc:store}) rather than threadcast_rest */
+	bool writes;          /* needs the token's "commands" right */
+	bool stateless;       /* a run on a new, temporary thread */
+} ops[] = {
+	{ TC_ROUTE_R_THREADS, TC_HTTP_POST, "threads.create", K_LUA, OUT_JSON, false, true, false },
+	{ TC_ROUTE_R_THREADS_SEARCH, TC_HTTP_POST, "threads.search", K_LUA, OUT_JSON, false, false, false },
+	{ TC_ROUTE_R_THREAD, TC_HTTP_GET, "threads.get", K_LUA, OUT_JSON, false, false, false },
+	{ TC_ROUTE_R_THREAD, TC_HTTP_PATCH, "threads.patch", K_LUA, OUT_JSON, false, true, false },
+	{ TC_ROUTE_R_THREAD, TC_HTTP_DELETE, "threads.delete", K_LUA, OUT_JSON, false, true, false },
+	{ TC_ROUTE_R_THREAD_COPY, TC_HTTP_POST, "threads.copy", K_COPY, OUT_JSON, false, true, false },
+	{ TC_ROUTE_R_STATE_UPDATE, TC_HTTP_POST, "rest.state.update", K_WORKER, OUT_JSON, false, true, false },
+	{ TC_ROUTE_R_STATE_CKPT, TC_HTTP_POST, "rest.state.get", K_WORKER, OUT_JSON, false, false, false },
+	{ TC_ROUTE_R_STATE_AT, TC_HTTP_GET, "rest.state.get", K_WORKER, OUT_JSON, false, false, false },
+	{ TC_ROUTE_R_HISTORY, TC_HTTP_GET, "rest.history", K_WORKER, OUT_JSON, false, false, false },
+	{ TC_ROUTE_R_HISTORY, TC_HTTP_POST, "rest.history", K_WORKER, OUT_JSON, false, false, false },
+	{ TC_ROUTE_R_RUNS, TC_HTTP_GET, "runs.list", K_LUA, OUT_JSON, false, false, false },
+	{ TC_ROUTE_R_RUNS, TC_HTTP_POST, "runs.create", K_CREATE, OUT_JSON, false, true, false },
+	{ TC_ROUTE_R_RUNS_STREAM, TC_HTTP_POST, "runs.create", K_CREATE, OUT_STREAM, false, true, false },
+	{ TC_ROUTE_R_RUNS_WAIT, TC_HTTP_POST, "runs.create", K_CREATE, OUT_WAIT, false, true, false },
+	{ TC_ROUTE_R_RUN, TC_HTTP_GET, "runs.get", K_LUA, OUT_JSON, false, false, false },
+	{ TC_ROUTE_R_RUN, TC_HTTP_DELETE, "runs.delete", K_LUA, OUT_JSON, false, true, false },
+	{ TC_ROUTE_R_RUN_STREAM, TC_HTTP_GET, NULL, K_JOIN, OUT_STREAM, false, false, false },
+	{ TC_ROUTE_R_RUN_JOIN, TC_HTTP_GET, NULL, K_JOIN, OUT_WAIT, false, false, false },
+	{ TC_ROUTE_R_RUN_WAIT, TC_HTTP_GET, NULL, K_JOIN, OUT_WAIT, false, false, false },
+	{ TC_ROUTE_R_RUN_CANCEL, TC_HTTP_POST, "runs.cancel", K_CANCEL, OUT_JSON, false, true, false },
+	{ TC_ROUTE_R_SL_RUNS, TC_HTTP_POST, "runs.create", K_CREATE, OUT_JSON, false, true, true },
+	{ TC_ROUTE_R_SL_STREAM, TC_HTTP_POST, "runs.create", K_CREATE, OUT_STREAM, false, true, true },
+	{ TC_ROUTE_R_SL_WAIT, TC_HTTP_POST, "runs.create", K_CREATE, OUT_WAIT, false, true, true },
+	{ TC_ROUTE_R_STORE_ITEMS, TC_HTTP_PUT, "store.put", K_LUA, OUT_JSON, true, true, false },
+	{ TC_ROUTE_R_STORE_ITEMS, TC_HTTP_GET, "store.get", K_LUA, OUT_JSON, true, false, false },
+	{ TC_ROUTE_R_STORE_ITEMS, TC_HTTP_DELETE, "store.delete", K_LUA, OUT_JSON, true, true, false },
+	{ TC_ROUTE_R_STORE_SEARCH, TC_HTTP_POST, "store.search", K_LUA, OUT_JSON, true, false, false },
+	{ TC_ROUTE_R_STORE_NS, TC_HTTP_POST, "store.namespaces", K_LUA, OUT_JSON, true, false, false },
+	{ TC_ROUTE_R_ASSISTANTS_SEARCH, TC_HTTP_POST, "assistants.search", K_LUA, OUT_JSON, false, false, false },
+	{ TC_ROUTE_R_ASSISTANT, TC_HTTP_GET, "assistants.get", K_LUA, OUT_JSON, false, false, false },
+	{ TC_ROUTE_R_ASSISTANT_GRAPH, TC_HTTP_GET, "assistants.graph", K_LUA, OUT_JSON, false, false, false },
+	{ TC_ROUTE_R_ASSISTANT_SCHEMAS, TC_HTTP_GET, "assistants.schemas", K_LUA, OUT_JSON, false, false, false },
+};
+
+static const struct rest_op *op_of(int route, unsigned method)
+{
+	for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)
+		if (ops[i].route == route && ops[i].method == method)
+			return &ops[i];
+	return NULL;
+}
+
+bool tc__rest_route(int route)
+{
+	return op_of(route, TC_HTTP_GET) || op_of(route, TC_HTTP_POST) || op_of(route, TC_HTTP_PUT) ||
+	       op_of(route, TC_HTTP_PATCH) || op_of(route, TC_HTTP_DELETE);
+}
+
+bool tc__rest_writes(int route, unsigned method)
+{
+	const struct rest_op *o = op_of(route, method);
+	return o && o->writes;
+}
+
+/* ==== the exchange ============================================================================ */
+
+struct tc_rest {
+	struct tc_server *srv;
+	struct tc_conn *conn;        /* NULL once the client is gone */
+	int refs;                    /* the conn (or the pending body) and each answer awaited */
+	const struct rest_op *op;
+	char thread[TC_THREAD_ID_MAX + 1];
+	char run_id[TC_ROUTE_VALUE_MAX + 1];
+	char path_json[1024];        /* {"thread_id":…, …}: the path's parameters */
+	cJSON *query;
+	cJSON *body;
+	char leid[128];              /* Last-Event-ID, "" when none */
+	char fresh_run[40], fresh_thread[40];
+	uint64_t after_seq;
+	/* the response */
+	enum rest_out out;
+	unsigned status;
+	char location[320], content_location[320];
+	struct tc_buf *saved;        /* K_CANCEL / K_COPY: the body to answer once the rest is done */
+	unsigned saved_status;
+	struct tc_runfmt *fmt;       /* a run's stream or wait */
+	struct tc_bridge_caller caller;
+};
+
+
+static void unref(struct tc_rest *r)
+{
+	if (--r->refs > 0)
+		return;
+	cJSON_Delete(r->query);
+	cJSON_Delete(r->body);
+	tc_buf_unref(r->saved);
+	if (r->fmt)
+		tc_runfmt_free(r->fmt);
+	free(r);
+}
+
+void tc__rest_conn_gone(struct tc_rest *r)
+{
+	if (!r)
+		return;
+	r->conn = NULL;
+	unref(r);
+}
+
+void tc__rest_drop(struct tc_rest *r)
+{
+	if (r)
+		unref(r);
+}
+
+static void uuid4(char out[40])
+{
+	unsigned char b[16];
+	if (getrandom(b, sizeof(b), 0) != (ssize_t)sizeof(b))
+		for (size_t i = 0; i < sizeof(b); i++)
+			b[i] = (unsigned char)rand();
+	b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
+	b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
+	snprintf(out, 40, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+		 b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+		 b[14], b[15]);
+}
+
+/* ==== answering ================================================================================== */
+
+/* Queues the whole JSON answer (the writeable callback sends it). */
+static void answer(struct tc_rest *r, unsigned status, const char *body, size_t len)
+{
+	struct tc_conn *c = r->conn;
+	if (!c)
+		return;
+	r->status = status;
+	r->out = OUT_JSON;
+	/* One whole answer, however large (a search's page): not subject to the stream queue's bound. */
+	tc_bufq_push(&c->out, tc_buf_copy(body, len));
+	tc__conn_request_write(c);
+}
+
+static void answer_detail(struct tc_rest *r, unsigned status, const char *detail)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "detail", detail);
+	char *s = cJSON_PrintUnformatted(o);
+	answer(r, status, s, strlen(s));
+	free(s);
+	cJSON_Delete(o);
+}
+
+static void answer_json(struct tc_rest *r, unsigned status, const cJSON *body)
+{
+	char *s = cJSON_PrintUnformatted(body);
+	answer(r, status, s, strlen(s));
+	free(s);
+}
+
+/* A member by its protocol name, in either spelling; a string one; a flag given as true, "true" or "1". */
+static const cJSON *field(const cJSON *o, const char *name)
+{
+	return tc_spell_get(o, name, TC_SPELL_021);
+}
+
+static const char *str_field(const cJSON *o, const char *name)
+{
+	const cJSON *v = field(o, name);
+	return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static bool truthy(const cJSON *v)
+{
+	return cJSON_IsTrue(v) ||
+	       (cJSON_IsString(v) && (!strcmp(v->valuestring, "true") || !strcmp(v->valuestring, "1")));
+}
+
+int tc__rest_writeable(struct tc_conn *c)
+{
+	struct tc_rest *r = c->rest;
+	const char *extra[] = { "location:", r->location[0] ? r->location : NULL, "content-location:",
+				r->content_location[0] ? r->content_location : NULL, NULL };
+
+	if (r->out == OUT_STREAM) {
+		if (!c->headers_sent) {
+			if (tc__http_head_x(c->wsi, 200, "text/event-stream", LWS_ILLEGAL_HTTP_CONTENT_LEN, extra))
+				return -1;
+			c->headers_sent = true;
+		}
+		return tc__sse_writeable(c);
+	}
+	c->want_write = false;
+	struct tc_buf *b = tc_bufq_pop(&c->out);
+	if (!b)
+		return c->close_code ? -1 : 0;
+	int rc = -1;
+	bool empty = r->status == 204;
+	if (!tc__http_head_x(c->wsi, r->status, "application/json", empty ? 0 : b->len, extra) &&
+	    (empty || lws_write(c->wsi, tc_buf_data(b), b->len, LWS_WRITE_HTTP_FINAL) == (int)b->len))
+		rc = 0;
+	tc_buf_unref(b);
+	return tc__http_exchange_over(c, rc);
+}
+
+/* ==== Redis calls ============================================================================ */
+
+typedef void reply_fn(struct tc_rest *r, redisReply *reply);
+
+struct call {
+	struct tc_rest *r;
+	reply_fn *fn;
+};
+
+static void on_reply(struct tc_redis *redis, redisReply *reply, void *priv)
+{
+	struct call *k = priv;
+	struct tc_rest *r = k->r;
+	reply_fn *fn = k->fn;
+	free(k);
+	if (r->conn)
+		fn(r, reply);
+	unref(r);
+}
+
+static void call(struct tc_rest *r, reply_fn *fn, const char *const *argv)
+{
+	struct call *k = tc_xmalloc(sizeof(*k));
+	*k = (struct call){ .r = r, .fn = fn };
+	r->refs++;
+	if (tc_redis_cmd(r->srv->redis, on_reply, k, argv)) {
+		free(k);
+		r->refs--;
+		answer_detail(r, 503, TC_MSG_REDIS_DOWN);
+	}
+}
+
+/* The function's arguments: path, query, body, fresh ids, after_seq. */
+static char *args_json(struct tc_rest *r)
+{
+	cJSON *a = cJSON_CreateObject();
+	cJSON *path = cJSON_Parse(r->path_json);
+	if (r->op->stateless)
+		cJSON_AddStringToObject(path, "thread_id", r->fresh_thread);
+	cJSON_AddItemToObject(a, "path", path);
+	cJSON_AddItemReferenceToObject(a, "query", r->query);
+	if (r->body)
+		cJSON_AddItemReferenceToObject(a, "body", r->body);
+	else
+		cJSON_AddNullToObject(a, "body");
+	cJSON *ids = cJSON_AddObjectToObject(a, "ids");
+	cJSON_AddStringToObject(ids, "run_id", r->fresh_run);
+	cJSON_AddStringToObject(ids, "thread_id", r->fresh_thread);
+	cJSON_AddNumberToObject(a, "after_seq", (double)r->after_seq);
+	if (r->op->stateless)
+		cJSON_AddTrueToObject(a, "stateless");
+	char *s = cJSON_PrintUnformatted(a);
+	cJSON_Delete(a);
+	return s;
+}
+
+static void fcall(struct tc_rest *r, const char *op, reply_fn *fn)
+{
+	char *args = args_json(r);
+	const char *argv[] = { "FCALL", r->op->store ? "threadcast_store" : "threadcast_rest", "1",
+			       r->op->store ? "{tc:store}" : "{tc:commands}", op, args, NULL };
+	call(r, fn, argv);
+	free(args);
+}
+
+/* The function's {status, body[, extra]}: 0, or -1 having answered 500. */
+static int parse_answer(struct tc_rest *r, redisReply *reply, unsigned *status, const char **body,
+			size_t *len)
+{
+	if (!reply || reply->type != REDIS_REPLY_ARRAY || reply->elements < 2 ||
+	    reply->element[0]->type != REDIS_REPLY_INTEGER || reply->element[1]->type != REDIS_REPLY_STRING) {
+		char msg[300];
+		snprintf(msg, sizeof(msg), "the REST function failed: %.250s",
+			 reply && reply->type == REDIS_REPLY_ERROR ? reply->str : "no answer");
+		if (!reply || reply->type != REDIS_REPLY_ERROR)
+			answer_detail(r, 503, TC_MSG_REDIS_DOWN);
+		else
+			answer_detail(r, 500, msg);
+		return -1;
+	}
+	*status = (unsigned)reply->element[0]->integer;
+	*body = reply->element[1]->str;
+	*len = reply->element[1]->len;
+	return 0;
+}
+
+static void lua_answered(struct tc_rest *r, redisReply *reply)
+{
+	unsigned status;
+	const char *body;
+	size_t len;
+	if (!parse_answer(r, reply, &status, &body, &len))
+		answer(r, status, body, len);
+}
+
+
+/* The run is over: a stream ends, a wait answers. */
+static void run_ended(struct tc_rest *r)
+{
+	struct tc_conn *c = r->conn;
+	if (!c)
+		return;
+	if (r->out == OUT_STREAM) {
+		tc__conn_close(c, TC_CONN_FLUSH, TC_CLOSE_GOING_AWAY, "the run ended");
+		return;
+	}
+	/* A wait: the run's last values (or its error), unless a cancel waits to answer its own.
+	 * (The session stays until the conn goes: this runs inside its fan-out.) */
+	if (r->saved) {
+		struct tc_buf *b = r->saved;
+		r->saved = NULL;
+		r->status = r->saved_status;
+		r->out = OUT_JSON;
+		tc_bufq_push(&c->out, b);
+		tc__conn_request_write(c);
+		return;
+	}
+	cJSON *body = tc_runfmt_result(r->fmt);
+	answer_json(r, 200, body);
+	cJSON_Delete(body);
+}
+
+/* An SSE event for the stream's client. */
+static void stream_emit(void *ctx, const char *text, size_t len)
+{
+	struct tc_rest *r = ctx;
+	if (r->conn)
+		tc__conn_send(r->conn, tc_buf_copy(text, len));
+}
+
+static void emit(struct tc_rest *r, const char *mode, const cJSON *data)
+{
+	size_t len;
+	char *text = tc_runfmt_sse(NULL, mode, NULL, data, &len);
+	stream_emit(r, text, len);
+	free(text);
+}
+
+/* ---- the session's transport hooks, for a run's stream or wait ---- */
+
+static void run_send(void *ctx, struct tc_buf *frame)
+{
+	struct tc_conn *c = ctx;
+	struct tc_rest *r = c->rest;
+	bool was_over = tc_runfmt_ended(r->fmt);
+	if (tc_runfmt_event(r->fmt, (const char *)tc_buf_data(frame), frame->len) && !was_over)
+		run_ended(r);
+	tc_buf_unref(frame);
+}
+
+static void run_started(void *ctx, bool restored, bool has_missed, uint64_t missed)
+{
+}
+
+static void run_close(void *ctx, int code, const char *reason)
+{
+	struct tc_conn *c = ctx;
+	struct tc_rest *r = c->rest;
+	if (r->out == OUT_STREAM) {
+		cJSON *e = cJSON_CreateObject();
+		cJSON_AddStringToObject(e, "error", "StreamError");
+		cJSON_AddStringToObject(e, "message", reason);
+		emit(r, "error", e);
+		cJSON_Delete(e);
+		tc__conn_close(c, TC_CONN_FLUSH, (enum tc_close)code, reason);
+	} else {
+		answer_detail(r, 503, reason);
+	}
+}
+
+static const struct tc_session_io run_io = {
+	.kind = TC_FRAME_WS,
+	.send = run_send,
+	.queued = tc__conn_io_queued,
+	.set_reading = tc__conn_io_set_reading,
+	.close = run_close,
+	.stream_started = run_started,
+};
+
+/* Last-Event-ID as one of runfmt.h's ids; 0 when absent, "-1" (from the start) or not one. */
+static uint64_t resume_id(const char *leid)
+{
+	char *end;
+	if (!leid[0] || leid[0] == '-')
+		return 0;
+	unsigned long long v = strtoull(leid, &end, 10);
+	return *end ? 0 : (uint64_t)v;
+}
+
+/*
+ * Follows run r->run_id of r->thread from the event after after_seq (or
+ * from where Last-Event-ID says): the same replay and fan-out as an SSE
+ * stream. A stream that starts at the beginning starts with "metadata",
+ * whose id comes before the run's first event's.
+ */
+static void follow_run(struct tc_rest *r, enum rest_out out, const cJSON *modes, bool subgraphs)
+{
+	struct tc_conn *c = r->conn;
+	struct tc_server *srv = r->srv;
+	struct tc_error err;
+
+	r->out = out;
+	uint64_t from = resume_id(r->leid), meta_id = r->after_seq * TC_RUNFMT_IDS + TC_RUNFMT_IDS - 1;
+	if (from <= meta_id)
+		from = 0;
+	/* A stream resumed after one of the run's own events is inside the run. */
+	r->fmt = tc_runfmt_new(r->run_id, r->thread, tc_runfmt_modes(modes), subgraphs, from != 0, from,
+			       out == OUT_STREAM ? stream_emit : NULL, r);
+	if (out == OUT_STREAM) {
+		c->kind = TC_CONN_SSE;
+		srv->nsse++;
+		snprintf(r->location, sizeof(r->location), "/threads/%s/runs/%s/stream", r->thread, r->run_id);
+	}
+	snprintf(r->content_location, sizeof(r->content_location), "/threads/%s/runs/%s", r->thread, r->run_id);
+	c->session = tc_session_new(srv->env, r->thread, &run_io, c);
+	tc_session_set_spelling(c->session, TC_SPELL_021);
+	cJSON *req = cJSON_CreateObject();
+	cJSON *ch = cJSON_AddArrayToObject(req, "channels");
+	static const char *const channels[] = { "values", "updates", "messages", "lifecycle", "input",
+						"checkpoints", "tasks", "custom" };
+	for (size_t i = 0; i < sizeof(channels) / sizeof(channels[0]); i++)
+		cJSON_AddItemToArray(ch, cJSON_CreateString(channels[i]));
+	/* since: the events after it; a resumed stream takes its last event again (skipping what was sent). */
+	uint64_t since = from ? from / TC_RUNFMT_IDS - 1 : r->after_seq;
+	cJSON_AddNumberToObject(req, "since", (double)since);
+	if (out == OUT_STREAM && !from) {
+		cJSON *meta = cJSON_CreateObject();
+		cJSON_AddStringToObject(meta, "run_id", r->run_id);
+		cJSON_AddStringToObject(meta, "thread_id", r->thread);
+		char id[32];
+		size_t len;
+		snprintf(id, sizeof(id), "%llu", (unsigned long long)meta_id);
+		char *text = tc_runfmt_sse(id, "metadata", NULL, meta, &len);
+		stream_emit(r, text, len);
+		free(text);
+		cJSON_Delete(meta);
+	}
+	if (tc_session_open_stream(c->session, req, NULL, &err)) {
+		cJSON_Delete(req);
+		r->out = OUT_JSON;
+		answer_detail(r, 422, err.message);
+		return;
+	}
+	cJSON_Delete(req);
+}
+
+/* ==== the flows ===================================================================================== */
+
+static void begin(struct tc_rest *r);
+
+/* runs.create answered: the response, or the run's stream or wait. */
+static void created(struct tc_rest *r, redisReply *reply)
+{
+	unsigned status;
+	const char *body;
+	size_t len;
+	if (parse_answer(r, reply, &status, &body, &len))
+		return;
+	cJSON *run = status == 200 ? cJSON_ParseWithLength(body, len) : NULL;
+	const char *rid = str_field(run, "run_id"), *tid = str_field(run, "thread_id");
+	if (!rid || !tid || strlen(rid) >= sizeof(r->run_id) || strlen(tid) >= sizeof(r->thread)) {
+		cJSON_Delete(run);
+		answer(r, status, body, len);
+		return;
+	}
+	snprintf(r->run_id, sizeof(r->run_id), "%s", rid);
+	snprintf(r->thread, sizeof(r->thread), "%s", tid);
+	cJSON_Delete(run);
+	if (r->op->out == OUT_JSON) {
+		snprintf(r->content_location, sizeof(r->content_location), "/threads/%s/runs/%s", r->thread,
+			 r->run_id);
+		answer(r, status, body, len);
+		return;
+	}
+	const cJSON *b = r->body;
+	follow_run(r, r->op->out, r->op->out == OUT_STREAM ? field(b, "stream_mode") : NULL,
+		   truthy(field(b, "stream_subgraphs")));
+}
+
+/* The thread's seq before the run: its events come after. */
+static void head_read(struct tc_rest *r, redisReply *reply)
+{
+	struct tc_store_meta m;
+	if (!reply || reply->type == REDIS_REPLY_ERROR || tc_store_meta_parse(reply, &m)) {
+		answer_detail(r, 503, TC_MSG_REDIS_DOWN);
+		return;
+	}
+	r->after_seq = m.seq;
+	fcall(r, "runs.create", created);
+}
+
+/* The run's record (thread_id, after_seq, kwargs, status): a stream or a wait of it. */
+static void run_read(struct tc_rest *r, redisReply *reply)
+{
+	if (!reply || reply->type != REDIS_REPLY_ARRAY || reply->elements < 4) {
+		answer_detail(r, 503, TC_MSG_REDIS_DOWN);
+		return;
+	}
+	redisReply **e = reply->element;
+	if (e[0]->type != REDIS_REPLY_STRING || strcmp(e[0]->str, r->thread)) {
+		if (r->saved) { /* a cancel whose run is gone already (rolled back) */
+			run_ended(r);
+			return;
+		}
+		answer_detail(r, 404, "Run not found");
+		return;
+	}
+	r->after_seq = e[1]->type == REDIS_REPLY_STRING ? strtoull(e[1]->str, NULL, 10) : 0;
+	cJSON *kwargs = e[2]->type == REDIS_REPLY_STRING ? cJSON_Parse(e[2]->str) : NULL;
+	const cJSON *q = cJSON_GetObjectItemCaseSensitive(r->query, "stream_mode");
+	bool subgraphs = truthy(field(kwargs, "stream_subgraphs")) ||
+			 truthy(cJSON_GetObjectItemCaseSensitive(r->query, "stream_subgraphs"));
+	enum rest_out out = r->saved ? OUT_WAIT : r->op->out;
+	follow_run(r, out, q ? q : field(kwargs, "stream_mode"), subgraphs);
+	cJSON_Delete(kwargs);
+}
+
+static void read_run(struct tc_rest *r)
+{
+	char key[TC_ROUTE_VALUE_MAX + 32];
+	snprintf(key, sizeof(key), "{tc:commands}:r:%s", r->run_id);
+	const char *argv[] = { "HMGET", key, "thread_id", "after_seq", "kwargs", "status", NULL };
+	call(r, run_read, argv);
+}
+
+/* runs.cancel answered; with wait, the answer waits for the run's end. */
+static void cancelled(struct tc_rest *r, redisReply *reply)
+{
+	unsigned status;
+	const char *body;
+	size_t len;
+	if (parse_answer(r, reply, &status, &body, &len))
+		return;
+	const cJSON *w = cJSON_GetObjectItemCaseSensitive(r->query, "wait");
+	if (status >= 300 || !truthy(w)) {
+		answer(r, status, body, len);
+		return;
+	}
+	r->saved = tc_buf_copy(body, len);
+	r->saved_status = status;
+	read_run(r);
+}
+
+/* ---- answers from workers ---- */
+
+static void worker_answer(struct tc_bridge_caller *caller, struct tc_buf *frame)
+{
+	struct tc_rest *r = TC_DLIST_ENTRY(caller, struct tc_rest, caller);
+	cJSON *f = cJSON_ParseWithLength((const char *)tc_buf_data(frame), frame->len);
+	tc_buf_unref(frame);
+	if (!r->conn) {
+		cJSON_Delete(f);
+		return;
+	}
+	const char *type = str_field(f, "type");
+	if (type && !strcmp(type, "success")) {
+		if (r->saved) { /* a copy: the new thread's record */
+			struct tc_buf *b = r->saved;
+			r->saved = NULL;
+			r->status = r->saved_status;
+			r->out = OUT_JSON;
+			tc_bufq_push(&r->conn->out, b);
+			tc__conn_request_write(r->conn);
+		} else {
+			const cJSON *res = cJSON_GetObjectItemCaseSensitive(f, "result");
+			if (res)
+				answer_json(r, 200, res);
+			else
+				answer(r, 200, "null", 4);
+		}
+	} else {
+		const char *code = str_field(f, "error"), *msg = str_field(f, "message");
+		unsigned status = 503;
+		if (code && (!strncmp(code, "no_such", 7) || !strcmp(code, "not_found")))
+			status = 404;
+		else if (code && !strcmp(code, "invalid_argument"))
+			status = 422;
+		else if (code && !strcmp(code, "not_supported"))
+			status = 501;
+		answer_detail(r, status, msg ? msg : "the worker could not answer");
+	}
+	cJSON_Delete(f);
+}
+
+static void worker_release(struct tc_bridge_caller *caller)
+{
+	unref(TC_DLIST_ENTRY(caller, struct tc_rest, caller));
+}
+
+/* What a worker method is asked, from the path, query and body. */
+static cJSON *worker_params(struct tc_rest *r, const char *method)
+{
+	cJSON *p = r->body && cJSON_IsObject(r->body) ? cJSON_Duplicate(r->body, true) : cJSON_CreateObject();
+	cJSON *path = cJSON_Parse(r->path_json);
+	const cJSON *it;
+	cJSON_ArrayForEach(it, r->query)
+		if (!cJSON_GetObjectItemCaseSensitive(p, it->string))
+			cJSON_AddItemToObject(p, it->string, cJSON_Duplicate(it, true));
+	const char *ck = str_field(path, "checkpoint_id");
+	if (ck)
+		cJSON_AddStringToObject(p, "checkpoint_id", ck);
+	if (!strcmp(method, "rest.copy"))
+		cJSON_AddStringToObject(p, "new_thread_id", r->fresh_thread);
+	cJSON_AddStringToObject(p, "thread_id", r->thread);
+	cJSON_Delete(path);
+	return p;
+}
+
+static void ask_worker(struct tc_rest *r, const char *method)
+{
+	struct tc_error err;
+	struct tc_bridge *b = r->srv->env->bridge;
+	if (!b) {
+		answer_detail(r, 501, "this gateway has no command bridge (--no-commands)");
+		return;
+	}
+	cJSON *params = worker_params(r, method);
+	r->caller = (struct tc_bridge_caller){ .sp = TC_SPELL_021, .answer = worker_answer,
+					       .release = worker_release };
+	r->refs++;
+	if (tc_bridge_submit_method(b, &r->caller, r->thread, method, params, &err)) {
+		r->refs--;
+		answer_detail(r, 503, err.message);
+	}
+	cJSON_Delete(params);
+}
+
+/* threads.get (K_WORKER) or threads.copy (K_COPY) answered: a worker goes on. */
+static void thread_checked(struct tc_rest *r, redisReply *reply)
+{
+	unsigned status;
+	const char *body;
+	size_t len;
+	if (parse_answer(r, reply, &status, &body, &len))
+		return;
+	if (status != 200) {
+		answer(r, status, body, len);
+		return;
+	}
+	if (r->op->kind == K_COPY) {
+		cJSON *t = cJSON_ParseWithLength(body, len);
+		const char *tid = str_field(t, "thread_id");
+		if (tid && strlen(tid) < sizeof(r->fresh_thread))
+			snprintf(r->fresh_thread, sizeof(r->fresh_thread), "%s", tid);
+		cJSON_Delete(t);
+		r->saved = tc_buf_copy(body, len);
+		r->saved_status = status;
+	}
+	ask_worker(r, r->op->kind == K_COPY ? "rest.copy" : r->op->op);
+}
+
+static void begin(struct tc_rest *r)
+{
+	struct tc_store_cmd head;
+	switch (r->op->kind) {
+	case K_LUA:
+		fcall(r, r->op->op, lua_answered);
+		return;
+	case K_CREATE:
+		if (r->op->stateless) {
+			snprintf(r->thread, sizeof(r->thread), "%s", r->fresh_thread);
+			r->after_seq = 0;
+			fcall(r, "runs.create", created);
+			return;
+		}
+		tc_store_read_head(&head, r->thread);
+		call(r, head_read, head.argv);
+		return;
+	case K_JOIN:
+		read_run(r);
+		return;
+	case K_CANCEL:
+		fcall(r, "runs.cancel", cancelled);
+		return;
+	case K_WORKER:
+		fcall(r, "threads.get", thread_checked);
+		return;
+	case K_COPY:
+		fcall(r, "threads.copy", thread_checked);
+		return;
+	}
+}
+
+/* ==== the request ==================================================================================== */
+
+/* The query string as an object: name → value, or [values] when repeated. */
+static cJSON *query_of(struct lws *wsi)
+{
+	cJSON *q = cJSON_CreateObject();
+	char buf[QUERY_ARG_MAX];
+	for (int i = 0; i < QUERY_ARGS_MAX; i++) {
+		int n = lws_hdr_copy_fragment(wsi, buf, sizeof(buf), WSI_TOKEN_HTTP_URI_ARGS, i);
+		if (n < 0)
+			break;
+		char *eq = strchr(buf, '=');
+		const char *v = eq ? eq + 1 : "";
+		if (eq)
+			*eq = '\0';
+		if (!*buf || !strcmp(buf, "access_token"))
+			continue;
+		cJSON *old = cJSON_GetObjectItemCaseSensitive(q, buf);
+		if (!old) {
+			cJSON_AddStringToObject(q, buf, v);
+		} else if (cJSON_IsArray(old)) {
+			cJSON_AddItemToArray(old, cJSON_CreateString(v));
+		} else {
+			cJSON *arr = cJSON_CreateArray();
+			cJSON_AddItemToArray(arr, cJSON_CreateString(old->valuestring));
+			cJSON_AddItemToArray(arr, cJSON_CreateString(v));
+			cJSON_ReplaceItemInObjectCaseSensitive(q, buf, arr);
+		}
+	}
+	return q;
+}
+
+
+/* Takes the connection: the exchange's answer goes out through tc__rest_writeable. */
+static int start(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss, struct tc_rest *r)
+{
+	int admitted = tc__http_refuse_if_full(srv, wsi);
+	if (admitted != 1) {
+		unref(r);
+		return admitted;
+	}
+	if (!tc_redis_cmd_up(srv->redis)) {
+		unref(r);
+		return tc__http_error(wsi, 503, "unavailable", TC_MSG_REDIS_DOWN);
+	}
+	struct tc_conn *c = tc__conn_new(srv, wsi, TC_CONN_QUERY, r->thread, NULL, TC_SPELL_021);
+	c->rest = r; /* the reference the request held */
+	r->conn = c;
+	pss->conn = c;
+	begin(r);
+	return 0;
+}
+
+int tc__rest_request(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss, int route,
+		     unsigned method, const struct tc_route_match *m, const struct tc_grant *g,
+		     struct tc_rest **pending)
+{
+	const struct rest_op *op = op_of(route, method);
+	*pending = NULL;
+	if (!op)
+		return tc__http_error(wsi, 405, "method_not_allowed", "this method is not served here");
+	struct tc_rest *r = tc_xcalloc(1, sizeof(*r));
+	r->srv = srv;
+	r->refs = 1;
+	r->op = op;
+	cJSON *path = cJSON_CreateObject();
+	for (size_t i = 0; i < m->nparams; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "%.*s", (int)m->params[i].name_len, m->params[i].name);
+		cJSON_AddStringToObject(path, name, m->params[i].value);
+		if (!strcmp(name, "thread_id"))
+			snprintf(r->thread, sizeof(r->thread), "%s", m->params[i].value);
+		else if (!strcmp(name, "run_id"))
+			snprintf(r->run_id, sizeof(r->run_id), "%s", m->params[i].value);
+	}
+	char *pj = cJSON_PrintUnformatted(path);
+	snprintf(r->path_json, sizeof(r->path_json), "%s", pj);
+	free(pj);
+	cJSON_Delete(path);
+	r->query = query_of(wsi);
+	char leid[128];
+	if (tc__sse_last_event_id(wsi, leid, sizeof(leid)))
+		snprintf(r->leid, sizeof(r->leid), "%s", leid);
+	uuid4(r->fresh_run);
+	uuid4(r->fresh_thread);
+	(void)g;
+	if (method == TC_HTTP_POST || method == TC_HTTP_PUT || method == TC_HTTP_PATCH ||
+	    (method == TC_HTTP_DELETE && op->store)) {
+		*pending = r;
+		return 0;
+	}
+	return start(srv, wsi, pss, r);
+}
+
+int tc__rest_body(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss, struct tc_rest *r,
+		  const char *data, size_t len)
+{
+	size_t i = 0;
+	while (i < len && (data[i] == ' ' || data[i] == '\n' || data[i] == '\r' || data[i] == '\t'))
+		i++;
+	if (i < len) {
+		r->body = cJSON_ParseWithLength(data, len);
+		if (!r->body) {
+			unref(r);
+			return tc__http_error(wsi, 422, "invalid_argument", "the body is not valid JSON");
+		}
+	}
+	return start(srv, wsi, pss, r);
+}

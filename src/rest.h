@@ -1,0 +1,56 @@
+/*
+ * rest.h — internal to the server: the Agent Protocol's REST API, as
+ * @langchain/langgraph-sdk's Client calls it (threads, runs, store,
+ * assistants; router.h's R_* routes).
+ *
+ * The records and their rules live in Redis (threadcast.lua's threadcast_rest
+ * and threadcast_store): one FCALL per request, whose {status, body} is the
+ * answer. The gateway adds what only it can do: fresh ids, the thread's seq
+ * before a run (so the run's events can be found), run streams and waits
+ * made from the thread's protocol events (the same replay and fan-out as
+ * every other stream, so they resume on any instance), and the requests only
+ * a worker can answer (a thread's state at a checkpoint, its history, state
+ * updates, copies) through the command bridge.
+ *
+ * An exchange is a tc_rest owned by its connection (conn->rest) and by each
+ * Redis reply or bridge answer it waits for; the last of them frees it.
+ */
+#ifndef TC_REST_H
+#define TC_REST_H
+
+#include <cjson/cJSON.h>
+
+#include "conn.h"
+#include "router.h"
+
+struct tc_rest;
+
+/**
+ * LWS_CALLBACK_HTTP for an R_* route (access already checked, thread routes
+ * for their thread, the others for every thread): captures what the request
+ * says (path parameters, query, Last-Event-ID) and either starts at once or,
+ * for a method with a body, returns the exchange for tc__rest_body(). Returns
+ * what the callback returns; *pending is set when a body is expected.
+ */
+int tc__rest_request(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss, int route,
+		     unsigned method, const struct tc_route_match *m, const struct tc_grant *g,
+		     struct tc_rest **pending);
+
+/** The body of a pending exchange is complete: starts it (taking it over). */
+int tc__rest_body(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss, struct tc_rest *r,
+		  const char *data, size_t len);
+
+/** A pending exchange whose body never completed. */
+void tc__rest_drop(struct tc_rest *r);
+
+/** Whether the route is the REST API's (and which need the "commands" right). */
+bool tc__rest_route(int route);
+bool tc__rest_writes(int route, unsigned method);
+
+/** LWS_CALLBACK_HTTP_WRITEABLE for a REST exchange. -1: close. */
+int tc__rest_writeable(struct tc_conn *c);
+
+/** The connection is being destroyed: the exchange forgets it. */
+void tc__rest_conn_gone(struct tc_rest *r);
+
+#endif

@@ -1,0 +1,84 @@
+/*
+ * runfmt.h — one run's protocol events as the Agent Protocol's run stream:
+ * the Server-Sent Events @langchain/langgraph-sdk's runs.stream and
+ * runs.joinStream parse, in the stream modes the client asked for. Pure:
+ * event frames in (the WebSocket frames of protocol 0.0.21, in seq order),
+ * SSE text out through a callback, with the little state a stream needs.
+ *
+ * Which events are the run's: those from the root lifecycle "started" whose
+ * run_id is the run's, to the run's end (the root lifecycle "completed",
+ * "failed" or "interrupted", or another run's "started"). A stream resumed
+ * after one of the run's own event ids starts inside the run.
+ *
+ * The modes: values (the root's values events; "__interrupt__" added at an
+ * interrupt), updates ({node: values}; {"__interrupt__": […]} at an
+ * interrupt), messages / messages-tuple ([message chunk, metadata] pairs
+ * assembled from the messages channel's content blocks: text deltas and tool
+ * call chunks), custom (the payload), tasks, checkpoints (the data as it
+ * is). Subgraph events (a non-empty namespace) only with subgraphs, named
+ * "<mode>|<ns1>|<ns2>". A failed run ends with an "error" event; every run's
+ * stream ends with "end" (the SDK then knows the run is over). debug and
+ * events are not produced.
+ *
+ * Ids. Every event has one, an integer: the seq of the protocol event it
+ * came from times TC_RUNFMT_IDS, plus its place among the events that one
+ * made. They increase, one per event, and a stream resumed from one
+ * (Last-Event-ID) starts with the protocol event seq = id / TC_RUNFMT_IDS,
+ * skipping the outputs of it that were sent.
+ */
+#ifndef TC_RUNFMT_H
+#define TC_RUNFMT_H
+
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/** Stream mode bits (tc_runfmt_modes). */
+enum {
+	TC_MODE_VALUES = 1 << 0,
+	TC_MODE_UPDATES = 1 << 1,
+	TC_MODE_MESSAGES = 1 << 2,
+	TC_MODE_CUSTOM = 1 << 3,
+	TC_MODE_TASKS = 1 << 4,
+	TC_MODE_CHECKPOINTS = 1 << 5,
+	TC_MODE_DEBUG = 1 << 6,
+};
+
+/** Ids per protocol event (see above). */
+#define TC_RUNFMT_IDS 8
+
+/** Receives one SSE event's text ("id: …\nevent: …\ndata: …\n\n"). */
+typedef void tc_runfmt_emit(void *ctx, const char *text, size_t len);
+
+struct tc_runfmt;
+
+/**
+ * A run's formatter. emit NULL: nothing is emitted, the run is only followed
+ * (a wait: tc_runfmt_result). in_run: the first event is inside the run.
+ * resume_id: the last id the client has (0: none).
+ */
+struct tc_runfmt *tc_runfmt_new(const char *run_id, const char *thread_id, unsigned modes, bool subgraphs,
+				bool in_run, uint64_t resume_id, tc_runfmt_emit *emit, void *ctx);
+void tc_runfmt_free(struct tc_runfmt *f);
+
+/** stream_mode (a string, an array of them, or NULL: values) as mode bits. */
+unsigned tc_runfmt_modes(const cJSON *stream_mode);
+
+/** Takes one event frame; true once the run has ended (later frames are ignored). */
+bool tc_runfmt_event(struct tc_runfmt *f, const char *frame, size_t len);
+
+/** Whether the run has ended. */
+bool tc_runfmt_ended(const struct tc_runfmt *f);
+
+/**
+ * What a wait answers (new object): the run's last root values, with
+ * "__interrupt__" when it stopped at interrupts, or {"__error__": {error,
+ * message}} when it failed.
+ */
+cJSON *tc_runfmt_result(const struct tc_runfmt *f);
+
+/** One SSE event (new text, *len bytes): id may be NULL, ns "" or NULL for none. */
+char *tc_runfmt_sse(const char *id, const char *mode, const char *ns, const cJSON *data, size_t *len);
+
+#endif

@@ -1,0 +1,245 @@
+/* Unit tests: runfmt.c — a run's protocol events as the SDK's run stream. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runfmt.h"
+#include "util.h"
+
+/* What a formatter emitted, one SSE event after the other. */
+struct sink {
+	char text[16384];
+	size_t len;
+	int events;
+};
+
+static void collect(void *ctx, const char *text, size_t len)
+{
+	struct sink *s = ctx;
+	assert_true(s->len + len < sizeof(s->text));
+	memcpy(s->text + s->len, text, len);
+	s->len += len;
+	s->text[s->len] = '\0';
+	s->events++;
+}
+
+static int seq;
+
+/* Feeds one event as the gateway frames it (0.0.21 spelling). */
+static bool feed(struct tc_runfmt *f, const char *method, const char *ns, const char *params_rest)
+{
+	char frame[4096];
+	seq++;
+	int n = snprintf(frame, sizeof(frame),
+			 "{\"type\":\"event\",\"event_id\":\"ep:%d\",\"seq\":%d,\"method\":\"%s\",\"params\":"
+			 "{\"namespace\":%s,\"timestamp\":1,%s}}",
+			 seq, seq, method, ns, params_rest);
+	return tc_runfmt_event(f, frame, (size_t)n);
+}
+
+static struct tc_runfmt *fmt(struct sink *s, const char *modes, bool subgraphs, bool in_run)
+{
+	cJSON *m = cJSON_Parse(modes);
+	struct tc_runfmt *f = tc_runfmt_new("r1", "t1", tc_runfmt_modes(m), subgraphs, in_run, 0, s ? collect : NULL, s);
+	cJSON_Delete(m);
+	seq = 0;
+	return f;
+}
+
+static void modes(void **state)
+{
+	cJSON *v = cJSON_Parse("[\"values\",\"messages-tuple\",\"nope\"]");
+	assert_int_equal(tc_runfmt_modes(v), TC_MODE_VALUES | TC_MODE_MESSAGES);
+	cJSON_Delete(v);
+	v = cJSON_Parse("\"updates\"");
+	assert_int_equal(tc_runfmt_modes(v), TC_MODE_UPDATES);
+	cJSON_Delete(v);
+	assert_int_equal(tc_runfmt_modes(NULL), TC_MODE_VALUES);
+}
+
+/* Only the run's own events: after its root started, up to its end. */
+static void only_the_run(void **state)
+{
+	struct sink s = { 0 };
+	struct tc_runfmt *f = fmt(&s, "[\"values\"]", false, false);
+	assert_false(feed(f, "values", "[]", "\"data\":{\"n\":0}"));                 /* an earlier run */
+	assert_false(feed(f, "lifecycle", "[]", "\"data\":{\"event\":\"started\",\"run_id\":\"r0\"}"));
+	assert_false(feed(f, "values", "[]", "\"data\":{\"n\":1}"));
+	assert_int_equal(s.events, 0);
+	assert_false(feed(f, "lifecycle", "[]", "\"data\":{\"event\":\"started\",\"run_id\":\"r1\"}"));
+	assert_false(feed(f, "values", "[]", "\"data\":{\"n\":2}"));
+	assert_false(feed(f, "values", "[\"sub:1\"]", "\"data\":{\"n\":3}"));        /* no subgraphs */
+	assert_true(feed(f, "lifecycle", "[]", "\"data\":{\"event\":\"completed\"}"));
+	assert_true(feed(f, "values", "[]", "\"data\":{\"n\":4}"));                  /* after: ignored */
+	assert_string_equal(s.text, "id: 40\nevent: values\ndata: {\"n\":2}\n\n"
+				    "id: 56\nevent: end\ndata: null\n\n");
+	cJSON *res = tc_runfmt_result(f);
+	char *j = cJSON_PrintUnformatted(res);
+	assert_string_equal(j, "{\"n\":2}");
+	free(j);
+	cJSON_Delete(res);
+	tc_runfmt_free(f);
+}
+
+/* Another run's start ends ours (a resumed stream that began inside it). */
+static void next_run_ends_it(void **state)
+{
+	struct sink s = { 0 };
+	struct tc_runfmt *f = fmt(&s, "[\"values\"]", false, true);
+	assert_false(feed(f, "values", "[]", "\"data\":{\"n\":1}"));
+	assert_true(feed(f, "lifecycle", "[]", "\"data\":{\"event\":\"started\",\"runId\":\"r2\"}"));
+	assert_true(tc_runfmt_ended(f));
+	assert_int_equal(s.events, 1);
+	tc_runfmt_free(f);
+}
+
+static void updates_custom_subgraphs(void **state)
+{
+	struct sink s = { 0 };
+	struct tc_runfmt *f = fmt(&s, "[\"updates\",\"custom\"]", true, true);
+	feed(f, "updates", "[]", "\"data\":{\"node\":\"agent\",\"values\":{\"k\":1}}");
+	feed(f, "updates", "[\"tools:7\",\"inner\"]", "\"data\":{\"values\":{\"k\":2}}");
+	feed(f, "custom", "[]", "\"data\":{\"name\":\"x\",\"payload\":{\"p\":true}}");
+	feed(f, "values", "[]", "\"data\":{\"n\":1}"); /* not asked for */
+	assert_string_equal(s.text, "id: 8\nevent: updates\ndata: {\"agent\":{\"k\":1}}\n\n"
+				    "id: 16\nevent: updates|tools:7|inner\ndata: {\"k\":2}\n\n"
+				    "id: 24\nevent: custom\ndata: {\"p\":true}\n\n");
+	tc_runfmt_free(f);
+}
+
+/* Messages channel content blocks become [chunk, metadata] pairs. */
+static void message_tuples(void **state)
+{
+	struct sink s = { 0 };
+	struct tc_runfmt *f = fmt(&s, "[\"messages-tuple\"]", false, true);
+	feed(f, "messages", "[]", "\"node\":\"agent\",\"data\":{\"event\":\"message-start\",\"role\":\"ai\",\"id\":\"m1\"}");
+	feed(f, "messages", "[]", "\"data\":{\"event\":\"content-block-start\",\"index\":0,\"content\":{\"type\":\"text\",\"text\":\"\"}}");
+	feed(f, "messages", "[]", "\"data\":{\"event\":\"content-block-delta\",\"index\":0,\"delta\":{\"type\":\"text-delta\",\"text\":\"Hel\"}}");
+	feed(f, "messages", "[]", "\"data\":{\"event\":\"content-block-delta\",\"index\":0,\"delta\":{\"type\":\"text-delta\",\"text\":\"lo\"}}");
+	feed(f, "messages", "[]", "\"data\":{\"event\":\"content-block-finish\",\"index\":0,\"content\":{\"type\":\"text\",\"text\":\"Hello\"}}");
+	feed(f, "messages", "[]", "\"data\":{\"event\":\"content-block-finish\",\"index\":1,\"content\":{\"type\":\"tool_call\",\"id\":\"c1\",\"name\":\"search\",\"args\":{\"q\":\"x\"}}}");
+	feed(f, "messages", "[]", "\"data\":{\"event\":\"message-finish\"}");
+	/* three chunks: "Hel", "lo" (the finished text is not sent again), the tool call */
+	assert_int_equal(s.events, 3);
+	char *p = s.text;
+	assert_non_null(strstr(p, "event: messages\ndata: [{\"content\":\"Hel\""));
+	assert_non_null(strstr(p, "\"type\":\"AIMessageChunk\""));
+	assert_non_null(strstr(p, "\"id\":\"m1\""));
+	assert_non_null(strstr(p, "{\"langgraph_node\":\"agent\",\"langgraph_checkpoint_ns\":\"\",\"run_id\":\"r1\",\"thread_id\":\"t1\""));
+	assert_non_null(strstr(p, "\"tool_call_chunks\":[{\"type\":\"tool_call_chunk\",\"id\":\"c1\",\"name\":\"search\",\"args\":\"{\\\"q\\\":\\\"x\\\"}\",\"index\":1}]"));
+	tc_runfmt_free(f);
+}
+
+/* A tool message given whole at its finish still goes out once. */
+static void whole_tool_message(void **state)
+{
+	struct sink s = { 0 };
+	struct tc_runfmt *f = fmt(&s, "[\"messages\"]", false, true);
+	feed(f, "messages", "[]", "\"data\":{\"event\":\"message-start\",\"role\":\"tool\",\"id\":\"m2\",\"tool_call_id\":\"c1\"}");
+	feed(f, "messages", "[]", "\"data\":{\"event\":\"content-block-finish\",\"index\":0,\"content\":{\"type\":\"text\",\"text\":\"42\"}}");
+	assert_int_equal(s.events, 1);
+	assert_non_null(strstr(s.text, "\"content\":\"42\""));
+	assert_non_null(strstr(s.text, "\"type\":\"tool\""));
+	assert_non_null(strstr(s.text, "\"tool_call_id\":\"c1\""));
+	tc_runfmt_free(f);
+}
+
+/* An interrupt shows in values and updates as "__interrupt__", and in the wait's result. */
+static void interrupts(void **state)
+{
+	struct sink s = { 0 };
+	struct tc_runfmt *f = fmt(&s, "[\"values\",\"updates\"]", false, true);
+	feed(f, "values", "[]", "\"data\":{\"n\":1}");
+	feed(f, "input.requested", "[]", "\"data\":{\"interrupt_id\":\"i1\",\"payload\":{\"ask\":\"ok?\"}}");
+	assert_true(feed(f, "lifecycle", "[]", "\"data\":{\"event\":\"interrupted\"}"));
+	assert_non_null(strstr(s.text, "event: updates\ndata: {\"__interrupt__\":[{\"value\":{\"ask\":\"ok?\"},\"id\":\"i1\"}]}"));
+	assert_non_null(strstr(s.text, "event: values\ndata: {\"n\":1,\"__interrupt__\":[{\"value\":{\"ask\":\"ok?\"},\"id\":\"i1\"}]}"));
+	cJSON *res = tc_runfmt_result(f);
+	char *j = cJSON_PrintUnformatted(res);
+	assert_string_equal(j, "{\"n\":1,\"__interrupt__\":[{\"value\":{\"ask\":\"ok?\"},\"id\":\"i1\"}]}");
+	free(j);
+	cJSON_Delete(res);
+	tc_runfmt_free(f);
+}
+
+/* A failed run: an error event, and the wait's __error__. */
+static void failure(void **state)
+{
+	struct sink s = { 0 };
+	struct tc_runfmt *f = fmt(&s, "[\"values\"]", false, true);
+	assert_true(feed(f, "lifecycle", "[]", "\"data\":{\"event\":\"failed\",\"error\":\"boom\"}"));
+	assert_string_equal(s.text, "id: 8\nevent: error\ndata: {\"error\":\"Error\",\"message\":\"boom\"}\n\n"
+				    "id: 9\nevent: end\ndata: null\n\n");
+	cJSON *res = tc_runfmt_result(f);
+	char *j = cJSON_PrintUnformatted(res);
+	assert_string_equal(j, "{\"__error__\":{\"error\":\"Error\",\"message\":\"boom\"}}");
+	free(j);
+	cJSON_Delete(res);
+	tc_runfmt_free(f);
+}
+
+/* A subgraph's lifecycle end is not the run's; a wait emits nothing but follows. */
+static void subgraph_end_and_wait(void **state)
+{
+	struct tc_runfmt *f = fmt(NULL, "null", false, true);
+	assert_false(feed(f, "lifecycle", "[\"sub:1\"]", "\"data\":{\"event\":\"completed\"}"));
+	assert_false(feed(f, "values", "[]", "\"data\":{\"done\":true}"));
+	assert_true(feed(f, "lifecycle", "[]", "\"data\":{\"event\":\"completed\"}"));
+	cJSON *res = tc_runfmt_result(f);
+	assert_true(cJSON_IsTrue(cJSON_GetObjectItem(res, "done")));
+	cJSON_Delete(res);
+	tc_runfmt_free(f);
+}
+
+/* Resumed from an id: that event's outputs up to it are not sent again. */
+static void resume_within_an_event(void **state)
+{
+	struct sink s = { 0 };
+	cJSON *m = cJSON_Parse("[\"values\",\"updates\"]");
+	/* id 16 = the first output of seq 2 (the interrupt's updates) was received */
+	struct tc_runfmt *f = tc_runfmt_new("r1", "t1", tc_runfmt_modes(m), false, true, 16, collect, &s);
+	cJSON_Delete(m);
+	seq = 1;
+	feed(f, "input.requested", "[]", "\"data\":{\"interrupt_id\":\"i1\",\"payload\":1}");
+	assert_int_equal(s.events, 1);
+	assert_true(strncmp(s.text, "id: 17\nevent: values\n", 21) == 0);
+	tc_runfmt_free(f);
+}
+
+/* Garbage in: ignored, nothing emitted, nothing leaked. */
+static void garbage(void **state)
+{
+	struct sink s = { 0 };
+	struct tc_runfmt *f = fmt(&s, "[\"values\",\"messages\"]", true, true);
+	static const char *const bad[] = { "", "{", "[]", "{\"method\":1}", "{\"method\":\"values\"}",
+					   "{\"method\":\"values\",\"params\":{\"namespace\":{}}}",
+					   "{\"method\":\"messages\",\"params\":{\"namespace\":[],\"data\":{\"event\":\"content-block-delta\"}}}",
+					   "{\"method\":\"lifecycle\",\"params\":{\"namespace\":[],\"data\":{\"event\":5}}}" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		assert_false(tc_runfmt_event(f, bad[i], strlen(bad[i])));
+	assert_int_equal(s.events, 0);
+	tc_runfmt_free(f);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(modes),
+		cmocka_unit_test(only_the_run),
+		cmocka_unit_test(next_run_ends_it),
+		cmocka_unit_test(updates_custom_subgraphs),
+		cmocka_unit_test(message_tuples),
+		cmocka_unit_test(whole_tool_message),
+		cmocka_unit_test(interrupts),
+		cmocka_unit_test(failure),
+		cmocka_unit_test(subgraph_end_and_wait),
+		cmocka_unit_test(resume_within_an_event),
+		cmocka_unit_test(garbage),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
