@@ -379,3 +379,60 @@ test('search examines at most 10,000 items of its prefix', async () => {
   // Namespaces likewise scan at most 10,000 namespaces: one here.
   assert.deepEqual((await namespaces({ prefix: ['big'] }))[1].namespaces, [['big']]);
 });
+
+// What the gateway does, at its smallest: route, query string (repeated
+// keys as arrays), parsed body, one FCALL, the reply written back. Enough for
+// @langchain/langgraph-sdk's Client.store to drive the function with the
+// requests it really makes.
+async function storeAdapter() {
+  const { createServer } = await import('node:http');
+  const routes = {
+    'PUT /store/items': 'store.put', 'GET /store/items': 'store.get', 'DELETE /store/items': 'store.delete',
+    'POST /store/items/search': 'store.search', 'POST /store/namespaces': 'store.namespaces',
+  };
+  const server = createServer(async (req, res) => {
+    const url = new URL(req.url, 'http://x');
+    const op = routes[`${req.method} ${url.pathname}`];
+    const chunks = [];
+    for await (const c of req) chunks.push(c);
+    const query = {};
+    for (const [k, v] of url.searchParams) query[k] = k in query ? [].concat(query[k], v) : v;
+    const text = Buffer.concat(chunks).toString();
+    const r = await rc.cmd('FCALL', 'threadcast_store', 1, '{tc:store}', op,
+      JSON.stringify({ query, body: text ? JSON.parse(text) : null }));
+    res.writeHead(r[0], r[1] ? { 'content-type': 'application/json' } : {});
+    res.end(r[1]);
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  return server;
+}
+
+test('the SDK Client.store against the function: put, get, search, listNamespaces, delete, and its errors', async () => {
+  const { Client } = await import('@langchain/langgraph-sdk');
+  const server = await storeAdapter();
+  try {
+    const client = new Client({ apiUrl: `http://127.0.0.1:${server.address().port}`, callerOptions: { maxRetries: 0 } });
+    const ns = ['sdk', 'user-7'];
+    assert.equal(await client.store.putItem(ns, 'profile', { name: 'Ada', langs: ['en', 'fr'], n: 3 }), undefined);
+    await client.store.putItem(ns, 'session', { name: 'S', n: 9 }, { ttl: 5, index: false });
+    await client.store.putItem(['sdk', 'user-8'], 'profile', { name: 'Bob', n: 1 });
+    const item = await client.store.getItem(ns, 'profile', { refreshTtl: false });
+    assert.deepEqual(item.namespace, ns);
+    assert.deepEqual(item.value, { name: 'Ada', langs: ['en', 'fr'], n: 3 });
+    assert.equal(item.createdAt, item.created_at);
+    assert.match(item.updatedAt, ISO);
+    const found = await client.store.searchItems(['sdk'], { filter: { n: { $gte: 3 } }, query: 'ignored' });
+    assert.deepEqual(found.items.map((i) => i.key), ['profile', 'session']);
+    const page = await client.store.searchItems(['sdk'], { limit: 1, offset: 2 });
+    assert.deepEqual(page.items.map((i) => i.namespace), [['sdk', 'user-8']]);
+    assert.deepEqual(await client.store.listNamespaces({ prefix: ['sdk'] }), { namespaces: [['sdk', 'user-7'], ['sdk', 'user-8']] });
+    assert.deepEqual(await client.store.listNamespaces({ prefix: ['sdk'], maxDepth: 1 }), { namespaces: [['sdk']] });
+    assert.deepEqual(await client.store.listNamespaces({ suffix: ['user-8'] }), { namespaces: [['sdk', 'user-8']] });
+    await client.store.deleteItem(ns, 'profile');
+    await assert.rejects(client.store.getItem(ns, 'profile'), /404.*no item with key \\"profile\\" in namespace/s);
+    await assert.rejects(client.store.putItem(['sdk', ''], 'k', {}), /422.*namespace\[1\] is empty/s);
+    await assert.rejects(client.store.searchItems(['sdk'], { limit: 5000 }), /422.*limit must be an integer from 1 to 1000/s);
+  } finally {
+    server.close();
+  }
+});
