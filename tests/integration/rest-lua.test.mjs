@@ -131,6 +131,17 @@ test('threads: create, get, patch, delete; ids, timestamps, metadata kept as sen
   assert.equal(await rc.cmd('ZSCORE', `${K}:threads`, tid), null);
 });
 
+test('args may be laid out with any whitespace; keys with escapes are read', async () => {
+  const tid = uid('ws');
+  const args = { body: { thread_id: tid, metadata: { 'a\"b': [ ], 'c\\d': { e: 'f,}]' }, '\u00e9': 1 } }, ids: { thread_id: 'x' } };
+  const r = await rc.cmd('FCALL', 'threadcast_rest', 1, K, 'threads.create', JSON.stringify(args, null, 3).replace(/\[\]/g, '[ \n ]'));
+  assert.equal(r[0], 200, r[1]);
+  assert.deepEqual(JSON.parse(r[1]).metadata, { 'a"b': [], 'c\\d': { e: 'f,}]' }, 'é': 1 });
+  const p = await call('threads.patch', { path: { thread_id: tid }, body: { metadata: { 'a"b': 2 } } });
+  assert.deepEqual(p.body.metadata, { 'a"b': 2, 'c\\d': { e: 'f,}]' }, 'é': 1 }, 'a key with an escape is the same key');
+  await refused('threads.create', { body: [], ids: { thread_id: uid('ws') } }, 422, /^the request body must be a JSON object$/);
+});
+
 test('ISO timestamps are right across dates (leap days, year ends, far future)', async () => {
   for (const ms of [0, 951782400000, 951868799999, 1709164800000, 1735689599999, 4102444800000, 253402300799999, 32503680000001]) {
     const r = await call('threads.create', { body: {}, ids: { thread_id: uid('iso') }, now: ms });
