@@ -1,0 +1,692 @@
+// The Agent Protocol REST API's records (issue 17) as the gateway and the
+// workers reach them: FCALL threadcast_rest against a real redis-server with
+// protocol/redis/threadcast.lua loaded, no gateway. Every op, what it stores,
+// the rest.run / rest.cancel entries it hands to workers, the multitask
+// strategies, thread statuses, stateless runs, search, bad input and TTLs.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { startRedis, stopAll, redisClient, repoRoot, sleep } from './lib/harness.mjs';
+
+let redis, rc;
+before(async () => {
+  redis = await startRedis();
+  rc = redisClient(redis.port);
+  const lib = readFileSync(path.join(repoRoot, 'protocol/redis/threadcast.lua'), 'utf8');
+  assert.equal(await rc.cmd('FUNCTION', 'LOAD', 'REPLACE', lib), 'threadcast');
+});
+after(async () => {
+  rc.close();
+  await stopAll();
+  await redis.cleanup();
+});
+
+const K = '{tc:commands}';
+
+/** One op: {status, body (parsed, null for ""), extra (parsed or undefined)}. */
+async function call(op, args) {
+  const r = await rc.cmd('FCALL', 'threadcast_rest', 1, K, op, JSON.stringify(args));
+  if (r instanceof Error) throw r;
+  return { status: r[0], body: r[1] === '' ? null : JSON.parse(r[1]), extra: r[2] === undefined ? undefined : JSON.parse(r[2]) };
+}
+/** An op that must fail with status and a detail matching re. */
+async function refused(op, args, status, re) {
+  const r = await call(op, args);
+  assert.equal(r.status, status, `${op} ${JSON.stringify(args)} → ${JSON.stringify(r.body)}`);
+  assert.deepEqual(Object.keys(r.body), ['detail']);
+  assert.match(r.body.detail, re);
+  return r;
+}
+let n = 0;
+const uid = (p) => `${p}-${++n}`;
+const register = (a, worker = 'w1', live = 60000) =>
+  rc.cmd('FCALL', 'threadcast_register', 2, `${K}:w:${a}`, `${K}:assistants`, a, worker, live);
+/** A stream's entries: [{id, thread, method, params (parsed), corr, reply, deadline}]. */
+async function entries(stream) {
+  const rows = await rc.cmd('XRANGE', stream, '-', '+');
+  return rows.map(([id, f]) => {
+    const e = { id };
+    for (let i = 0; i < f.length; i += 2) e[f[i]] = f[i + 1];
+    e.params = JSON.parse(e.params);
+    return e;
+  });
+}
+const forRun = async (stream, rid, method) => (await entries(stream)).filter((e) => e.corr === rid && e.method === method);
+const hash = async (key) => {
+  const flat = await rc.cmd('HGETALL', key);
+  const h = {};
+  for (let i = 0; i < flat.length; i += 2) h[flat[i]] = flat[i + 1];
+  return h;
+};
+const createThread = async (body = {}) => {
+  const r = await call('threads.create', { body, ids: { thread_id: uid('t') } });
+  assert.equal(r.status, 200, JSON.stringify(r.body));
+  return r.body;
+};
+const createRun = (tid, body, extra = {}) => call('runs.create', {
+  path: { thread_id: tid }, query: {}, body, ids: { run_id: uid('r'), thread_id: uid('s') }, after_seq: 0, ...extra,
+});
+const started = (rid) => call('run.started', { body: { run_id: rid } });
+const finished = (rid, body = {}) => call('run.finished', { body: { run_id: rid, status: 'success', ...body } });
+
+test('the library registers threadcast_rest beside the other functions', async () => {
+  const [lib] = await rc.cmd('FUNCTION', 'LIST', 'LIBRARYNAME', 'threadcast');
+  const fns = lib[5].map((f) => f[1]).sort();
+  assert.deepEqual(fns, ['threadcast_append', 'threadcast_append_batch', 'threadcast_register', 'threadcast_rest', 'threadcast_submit']);
+});
+
+test('a malformed call from the gateway is a Redis error, not a reply', async () => {
+  await assert.rejects(call('threads.frobnicate', {}), /ERR threadcast: unknown op threads\.frobnicate/);
+  const bad = await rc.cmd('FCALL', 'threadcast_rest', 1, K, 'threads.get', 'not json');
+  assert.match(String(bad), /ERR threadcast: args must be a JSON object/);
+  const wrongKey = await rc.cmd('FCALL', 'threadcast_rest', 1, 'tc:commands', 'threads.get', '{}');
+  assert.match(String(wrongKey), /usage: FCALL threadcast_rest 1 \{tc:commands\}/);
+  await assert.rejects(call('threads.create', { body: {} }), /args\.ids\.thread_id must be a fresh id/);
+  await assert.rejects(call('threads.get', { path: {} }), /args\.path\.thread_id is required/);
+});
+
+test('threads: create, get, patch, delete; ids, timestamps, metadata kept as sent', async () => {
+  const now = 1732400000123;
+  const tid = uid('thread');
+  const meta = { empty: [], obj: {}, big: 12345678901234567, s: 'é/"x', nested: { a: [1, { b: null }] } };
+  // Sent as text: JavaScript itself cannot hold 12345678901234567.
+  const args = JSON.stringify({ body: { thread_id: tid, metadata: meta }, ids: { thread_id: 'unused' }, now })
+    .replace('12345678901234568', '12345678901234567');
+  const sent = await rc.cmd('FCALL', 'threadcast_rest', 1, K, 'threads.create', args);
+  const c = { status: sent[0], body: JSON.parse(sent[1]) };
+  assert.equal(c.status, 200);
+  assert.deepEqual(c.body, {
+    thread_id: tid, created_at: new Date(now).toISOString(), updated_at: new Date(now).toISOString(),
+    state_updated_at: new Date(now).toISOString(), metadata: meta, status: 'idle', values: {}, interrupts: {}, config: {},
+  });
+  // The JSON text itself: [] stays [], 17 digits stay 17 digits.
+  const raw = await rc.cmd('FCALL', 'threadcast_rest', 1, K, 'threads.get', JSON.stringify({ path: { thread_id: tid } }));
+  assert.match(raw[1], /"empty":\[\],"obj":\{\},"big":12345678901234567/);
+
+  await refused('threads.create', { body: { thread_id: tid }, ids: { thread_id: 'x' } }, 409, new RegExp(`thread "${tid}" already exists`));
+  const same = await call('threads.create', { body: { thread_id: tid, if_exists: 'do_nothing', metadata: { other: 1 } }, ids: { thread_id: 'x' } });
+  assert.equal(same.status, 200);
+  assert.deepEqual(same.body.metadata, meta, 'do_nothing returns the thread as it is');
+
+  const gen = await call('threads.create', { body: null, ids: { thread_id: 'fresh-id-1' } });
+  assert.equal(gen.body.thread_id, 'fresh-id-1', 'no thread_id: the fresh id the gateway made');
+  assert.deepEqual(gen.body.metadata, {});
+
+  const later = now + 5000;
+  const p = await call('threads.patch', { path: { thread_id: tid }, body: { metadata: { big: 1, added: [] } }, now: later });
+  assert.equal(p.status, 200);
+  assert.deepEqual(p.body.metadata, { ...meta, big: 1, added: [] }, 'metadata is merged at the top level');
+  assert.equal(p.body.updated_at, new Date(later).toISOString());
+  assert.equal(p.body.created_at, new Date(now).toISOString());
+  assert.deepEqual((await call('threads.get', { path: { thread_id: tid } })).body, p.body);
+
+  await refused('threads.patch', { path: { thread_id: 'nope' }, body: { metadata: {} } }, 404, /thread "nope" not found/);
+  const d = await call('threads.delete', { path: { thread_id: tid } });
+  assert.equal(d.status, 204);
+  assert.equal(d.body, null);
+  assert.deepEqual(d.extra, { cancel: [] });
+  await refused('threads.get', { path: { thread_id: tid } }, 404, new RegExp(`thread "${tid}" not found`));
+  await refused('threads.delete', { path: { thread_id: tid } }, 404, /not found/);
+  assert.equal(await rc.cmd('ZSCORE', `${K}:threads`, tid), null);
+});
+
+test('args may be laid out with any whitespace; keys with escapes are read', async () => {
+  const tid = uid('ws');
+  const args = { body: { thread_id: tid, metadata: { 'a\"b': [ ], 'c\\d': { e: 'f,}]' }, '\u00e9': 1 } }, ids: { thread_id: 'x' } };
+  const r = await rc.cmd('FCALL', 'threadcast_rest', 1, K, 'threads.create', JSON.stringify(args, null, 3).replace(/\[\]/g, '[ \n ]'));
+  assert.equal(r[0], 200, r[1]);
+  assert.deepEqual(JSON.parse(r[1]).metadata, { 'a"b': [], 'c\\d': { e: 'f,}]' }, 'é': 1 });
+  const p = await call('threads.patch', { path: { thread_id: tid }, body: { metadata: { 'a"b': 2 } } });
+  assert.deepEqual(p.body.metadata, { 'a"b': 2, 'c\\d': { e: 'f,}]' }, 'é': 1 }, 'a key with an escape is the same key');
+  await refused('threads.create', { body: [], ids: { thread_id: uid('ws') } }, 422, /^the request body must be a JSON object$/);
+});
+
+test('ISO timestamps are right across dates (leap days, year ends, far future)', async () => {
+  for (const ms of [0, 951782400000, 951868799999, 1709164800000, 1735689599999, 4102444800000, 253402300799999, 32503680000001]) {
+    const r = await call('threads.create', { body: {}, ids: { thread_id: uid('iso') }, now: ms });
+    assert.equal(r.body.created_at, new Date(ms).toISOString());
+  }
+});
+
+test('bad input gets 422 naming the field', async () => {
+  const ids = { thread_id: uid('bad') };
+  const bad = [
+    [{ thread_id: 'has space' }, /^thread_id must be 1 to 128 characters/],
+    [{ thread_id: 'x'.repeat(129) }, /^thread_id must be/],
+    [{ thread_id: 7 }, /^thread_id must be/],
+    [{ metadata: [1] }, /^metadata must be an object$/],
+    [{ metadata: [] }, /^metadata must be an object$/],
+    [{ metadata: 'x' }, /^metadata must be an object$/],
+    [{ if_exists: 'overwrite' }, /^if_exists must be "raise" or "do_nothing"$/],
+    [{ ttl: -1 }, /^ttl must be a number of minutes above 0/],
+    [{ ttl: { ttl: 5, strategy: 'keep_latest' } }, /^ttl\.strategy must be "delete"$/],
+    [{ ttl: { strategy: 'delete' } }, /^ttl\.ttl must be a number of minutes/],
+    [{ supersteps: [{ updates: [] }] }, /^supersteps is not supported/],
+  ];
+  for (const [body, re] of bad) await refused('threads.create', { body, ids }, 422, re);
+  await refused('threads.create', { body: [1, 2], ids }, 422, /^the request body must be a JSON object$/);
+  await refused('threads.create', { body: 'x', ids }, 422, /^the request body must be a JSON object$/);
+  assert.equal(await rc.cmd('EXISTS', `${K}:t:${ids.thread_id}`), 0, 'nothing was created');
+
+  const search = [
+    [{ limit: 0 }, /^limit must be an integer from 1 to 1000$/],
+    [{ limit: 1001 }, /^limit must be an integer from 1 to 1000$/],
+    [{ limit: 2.5 }, /^limit must be/],
+    [{ offset: -1 }, /^offset must be an integer from 0 to 10000$/],
+    [{ status: 'running' }, /^status must be "idle", "busy", "interrupted" or "error"$/],
+    [{ sort_by: 'name' }, /^sort_by must be "thread_id", "status", "created_at" or "updated_at"$/],
+    [{ sort_order: 'up' }, /^sort_order must be "asc" or "desc"$/],
+    [{ ids: 'a' }, /^ids must be an array of strings$/],
+    [{ ids: Array.from({ length: 1001 }, (_, i) => `i${i}`) }, /^ids has 1001 entries; at most 1000$/],
+    [{ metadata: 3 }, /^metadata must be an object$/],
+    [{ values: [1] }, /^values must be an object$/],
+    [{ extract: { a: 'values.a' } }, /^extract is not supported$/],
+  ];
+  for (const [body, re] of search) await refused('threads.search', { body }, 422, re);
+
+  await register('agent422');
+  const t = await createThread();
+  const runs = [
+    [{}, /^assistant_id is required$/],
+    [{ assistant_id: '' }, /^assistant_id must be 1 to 128 printable characters, no spaces$/],
+    [{ assistant_id: 'a b' }, /^assistant_id must be/],
+    [{ assistant_id: 'agent422', stream_mode: 'everything' }, /^stream_mode "everything" is not one of values, messages/],
+    [{ assistant_id: 'agent422', stream_mode: [] }, /^stream_mode must be a stream mode or a non-empty array of them$/],
+    [{ assistant_id: 'agent422', multitask_strategy: 'queue' }, /^multitask_strategy must be one of "enqueue", "interrupt", "reject", "rollback"$/],
+    [{ assistant_id: 'agent422', on_completion: 'drop' }, /^on_completion must be one of "delete", "keep"$/],
+    [{ assistant_id: 'agent422', if_not_exists: 'maybe' }, /^if_not_exists must be one of "create", "reject"$/],
+    [{ assistant_id: 'agent422', on_disconnect: 'x' }, /^on_disconnect must be one of "cancel", "continue"$/],
+    [{ assistant_id: 'agent422', after_seconds: -1 }, /^after_seconds must be a number from 0 to 86400$/],
+    [{ assistant_id: 'agent422', config: [] }, /^config must be an object$/],
+    [{ assistant_id: 'agent422', config: { configurable: 3 } }, /^config\.configurable must be an object$/],
+    [{ assistant_id: 'agent422', config: { tags: [1] } }, /^config\.tags must be an array of strings$/],
+    [{ assistant_id: 'agent422', config: { recursion_limit: 0 } }, /^config\.recursion_limit must be a positive integer$/],
+    [{ assistant_id: 'agent422', command: 'go' }, /^command must be an object$/],
+    [{ assistant_id: 'agent422', context: [1] }, /^context must be an object$/],
+    [{ assistant_id: 'agent422', metadata: [1] }, /^metadata must be an object$/],
+    [{ assistant_id: 'agent422', interrupt_before: 'node' }, /^interrupt_before must be "\*" or an array of node names$/],
+    [{ assistant_id: 'agent422', stream_subgraphs: 'yes' }, /^stream_subgraphs must be true or false$/],
+    [{ assistant_id: 'agent422', checkpoint_id: 5 }, /^checkpoint_id must be a string$/],
+    [{ assistant_id: 'agent422', feedback_keys: 'k' }, /^feedback_keys must be an array of strings$/],
+  ];
+  for (const [body, re] of runs) await refused('runs.create', { path: { thread_id: t.thread_id }, body, ids: { run_id: uid('r') } }, 422, re);
+  assert.equal(await rc.cmd('ZCARD', `${K}:t:${t.thread_id}:runs`), 0, 'no run was recorded');
+  assert.equal(await rc.cmd('EXISTS', `${K}:a:agent422`), 0, 'nothing reached a worker');
+
+  await refused('runs.list', { path: { thread_id: t.thread_id }, query: { limit: '0' } }, 422, /^query parameter limit must be an integer from 1 to 1000$/);
+  await refused('runs.list', { path: { thread_id: t.thread_id }, query: { limit: 'ten' } }, 422, /^query parameter limit must be/);
+  await refused('runs.list', { path: { thread_id: t.thread_id }, query: { status: 'done' } }, 422, /^query parameter status must be pending, running/);
+  await refused('runs.list', { path: { thread_id: t.thread_id }, query: { limit: ['1', '2'] } }, 422, /^query parameter limit must be given once$/);
+  await refused('runs.cancel', { path: { thread_id: t.thread_id, run_id: 'r' }, query: { action: 'stop' } }, 422, /^query parameter action must be "interrupt" or "rollback"$/);
+  await refused('runs.cancel', { path: { thread_id: t.thread_id, run_id: 'r' }, query: { wait: 'maybe' } }, 422, /^query parameter wait must be 0, 1, true or false$/);
+  await refused('run.finished', { body: { run_id: 'r', status: 'done' } }, 422, /^status must be "success", "error", "interrupted" or "timeout"$/);
+  await refused('run.finished', { body: { status: 'success' } }, 422, /^run_id is required$/);
+  await refused('run.finished', { body: { run_id: 'r', status: 'success', interrupts: [1] } }, 422, /^interrupts must be an object$/);
+  await refused('run.started', { body: { run_id: 'r', after_seq: -2 } }, 422, /^after_seq must be an integer$/);
+  await refused('assistants.search', { body: { limit: 5000 } }, 422, /^limit must be an integer from 1 to 1000$/);
+  await refused('assistants.search', { body: { sort_by: 'version' } }, 422, /^sort_by must be "assistant_id", "graph_id", "name", "created_at" or "updated_at"$/);
+  await refused('assistants.search', { body: { graph_id: 1 } }, 422, /^graph_id must be a string$/);
+});
+
+test('assistants: the live workers\' graphs, with what they stored', async () => {
+  const a = uid('asst');
+  await refused('assistants.get', { path: { assistant_id: a } }, 404, new RegExp(`assistant "${a}" not found: no live worker serves it`));
+  await register(a, 'w1');
+  await rc.cmd('HSET', `${K}:ainfo:${a}`, 'graph', '{"nodes":[{"id":"__start__"}],"edges":[]}',
+    'schemas', '{"graph_id":"x","input_schema":{"type":"object","properties":{}}}', 'name', 'My agent', 'created_at', '1732400000000');
+  const g = await call('assistants.get', { path: { assistant_id: a } });
+  assert.equal(g.status, 200);
+  assert.deepEqual(g.body, {
+    assistant_id: a, graph_id: a, name: 'My agent', config: {}, context: {}, metadata: {}, version: 1,
+    created_at: '2024-11-23T22:13:20.000Z', updated_at: '2024-11-23T22:13:20.000Z', description: null,
+  });
+  const graph = await rc.cmd('FCALL', 'threadcast_rest', 1, K, 'assistants.graph', JSON.stringify({ path: { assistant_id: a } }));
+  assert.deepEqual(graph, [200, '{"nodes":[{"id":"__start__"}],"edges":[]}'], 'stored text, [] kept');
+  assert.deepEqual((await call('assistants.schemas', { path: { assistant_id: a } })).body,
+    { graph_id: 'x', input_schema: { type: 'object', properties: {} } });
+
+  const b = uid('bsst');
+  await register(b, 'w2');
+  assert.deepEqual((await call('assistants.graph', { path: { assistant_id: b } })).body, {}, 'nothing stored: {}');
+  assert.deepEqual((await call('assistants.schemas', { path: { assistant_id: b } })).body, {});
+  assert.equal((await call('assistants.get', { path: { assistant_id: b } })).body.name, b, 'the name defaults to the id');
+
+  const dead = uid('dead');
+  await register(dead, 'w3', 1);
+  await register('*', 'wild');
+  await sleep(5);
+  const all = (await call('assistants.search', { body: { limit: 1000 } })).body.map((x) => x.assistant_id);
+  assert.ok(all.includes(a) && all.includes(b));
+  assert.ok(!all.includes(dead), 'an assistant whose workers are gone is not listed');
+  assert.ok(!all.includes('*'), 'the wildcard is not an assistant');
+  await refused('assistants.get', { path: { assistant_id: dead } }, 404, /no live worker/);
+
+  assert.deepEqual((await call('assistants.search', { body: { graph_id: b } })).body.map((x) => x.assistant_id), [b]);
+  assert.deepEqual((await call('assistants.search', { body: { name: 'my AGENT' } })).body.map((x) => x.assistant_id), [a]);
+  assert.deepEqual((await call('assistants.search', { body: { metadata: { k: 1 } } })).body, []);
+  const byId = (await call('assistants.search', { body: { sort_by: 'assistant_id', sort_order: 'asc', limit: 1000 } })).body.map((x) => x.assistant_id);
+  assert.deepEqual(byId, [...byId].sort());
+  const page = (await call('assistants.search', { body: { sort_by: 'assistant_id', sort_order: 'asc', limit: 1, offset: 1 } })).body;
+  assert.deepEqual(page.map((x) => x.assistant_id), [byId[1]]);
+  await rc.cmd('DEL', `${K}:w:*`);
+});
+
+test('a run goes to its assistant\'s workers as a rest.run entry; started and finished move it and its thread', async () => {
+  const a = uid('agent');
+  const t = await createThread({ metadata: { owner: 'me' } });
+  await refused('runs.create', { path: { thread_id: t.thread_id }, body: { assistant_id: a }, ids: { run_id: 'r0' } }, 404,
+    new RegExp(`assistant "${a}" not found: no worker serves it`));
+  await register(a);
+  await refused('runs.create', { path: { thread_id: 'no-such-thread' }, body: { assistant_id: a }, ids: { run_id: 'r0' } }, 404, /thread "no-such-thread" not found/);
+
+  const body = {
+    assistant_id: a, input: { messages: [{ role: 'user', content: 'hi' }], empty: [] }, config: { configurable: { x: 1 }, tags: ['t'] },
+    context: { user: 'u' }, metadata: { m: 1 }, stream_mode: ['values', 'messages-tuple'], stream_subgraphs: true,
+    interrupt_before: '*', checkpoint: { checkpoint_id: 'cp-1' }, unknown_field: 'ignored',
+  };
+  const c = await call('runs.create', { path: { thread_id: t.thread_id }, query: {}, body, ids: { run_id: 'run-a1', thread_id: 'x' }, after_seq: 41, now: 1732400000000 });
+  assert.equal(c.status, 200);
+  assert.equal(c.extra, undefined);
+  assert.deepEqual(c.body, {
+    run_id: 'run-a1', thread_id: t.thread_id, assistant_id: a, created_at: '2024-11-23T22:13:20.000Z', updated_at: '2024-11-23T22:13:20.000Z',
+    status: 'pending', metadata: { m: 1 }, multitask_strategy: 'reject',
+    kwargs: {
+      input: body.input, config: body.config, context: body.context, stream_mode: ['values', 'messages-tuple'], stream_subgraphs: true,
+      interrupt_before: '*', checkpoint_id: 'cp-1', checkpoint: { checkpoint_id: 'cp-1' },
+    },
+  });
+  const [e] = await entries(`${K}:a:${a}`);
+  assert.equal(e.thread, t.thread_id);
+  assert.equal(e.method, 'rest.run');
+  assert.equal(e.corr, 'run-a1');
+  assert.equal(e.reply, '');
+  assert.equal(e.deadline, '0');
+  assert.deepEqual(e.params, {
+    run_id: 'run-a1', thread_id: t.thread_id, assistant_id: a, metadata: { m: 1 }, on_completion: 'keep', temporary: false, after_seconds: 0,
+    ...c.body.kwargs,
+  });
+  const rec = await hash(`${K}:r:run-a1`);
+  assert.equal(rec.after_seq, '41');
+  assert.equal(rec.stream, `${K}:a:${a}`);
+  assert.equal(await rc.cmd('GET', `${K}:t:${t.thread_id}:active`), 'run-a1');
+  let th = (await call('threads.get', { path: { thread_id: t.thread_id } })).body;
+  assert.equal(th.status, 'busy');
+  assert.deepEqual(th.metadata, { owner: 'me', graph_id: a, assistant_id: a }, 'the thread records the graph it runs');
+  const got = await call('runs.get', { path: { thread_id: t.thread_id, run_id: 'run-a1' } });
+  assert.deepEqual(got.body, c.body);
+  assert.deepEqual(got.extra, { after_seq: 41 }, 'runs.get tells the gateway where the run\'s events start');
+  await refused('runs.get', { path: { thread_id: 'other', run_id: 'run-a1' } }, 404, /thread "other" not found/);
+  const other = await createThread();
+  await refused('runs.get', { path: { thread_id: other.thread_id, run_id: 'run-a1' } }, 404, /run "run-a1" not found on thread/);
+
+  await refused('runs.delete', { path: { thread_id: t.thread_id, run_id: 'run-a1' } }, 409, /run "run-a1" is pending on thread .*; cancel it first/);
+  const s = await call('run.started', { body: { run_id: 'run-a1', after_seq: 42 } });
+  assert.equal(s.status, 200);
+  assert.equal(s.body.status, 'running');
+  assert.equal((await hash(`${K}:r:run-a1`)).after_seq, '42');
+  const f = await call('run.finished', { body: { run_id: 'run-a1', status: 'success', values: { messages: [], n: 12345678901234567 } } });
+  assert.equal(f.status, 200);
+  assert.equal(f.body.status, 'success');
+  assert.equal(f.extra, undefined, 'nothing was queued');
+  th = (await call('threads.get', { path: { thread_id: t.thread_id } })).body;
+  assert.equal(th.status, 'idle');
+  assert.deepEqual(th.values, { messages: [], n: 12345678901234567 });
+  assert.equal(await rc.cmd('EXISTS', `${K}:t:${t.thread_id}:active`), 0);
+  const again = await call('run.finished', { body: { run_id: 'run-a1', status: 'error' } });
+  assert.equal(again.body.status, 'success', 'a second report changes nothing');
+  await refused('run.started', { body: { run_id: 'run-a1' } }, 409, /run "run-a1" is success; it must not start/);
+  await refused('run.finished', { body: { run_id: 'gone', status: 'success' } }, 404, /run "gone" not found/);
+
+  // Worker reports may also come as the args themselves.
+  const r2 = (await createRun(t.thread_id, { assistant_id: a })).body.run_id;
+  assert.equal((await call('run.started', { run_id: r2 })).body.status, 'running');
+  assert.equal((await call('run.finished', { run_id: r2, status: 'success' })).body.status, 'success');
+
+  const list = await call('runs.list', { path: { thread_id: t.thread_id }, query: { limit: '10', offset: '0' } });
+  assert.deepEqual(list.body.map((r) => r.run_id), [r2, 'run-a1'], 'newest first');
+  assert.deepEqual((await call('runs.list', { path: { thread_id: t.thread_id }, query: { limit: '1', offset: '1' } })).body.map((r) => r.run_id), ['run-a1']);
+  assert.deepEqual((await call('runs.list', { path: { thread_id: t.thread_id }, query: { status: 'running' } })).body, []);
+  assert.deepEqual((await call('runs.list', { path: { thread_id: other.thread_id }, query: {} })).body, []);
+  await refused('runs.list', { path: { thread_id: 'nope' }, query: {} }, 404, /thread "nope" not found/);
+
+  const d = await call('runs.delete', { path: { thread_id: t.thread_id, run_id: 'run-a1' } });
+  assert.equal(d.status, 204);
+  await refused('runs.get', { path: { thread_id: t.thread_id, run_id: 'run-a1' } }, 404, /not found/);
+  assert.equal(await rc.cmd('ZSCORE', `${K}:t:${t.thread_id}:runs`, 'run-a1'), null);
+});
+
+test('routing: the wildcard workers take an assistant nobody else serves; a missing thread may be created', async () => {
+  const a = uid('wildonly');
+  await register('*', 'wild-1');
+  const t = await createThread();
+  const r = await createRun(t.thread_id, { assistant_id: a });
+  assert.equal(r.status, 200);
+  const got = await forRun('tc:commands', r.body.run_id, 'rest.run');
+  assert.equal(got.length, 1);
+  assert.equal(got[0].params.assistant_id, a);
+  await rc.cmd('DEL', `${K}:w:*`);
+
+  const b = uid('agent');
+  await register(b);
+  const tid = uid('made');
+  const made = await createRun(tid, { assistant_id: b, if_not_exists: 'create' });
+  assert.equal(made.status, 200);
+  const th = (await call('threads.get', { path: { thread_id: tid } })).body;
+  assert.equal(th.status, 'busy');
+  assert.deepEqual(th.metadata, { graph_id: b, assistant_id: b });
+  await refused('runs.create', { path: { thread_id: 'bad id!' }, body: { assistant_id: b, if_not_exists: 'create' }, ids: { run_id: 'x' } }, 422, /^thread_id must be/);
+});
+
+test('multitask: reject refuses, enqueue waits for run.finished, interrupt and rollback cancel and go first', async () => {
+  const a = uid('agent');
+  await register(a);
+  const stream = `${K}:a:${a}`;
+  const t = (await createThread()).thread_id;
+  const r1 = (await createRun(t, { assistant_id: a })).body.run_id;
+  await started(r1);
+
+  await refused('runs.create', { path: { thread_id: t }, body: { assistant_id: a }, ids: { run_id: 'rej' } }, 409,
+    new RegExp(`thread "${t}" is busy with run "${r1}"; multitask_strategy "reject"`));
+  assert.equal((await call('runs.get', { path: { thread_id: t, run_id: 'rej' } })).status, 404, 'a rejected run is not recorded');
+
+  const q1 = await createRun(t, { assistant_id: a, multitask_strategy: 'enqueue', input: { n: 1 } });
+  assert.equal(q1.status, 200);
+  assert.equal(q1.body.status, 'pending');
+  assert.equal(q1.body.multitask_strategy, 'enqueue');
+  assert.deepEqual(await forRun(stream, q1.body.run_id, 'rest.run'), [], 'an enqueued run waits');
+  assert.deepEqual(await rc.cmd('LRANGE', `${K}:t:${t}:queue`, 0, -1), [q1.body.run_id]);
+
+  // interrupt: the active run is cancelled; the new run goes in front of the queue.
+  const i1 = await createRun(t, { assistant_id: a, multitask_strategy: 'interrupt' });
+  assert.equal(i1.status, 200);
+  const [cancel] = await forRun(stream, r1, 'rest.cancel');
+  assert.deepEqual(cancel.params, { run_id: r1, thread_id: t, action: 'interrupt' });
+  assert.equal(cancel.thread, t);
+  assert.deepEqual(await rc.cmd('LRANGE', `${K}:t:${t}:queue`, 0, -1), [i1.body.run_id, q1.body.run_id]);
+
+  const f1 = await finished(r1, { status: 'interrupted' });
+  assert.equal(f1.body.status, 'interrupted');
+  assert.deepEqual(f1.extra, { dispatched: i1.body.run_id });
+  assert.equal((await forRun(stream, i1.body.run_id, 'rest.run')).length, 1);
+  assert.equal(await rc.cmd('GET', `${K}:t:${t}:active`), i1.body.run_id);
+  assert.equal((await call('threads.get', { path: { thread_id: t } })).body.status, 'busy', 'busy again with the next run');
+
+  // rollback: the cancelled run's record goes once the worker reports it.
+  await started(i1.body.run_id);
+  const rb = await createRun(t, { assistant_id: a, multitask_strategy: 'rollback' });
+  const [rbCancel] = await forRun(stream, i1.body.run_id, 'rest.cancel');
+  assert.deepEqual(rbCancel.params, { run_id: i1.body.run_id, thread_id: t, action: 'rollback' });
+  const f2 = await finished(i1.body.run_id, { status: 'interrupted', values: { v: 'should not stick' } });
+  assert.deepEqual(f2.extra, { dispatched: rb.body.run_id });
+  await refused('runs.get', { path: { thread_id: t, run_id: i1.body.run_id } }, 404, /not found/);
+  assert.deepEqual((await call('threads.get', { path: { thread_id: t } })).body.values, {}, 'a rolled back run leaves no values');
+
+  // enqueue: run.finished hands the next queued run over.
+  await started(rb.body.run_id);
+  const f3 = await finished(rb.body.run_id, { values: { v: 3 } });
+  assert.deepEqual(f3.extra, { dispatched: q1.body.run_id });
+  const [qe] = await forRun(stream, q1.body.run_id, 'rest.run');
+  assert.deepEqual(qe.params.input, { n: 1 });
+  await started(q1.body.run_id);
+  const f4 = await finished(q1.body.run_id);
+  assert.equal(f4.extra, undefined);
+  const th = (await call('threads.get', { path: { thread_id: t } })).body;
+  assert.equal(th.status, 'idle');
+  assert.deepEqual(th.values, { v: 3 }, 'a run that reports no values keeps the last ones');
+});
+
+test('runs.cancel: a queued run never reaches a worker; an active one gets a rest.cancel entry', async () => {
+  const a = uid('agent');
+  await register(a);
+  const stream = `${K}:a:${a}`;
+  const t = (await createThread()).thread_id;
+  const r1 = (await createRun(t, { assistant_id: a })).body.run_id;
+  const q1 = (await createRun(t, { assistant_id: a, multitask_strategy: 'enqueue' })).body.run_id;
+  const q2 = (await createRun(t, { assistant_id: a, multitask_strategy: 'enqueue' })).body.run_id;
+
+  const c1 = await call('runs.cancel', { path: { thread_id: t, run_id: q1 }, query: { wait: '0', action: 'interrupt' } });
+  assert.equal(c1.status, 200);
+  assert.equal(c1.body.status, 'interrupted');
+  assert.equal((await call('runs.get', { path: { thread_id: t, run_id: q1 } })).body.status, 'interrupted');
+  const c2 = await call('runs.cancel', { path: { thread_id: t, run_id: q2 }, query: { action: 'rollback' } });
+  assert.equal(c2.status, 200);
+  await refused('runs.get', { path: { thread_id: t, run_id: q2 } }, 404, /not found/);
+  assert.deepEqual(await rc.cmd('LRANGE', `${K}:t:${t}:queue`, 0, -1), []);
+  await refused('run.started', { body: { run_id: q1 } }, 409, /is interrupted; it must not start/);
+
+  const c3 = await call('runs.cancel', { path: { thread_id: t, run_id: r1 }, query: { wait: '1' } });
+  assert.equal(c3.status, 202);
+  assert.equal(c3.body.run_id, r1);
+  const [e] = await forRun(stream, r1, 'rest.cancel');
+  assert.deepEqual(e.params, { run_id: r1, thread_id: t, action: 'interrupt' });
+  const f = await finished(r1, { status: 'interrupted' });
+  assert.equal(f.extra, undefined, 'the cancelled runs are not dispatched');
+  const c4 = await call('runs.cancel', { path: { thread_id: t, run_id: r1 }, query: {} });
+  assert.equal(c4.status, 200, 'a finished run: nothing to cancel');
+  assert.equal(c4.body.status, 'interrupted');
+  assert.equal((await forRun(stream, r1, 'rest.cancel')).length, 1);
+  await refused('runs.cancel', { path: { thread_id: t, run_id: 'nope' }, query: {} }, 404, /run "nope" not found/);
+});
+
+test('thread status follows its runs: error, interrupted, idle', async () => {
+  const a = uid('agent');
+  await register(a);
+  const t = (await createThread()).thread_id;
+  const get = async () => (await call('threads.get', { path: { thread_id: t } })).body;
+  let r = (await createRun(t, { assistant_id: a })).body.run_id;
+  await started(r);
+  await finished(r, { status: 'error', error: { error: 'ValueError', message: 'boom' } });
+  let th = await get();
+  assert.equal(th.status, 'error');
+  assert.deepEqual(th.error, { error: 'ValueError', message: 'boom' });
+  assert.equal((await call('runs.get', { path: { thread_id: t, run_id: r } })).body.status, 'error');
+
+  r = (await createRun(t, { assistant_id: a })).body.run_id;
+  await started(r);
+  const interrupts = { task1: [{ id: 'i1', value: 'approve?' }] };
+  await finished(r, { status: 'success', interrupts, values: { step: 1 } });
+  th = await get();
+  assert.equal(th.status, 'interrupted');
+  assert.deepEqual(th.interrupts, interrupts);
+  assert.equal(th.error, undefined);
+
+  r = (await createRun(t, { assistant_id: a, command: { resume: 'yes' } })).body.run_id;
+  await started(r);
+  await finished(r, { status: 'timeout' });
+  assert.equal((await get()).status, 'error', 'a timed-out run leaves the thread in error');
+
+  r = (await createRun(t, { assistant_id: a })).body.run_id;
+  assert.equal((await get()).status, 'busy');
+  await started(r);
+  await finished(r, { values: { step: 2 } });
+  th = await get();
+  assert.equal(th.status, 'idle');
+  assert.deepEqual(th.interrupts, {});
+  assert.deepEqual(th.values, { step: 2 });
+});
+
+test('stateless runs: a temporary thread is deleted when its run finishes, unless on_completion is keep', async () => {
+  const a = uid('agent');
+  await register(a);
+  const tid = uid('stateless');
+  const c = await call('runs.create', { path: { thread_id: tid }, body: { assistant_id: a, input: {} }, ids: { run_id: uid('r'), thread_id: tid }, stateless: true });
+  assert.equal(c.status, 200);
+  const rid = c.body.run_id;
+  const [e] = await forRun(`${K}:a:${a}`, rid, 'rest.run');
+  assert.equal(e.params.temporary, true);
+  assert.equal(e.params.on_completion, 'delete');
+  assert.equal((await call('threads.get', { path: { thread_id: tid } })).body.status, 'busy');
+  await started(rid);
+  const f = await finished(rid, { values: { x: 1 } });
+  assert.equal(f.status, 200);
+  assert.deepEqual(f.extra, { thread_deleted: true });
+  await refused('threads.get', { path: { thread_id: tid } }, 404, /not found/);
+  assert.equal(await rc.cmd('EXISTS', `${K}:r:${rid}`, `${K}:t:${tid}:runs`, `${K}:t:${tid}:active`), 0);
+  assert.equal(await rc.cmd('ZSCORE', `${K}:threads`, tid), null);
+
+  const kept = uid('stateless');
+  const k = await call('runs.create', { path: { thread_id: kept }, body: { assistant_id: a, on_completion: 'keep' }, ids: { run_id: uid('r'), thread_id: kept }, stateless: true });
+  const [ke] = await forRun(`${K}:a:${a}`, k.body.run_id, 'rest.run');
+  assert.equal(ke.params.temporary, false);
+  assert.equal(ke.params.on_completion, 'keep');
+  await started(k.body.run_id);
+  const kf = await finished(k.body.run_id);
+  assert.equal(kf.extra, undefined);
+  assert.equal((await call('threads.get', { path: { thread_id: kept } })).body.status, 'idle');
+});
+
+test('deleting a thread deletes its runs and queue and cancels its active run', async () => {
+  const a = uid('agent');
+  await register(a);
+  const t = (await createThread()).thread_id;
+  const r1 = (await createRun(t, { assistant_id: a })).body.run_id;
+  const q = (await createRun(t, { assistant_id: a, multitask_strategy: 'enqueue' })).body.run_id;
+  await started(r1);
+  const d = await call('threads.delete', { path: { thread_id: t } });
+  assert.equal(d.status, 204);
+  assert.deepEqual(d.extra, { cancel: [r1] });
+  const [e] = await forRun(`${K}:a:${a}`, r1, 'rest.cancel');
+  assert.deepEqual(e.params, { run_id: r1, thread_id: t, action: 'interrupt' });
+  assert.equal(await rc.cmd('EXISTS', `${K}:r:${r1}`, `${K}:r:${q}`, `${K}:t:${t}`, `${K}:t:${t}:runs`, `${K}:t:${t}:queue`, `${K}:t:${t}:active`), 0);
+  await refused('run.finished', { body: { run_id: r1, status: 'interrupted' } }, 404, /not found/);
+});
+
+test('threads.copy makes a new thread with the fresh id, metadata, values and interrupts', async () => {
+  const a = uid('agent');
+  await register(a);
+  const src = await createThread({ metadata: { k: [] } });
+  const r = (await createRun(src.thread_id, { assistant_id: a })).body.run_id;
+  await started(r);
+  await finished(r, { values: { m: [1] }, interrupts: { t: [] } });
+  const nid = uid('copy');
+  const c = await call('threads.copy', { path: { thread_id: src.thread_id }, ids: { thread_id: nid } });
+  assert.equal(c.status, 200);
+  assert.equal(c.body.thread_id, nid);
+  assert.equal(c.body.status, 'idle');
+  assert.deepEqual(c.body.metadata, { k: [], graph_id: a, assistant_id: a });
+  assert.deepEqual(c.body.values, { m: [1] });
+  assert.deepEqual(c.body.interrupts, { t: [] });
+  assert.deepEqual((await call('runs.list', { path: { thread_id: nid }, query: {} })).body, [], 'runs are not copied');
+  await refused('threads.copy', { path: { thread_id: 'nope' }, ids: { thread_id: uid('copy') } }, 404, /thread "nope" not found/);
+  await refused('threads.copy', { path: { thread_id: src.thread_id }, ids: { thread_id: nid } }, 409, /already exists/);
+});
+
+test('threads.search: metadata, values, status and ids filters; sort; pagination', async () => {
+  const a = uid('agent');
+  await register(a);
+  const tag = uid('tag');
+  const made = [];
+  for (let i = 0; i < 6; i++) {
+    const r = await call('threads.create', {
+      body: { thread_id: `${tag}-${i}`, metadata: { tag, i, parity: i % 2 ? 'odd' : 'even', deep: { x: i % 3 } } },
+      ids: { thread_id: 'x' }, now: 1800000000000 + i * 1000,
+    });
+    made.push(r.body.thread_id);
+  }
+  const ids = (r) => r.body.map((x) => x.thread_id);
+  const s = (body) => call('threads.search', { body: { metadata: { tag }, ...body } });
+  assert.deepEqual(ids(await s({ limit: 10 })), [...made].reverse(), 'created_at desc by default');
+  assert.deepEqual(ids(await s({ sort_order: 'asc', limit: 3 })), made.slice(0, 3));
+  assert.deepEqual(ids(await s({ limit: 2, offset: 2 })), [made[3], made[2]]);
+  assert.deepEqual(ids(await s({ metadata: { tag, parity: 'odd' } })), [made[5], made[3], made[1]]);
+  assert.deepEqual(ids(await s({ metadata: { tag, deep: { x: 0 } } })), [made[3], made[0]], 'nested metadata is matched by containment');
+  assert.deepEqual(ids(await s({ metadata: { tag, parity: null } })), [], 'null matches nothing');
+  assert.deepEqual(ids(await s({ sort_by: 'thread_id', sort_order: 'asc', limit: 2 })), made.slice(0, 2));
+  assert.deepEqual(ids(await s({ sort_by: 'thread_id', sort_order: 'desc', limit: 2, offset: 1 })), [made[4], made[3]]);
+  assert.deepEqual(ids(await s({ ids: [made[1], made[4], 'no-such'], sort_order: 'asc' })), [made[1], made[4]]);
+  assert.deepEqual((await call('threads.search', { body: { ids: [] } })).body, []);
+
+  // status and values, after runs on two of them
+  const r = (await createRun(made[2], { assistant_id: a }, { now: 1800000100000 })).body.run_id;
+  await started(r);
+  await call('run.finished', { body: { run_id: r, status: 'success', values: { answer: 42, list: ['a'] } }, now: 1800000100001 });
+  await createRun(made[4], { assistant_id: a }, { now: 1800000200000 });
+  assert.deepEqual(ids(await s({ status: 'busy' })), [made[4]]);
+  assert.deepEqual(ids(await s({ status: 'idle', limit: 2 })), [made[5], made[3]]);
+  assert.deepEqual(ids(await s({ values: { answer: 42 } })), [made[2]]);
+  assert.deepEqual(ids(await s({ values: { answer: 41 } })), []);
+  const byUpdated = ids(await s({ sort_by: 'updated_at', sort_order: 'desc', limit: 2 }));
+  assert.deepEqual(byUpdated, [made[4], made[2]], 'the two touched last');
+  const byStatus = ids(await s({ sort_by: 'status', sort_order: 'asc' }));
+  assert.equal(byStatus[0], made[4], '"busy" sorts first');
+  assert.deepEqual(ids(await call('threads.search', { body: { metadata: { graph_id: a } } })).sort(), [made[2], made[4]].sort());
+});
+
+test('TTL: a thread with a ttl takes its runs with it, and search forgets it', async () => {
+  const a = uid('agent');
+  await register(a);
+  const tid = uid('ttl');
+  const c = await call('threads.create', { body: { thread_id: tid, ttl: { ttl: 0.01, strategy: 'delete' } }, ids: { thread_id: 'x' } });
+  assert.equal(c.status, 200);
+  const rid = (await createRun(tid, { assistant_id: a, multitask_strategy: 'enqueue' })).body.run_id;
+  const q = (await createRun(tid, { assistant_id: a, multitask_strategy: 'enqueue' })).body.run_id;
+  for (const k of [`${K}:t:${tid}`, `${K}:t:${tid}:runs`, `${K}:t:${tid}:queue`, `${K}:t:${tid}:active`, `${K}:r:${rid}`, `${K}:r:${q}`]) {
+    const ttl = await rc.cmd('PTTL', k);
+    assert.ok(ttl > 0 && ttl <= 600, `${k} expires with the thread (${ttl} ms)`);
+  }
+  const expires = Number((await hash(`${K}:t:${tid}`)).expires_at);
+  assert.equal(await rc.cmd('PEXPIRETIME', `${K}:r:${rid}`), expires);
+
+  // A ttl as a bare number of minutes, and a PATCH that sets one.
+  const t2 = uid('ttl');
+  await call('threads.create', { body: { thread_id: t2, ttl: 5 }, ids: { thread_id: 'x' } });
+  const pttl = await rc.cmd('PTTL', `${K}:t:${t2}`);
+  assert.ok(pttl > 299000 && pttl <= 300000, String(pttl));
+  const t3 = (await createThread()).thread_id;
+  const r3 = (await createRun(t3, { assistant_id: a })).body.run_id;
+  assert.equal(await rc.cmd('PTTL', `${K}:r:${r3}`), -1, 'no ttl, no expiry');
+  await call('threads.patch', { path: { thread_id: t3 }, body: { ttl: { ttl: 1 } } });
+  for (const k of [`${K}:t:${t3}`, `${K}:r:${r3}`, `${K}:t:${t3}:active`]) {
+    const ttl = await rc.cmd('PTTL', k);
+    assert.ok(ttl > 59000 && ttl <= 60000, `${k}: ${ttl}`);
+  }
+
+  await sleep(700);
+  await refused('threads.get', { path: { thread_id: tid } }, 404, /not found/);
+  assert.equal(await rc.cmd('EXISTS', `${K}:r:${rid}`, `${K}:r:${q}`), 0);
+  assert.notEqual(await rc.cmd('ZSCORE', `${K}:threads`, tid), null, 'still indexed until a search looks');
+  const found = (await call('threads.search', { body: { limit: 1000 } })).body.map((x) => x.thread_id);
+  assert.ok(!found.includes(tid));
+  assert.equal(await rc.cmd('ZSCORE', `${K}:threads`, tid), null, 'the search dropped it from the index');
+  await refused('run.finished', { body: { run_id: rid, status: 'success' } }, 404, /not found/);
+});
+
+test('bounds: at most 100 runs wait on a thread; after_seconds is passed on with dispatch_at', async () => {
+  const a = uid('agent');
+  await register(a);
+  const t = (await createThread()).thread_id;
+  const now = 1800000000000;
+  const first = await createRun(t, { assistant_id: a, after_seconds: 2.5 }, { now });
+  assert.deepEqual(first.extra, { dispatch_at: now + 2500 });
+  const [e] = await forRun(`${K}:a:${a}`, first.body.run_id, 'rest.run');
+  assert.equal(e.params.after_seconds, 2.5);
+  for (let i = 0; i < 100; i++) {
+    const r = await createRun(t, { assistant_id: a, multitask_strategy: 'enqueue' });
+    assert.equal(r.status, 200);
+  }
+  await refused('runs.create', { path: { thread_id: t }, body: { assistant_id: a, multitask_strategy: 'enqueue' }, ids: { run_id: 'over' } }, 409,
+    new RegExp(`thread "${t}" already has 100 runs waiting`));
+  await refused('runs.create', { path: { thread_id: t }, body: { assistant_id: a, multitask_strategy: 'interrupt' }, ids: { run_id: 'over' } }, 409, /100 runs waiting/);
+  assert.equal(await rc.cmd('LLEN', `${K}:t:${t}:queue`), 100);
+  assert.equal((await call('runs.list', { path: { thread_id: t }, query: { limit: '1000' } })).body.length, 101);
+});
+
+test('a thread keeps at most 1000 runs: the oldest finished ones make room', async () => {
+  const a = uid('agent');
+  await register(a);
+  const t = (await createThread()).thread_id;
+  // 1000 finished runs written directly, as if the thread had run that long.
+  const args = [];
+  for (let i = 0; i < 1000; i++) {
+    const rid = `old-${t}-${String(i).padStart(4, '0')}`;
+    await rc.cmd('HSET', `${K}:r:${rid}`, 'run_id', rid, 'thread_id', t, 'assistant_id', a, 'status', 'success', 'created_at', i, 'updated_at', i);
+    args.push(i, rid);
+  }
+  await rc.cmd('ZADD', `${K}:t:${t}:runs`, ...args);
+  const r = await createRun(t, { assistant_id: a });
+  assert.equal(r.status, 200);
+  assert.equal(await rc.cmd('ZCARD', `${K}:t:${t}:runs`), 1000);
+  assert.equal(await rc.cmd('EXISTS', `${K}:r:old-${t}-0000`), 0, 'the oldest went');
+  assert.equal(await rc.cmd('EXISTS', `${K}:r:old-${t}-0001`), 1);
+});
