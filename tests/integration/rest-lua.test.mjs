@@ -73,7 +73,8 @@ const finished = (rid, body = {}) => call('run.finished', { body: { run_id: rid,
 test('the library registers threadcast_rest beside the other functions', async () => {
   const [lib] = await rc.cmd('FUNCTION', 'LIST', 'LIBRARYNAME', 'threadcast');
   const fns = lib[5].map((f) => f[1]).sort();
-  assert.deepEqual(fns, ['threadcast_append', 'threadcast_append_batch', 'threadcast_register', 'threadcast_rest', 'threadcast_submit']);
+  assert.deepEqual(fns, ['threadcast_append', 'threadcast_append_batch', 'threadcast_register', 'threadcast_rest',
+    'threadcast_store', 'threadcast_submit']);
 });
 
 test('a malformed call from the gateway is a Redis error, not a reply', async () => {
