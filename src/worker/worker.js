@@ -360,7 +360,9 @@ export async function serve(opts = {}) {
       const report = ctl.rest ? await restOutcome(ctl, status, error) : null;
       await relay.end(status, extra);
       if (report) await restCall('run.finished', report);
-      await cmd.hset(keys.run(thread), 'status', 'done');
+      // A stateless run's thread (temporary, on_completion "delete"): its checkpoints go with it.
+      if (ctl.dispose) await Promise.all([saver.deleteThread(thread), cmd.del(keys.run(thread), keys.undo(thread))]);
+      else await cmd.hset(keys.run(thread), 'status', 'done');
     } finally {
       running.delete(thread);
       await cmd.lockRelease(keys.lock(thread), name).catch(() => {});
@@ -507,14 +509,15 @@ export async function serve(opts = {}) {
         startError = e;
         plan = { input: null, configurable: {}, options: {}, metadata: {} };
       }
+      const dispose = truthy(p.temporary) && p.on_completion !== 'keep';
       const base = (await saver.getTuple({ configurable: { thread_id: thread, checkpoint_ns: '' } }))?.config.configurable.checkpoint_id ?? '';
       await cmd.hset(keys.run(thread), { entry: entry.key, run_id: runId, status: 'running', assistant, base, input: saveInput(plan.input),
-        configurable: JSON.stringify(plan.configurable), rest: JSON.stringify({ options: plan.options, metadata: plan.metadata }) });
+        configurable: JSON.stringify(plan.configurable), rest: JSON.stringify({ options: plan.options, metadata: plan.metadata, dispose }) });
       await cmd.hdel(keys.run(thread), 'cancel');
       await cmd.del(keys.undo(thread));
       const relay = new Relay({ redis: cmd, thread, assistant, runId, log, appendOpts: ['ASSISTANT', assistant], subgraphs: graph.subgraphPaths });
       ctl = { thread, graph, assistant, runId, relay, input: plan.input, configurable: { ...plan.configurable }, metadata: plan.metadata,
-        options: plan.options, rest: true, startError, injects: [], abort: new AbortController() };
+        options: plan.options, rest: true, dispose, startError, injects: [], abort: new AbortController() };
       running.set(thread, ctl);
       const afterSeq = Number(await cmd.hget(keys.meta(thread), 'seq')) || 0;
       const started = await restCall('run.started', { run_id: runId, after_seq: afterSeq });
@@ -886,8 +889,8 @@ export async function serve(opts = {}) {
     log('info', 'taking over a run', { thread, run_id: record.run_id, from: head === record.base ? 'the start' : 'the last checkpoint' });
     const ctl = { thread, graph, assistant, runId: record.run_id, relay, input, configurable, injects: [], abort: new AbortController() };
     if (record.rest) { // a REST run: its id and options go on; a cancel that came while nobody ran it applies now
-      const { options, metadata } = JSON.parse(record.rest);
-      Object.assign(ctl, { rest: true, options, metadata, configurable: { ...configurable, run_id: record.run_id, assistant_id: assistant, graph_id: assistant } });
+      const { options, metadata, dispose } = JSON.parse(record.rest);
+      Object.assign(ctl, { rest: true, options, metadata, dispose, configurable: { ...configurable, run_id: record.run_id, assistant_id: assistant, graph_id: assistant } });
       if (record.cancel) cancelRun(ctl, record.cancel);
     }
     running.set(thread, ctl);

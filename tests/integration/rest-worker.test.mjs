@@ -229,6 +229,41 @@ describe('REST runs', () => {
   });
 });
 
+describe('REST runs across workers, stateless runs', () => {
+  test('a rest.cancel read by a worker that does not run it reaches the lock owner (tc:worker:<name>)', async () => {
+    const other = await startWorker(redis.url, { name: 'rest-alias', args: ['--graphs', graphsModule], env: { TC_TEST_GRAPHS: 'alias' } });
+    try {
+      const t = 'rw-forward';
+      await restRun(t, 'run-fw-1', { input: { text: 'slow, cancelled from afar' } });
+      await waitUntil(async () => (await storedEvents(rc, t)).some((e) => e.method === 'updates'), 10000, 'the first step');
+      assert.equal(await rc.cmd('GET', `tc:{${t}}:lg:lock`), 'rest-w1');
+      await restCancel(t, 'run-fw-1', 'rollback', 'steps-b');
+      const fin = await finished('run-fw-1');
+      assert.deepEqual([fin.status, fin.rollback, fin.values], ['interrupted', true, {}]);
+      assert.deepEqual(await result(t, 'rest.state.get', {}), { values: {}, next: [], tasks: [], checkpoint: null, created_at: null,
+        parent_checkpoint: null, interrupts: [] }, 'the thread\'s first run rolled back: no checkpoint left');
+      // A cancel for a run that is over changes nothing.
+      await restRun(t, 'run-fw-2', { input: { text: 'quick' } });
+      await finished('run-fw-2');
+      await restCancel(t, 'run-fw-1', 'rollback', 'steps-b');
+      await waitUntil(() => other.logs.filter((l) => l.msg === 'rest.cancel for a run that is not running').length === 1, 10000, 'the stale cancel');
+      assert.deepEqual((await result(t, 'rest.state.get', {})).values.log, ['first saw quick', 'second done']);
+    } finally {
+      await other.kill('SIGTERM');
+    }
+  });
+
+  test('a temporary run with on_completion delete leaves no checkpoints; "keep" keeps them', async () => {
+    await restRun('rw-temp', 'run-temp-1', { input: { text: 'gone' }, temporary: true, on_completion: 'delete' });
+    assert.equal((await finished('run-temp-1')).status, 'success');
+    for (const k of ['idx', 'cp', 'blobs', 'widx', 'w', 'run', 'undo']) assert.equal(await rc.cmd('EXISTS', `tc:{rw-temp}:lg:${k}`), 0, k);
+    assert.ok((await storedEvents(rc, 'rw-temp')).length > 0, 'its events stay for the streams that read them');
+    await restRun('rw-temp-kept', 'run-temp-2', { input: { text: 'kept' }, temporary: true, on_completion: 'keep' });
+    await finished('run-temp-2');
+    assert.equal((await result('rw-temp-kept', 'rest.state.get', {})).values.text, 'kept');
+  });
+});
+
 describe('REST state through the bridge', () => {
   test('rest.state.get: a thread that never ran; the head; a checkpoint; an unknown checkpoint', async () => {
     assert.deepEqual(await result('rw-never', 'rest.state.get', {}),

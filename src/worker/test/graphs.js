@@ -41,4 +41,5 @@ export function steps() {
     .addEdge('second', END);
 }
 
-export const graphs = { steps: steps(), agent: builder() };
+/** TC_TEST_GRAPHS=alias: "steps" served as "steps-b" (a worker that never holds a "steps" run). */
+export const graphs = process.env.TC_TEST_GRAPHS === 'alias' ? { 'steps-b': steps() } : { steps: steps(), agent: builder() };
