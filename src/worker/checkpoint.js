@@ -304,6 +304,40 @@ export class RedisSaver extends BaseCheckpointSaver {
     await this.client.unlink(...Object.values(this.threadKeys(threadId)));
   }
 
+  /**
+   * Removes parts of a thread (what a rolled back run wrote): checkpoints
+   * [{ns, id}] with all their pending writes, the writes of single tasks on
+   * other checkpoints [{ns, id, taskId}], and channel values [{ns, channel,
+   * version}]. The caller names only what nothing else refers to. One
+   * MULTI/EXEC after one read of the write indexes.
+   */
+  async forget(threadId, { checkpoints = [], writes = [], blobs = [] } = {}) {
+    const keys = this.threadKeys(threadId);
+    const ranges = [
+      ...checkpoints.map((c) => prefixRange(writesPrefix(c.ns, c.id))),
+      ...writes.map((w) => prefixRange(`${writesPrefix(w.ns, w.id)}${esc(w.taskId)} `)),
+    ];
+    const found = [];
+    if (ranges.length) {
+      const p = this.client.pipeline();
+      for (const r of ranges) p.zrangebylex(keys.widx, r.min, r.max);
+      for (const members of await exec(p)) found.push(...members);
+    }
+    if (!checkpoints.length && !found.length && !blobs.length) return;
+    const tx = this.client.multi();
+    if (checkpoints.length) {
+      const members = checkpoints.map((c) => checkpointMember(c.ns, c.id));
+      tx.zrem(keys.idx, ...members);
+      tx.hdel(keys.cp, ...members);
+    }
+    if (found.length) {
+      tx.zrem(keys.widx, ...found);
+      tx.hdel(keys.w, ...found);
+    }
+    if (blobs.length) tx.hdel(keys.blobs, ...blobs.map((b) => blobField(b.ns, b.channel, b.version)));
+    await exec(tx);
+  }
+
   /* ---- internals ---------------------------------------------------------------------- */
 
   #refreshTtl(tx, keys) {

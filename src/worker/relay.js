@@ -90,9 +90,12 @@ export class Relay {
     if (this.queue.length >= QUEUE_HIGH) await this.drain();
   }
 
-  /** The root lifecycle event that opens a run: threadcast resets its run state on it. */
-  started() {
-    this.enqueue({ method: 'lifecycle', params: { namespace: [], data: { event: 'started', graph_name: this.assistant } } });
+  /**
+   * The root lifecycle event that opens a run: threadcast resets its run
+   * state on it. extra joins its data (a REST run's `runId`).
+   */
+  started(extra = {}) {
+    this.enqueue({ method: 'lifecycle', params: { namespace: [], data: { event: 'started', graph_name: this.assistant, ...extra } } });
   }
 
   /** Appends an event as it is (no fix-ups). */

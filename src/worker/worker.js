@@ -21,6 +21,7 @@ import { Redis } from 'ioredis';
 import { Command, RunControl, isGraphDrained, isUnknownInterruptError } from '@langchain/langgraph';
 import { RedisSaver } from './checkpoint.js';
 import { Relay, closeMessage, openMessages, plain } from './relay.js';
+import { HISTORY_MAX, InputError, emptyState, graphJson, graphSchemas, threadState, toCommand } from './rest.js';
 
 /* ---- the keys of the contract (protocol/README.md) ----------------------------------------- */
 
@@ -36,13 +37,20 @@ export const keys = {
   events: (t) => `tc:{${t}}:events`,
   meta: (t) => `tc:{${t}}:meta`,
   control: (consumer) => `tc:worker:${consumer}`,   // inject/cancel for runs this worker holds
+  ainfo: (a) => `{tc:commands}:ainfo:${a}`,         // what the REST API shows of assistant a
+  undo: (t) => `tc:{${t}}:lg:undo`,                 // what the thread's REST run wrote (rollback)
 };
+
+/** The REST API's records: FCALL threadcast_rest 1 {tc:commands} <op> <json>. */
+const REST_KEY = '{tc:commands}';
+/** How long a REST run's undo journal outlives its last write (s). */
+const UNDO_TTL = 86400;
 
 /** handle()'s answer for an entry to leave pending (another worker, or a later try, takes it). */
 const KEEP = Symbol('keep');
 
 /** Methods that start (or continue) a run: acknowledged when the run is over. */
-const RUNS = new Set(['run.start', 'input.respond', 'state.fork']);
+const RUNS = new Set(['run.start', 'input.respond', 'state.fork', 'rest.run']);
 
 class ProtocolError extends Error {
   constructor(code, message) {
@@ -104,6 +112,77 @@ const loadInput = (s) => {
 };
 
 /**
+ * The worker's checkpointer: RedisSaver, plus, for the checkpoints a REST
+ * run writes, the run's id (and assistant) in their metadata, as the
+ * reference server has them, and an undo journal (tc:{T}:lg:undo, a set of
+ * JSON items, written before the write it names) so that a `rollback`
+ * cancel can take back everything the run wrote. restRunOf(thread) is the
+ * REST run this worker is running on the thread, if any.
+ */
+class WorkerSaver extends RedisSaver {
+  constructor(opts, restRunOf) {
+    super(opts);
+    this.restRunOf = restRunOf;
+    this.inflight = new Map(); // thread → Set of write promises
+  }
+
+  #track(thread, p) {
+    let set = this.inflight.get(thread);
+    if (!set) this.inflight.set(thread, (set = new Set()));
+    set.add(p);
+    const done = () => {
+      set.delete(p);
+      if (!set.size && this.inflight.get(thread) === set) this.inflight.delete(thread);
+    };
+    p.then(done, done);
+    return p;
+  }
+
+  /** Resolves once every write to the thread already under way is over. */
+  async settle(thread) {
+    while (this.inflight.get(thread)?.size) await Promise.allSettled([...this.inflight.get(thread)]);
+  }
+
+  async #journal(thread, items) {
+    const key = keys.undo(thread);
+    await this.client.multi().sadd(key, ...items.map((i) => JSON.stringify(i))).expire(key, UNDO_TTL).exec();
+  }
+
+  put(config, checkpoint, metadata, newVersions) {
+    const c = config?.configurable ?? {};
+    const run = c.thread_id !== undefined ? this.restRunOf(c.thread_id) : null;
+    if (!run) return super.put(config, checkpoint, metadata, newVersions);
+    const ns = c.checkpoint_ns ?? '';
+    const items = [['cp', ns, checkpoint.id], ...Object.entries(newVersions ?? {}).map(([ch, v]) => ['b', ns, ch, String(v)])];
+    const md = { ...metadata, run_id: run.runId, assistant_id: run.assistant, graph_id: run.assistant };
+    return this.#track(c.thread_id, this.#journal(c.thread_id, items).then(() => super.put(config, checkpoint, md, newVersions)));
+  }
+
+  putWrites(config, writes, taskId, taskPath) {
+    const c = config?.configurable ?? {};
+    const run = c.thread_id !== undefined ? this.restRunOf(c.thread_id) : null;
+    if (!run || !writes.length) return super.putWrites(config, writes, taskId, taskPath);
+    const item = ['w', c.checkpoint_ns ?? '', c.checkpoint_id, taskId];
+    return this.#track(c.thread_id, this.#journal(c.thread_id, [item]).then(() => super.putWrites(config, writes, taskId, taskPath)));
+  }
+
+  /** Takes back what the thread's journal names (a rolled back run), then forgets the journal. */
+  async undo(thread) {
+    await this.settle(thread);
+    const items = (await this.client.smembers(keys.undo(thread))).map((j) => JSON.parse(j));
+    await this.forget(thread, {
+      checkpoints: items.filter((i) => i[0] === 'cp').map(([, ns, id]) => ({ ns, id })),
+      writes: items.filter((i) => i[0] === 'w').map(([, ns, id, taskId]) => ({ ns, id, taskId })),
+      blobs: items.filter((i) => i[0] === 'b').map(([, ns, channel, version]) => ({ ns, channel, version })),
+    });
+    await this.client.del(keys.undo(thread));
+    return items.filter((i) => i[0] === 'cp').length;
+  }
+}
+
+const truthy = (v) => v === true || v === 'true' || v === '1' || v === 1;
+
+/**
  * Starts a worker. Options:
  *   redis      URL (default $THREADCAST_REDIS_URL or redis://127.0.0.1:6379)
  *   graphs     { <assistant id>: a StateGraph (compiled here) or a compiled graph }
@@ -131,9 +210,15 @@ export async function serve(opts = {}) {
   await Promise.all([cmd.connect(), block.connect(), sub.connect()]);
 
   cmd.defineCommand('lockRenew', { numberOfKeys: 1, lua: "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0" });
+  cmd.defineCommand('markCancel', { numberOfKeys: 1, lua: "if redis.call('HGET', KEYS[1], 'run_id') == ARGV[1] and redis.call('HGET', KEYS[1], 'status') == 'running' then return redis.call('HSET', KEYS[1], 'cancel', ARGV[2]) end return -1" });
   cmd.defineCommand('lockRelease', { numberOfKeys: 1, lua: "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0" });
 
-  const saver = new RedisSaver({ client: cmd, ttlSeconds: opts.ttlSeconds });
+  const running = new Map();   // thread → the run this worker is running on it
+  const restRunOf = (thread) => {
+    const ctl = running.get(thread);
+    return ctl?.rest ? ctl : null;
+  };
+  const saver = new WorkerSaver({ client: cmd, ttlSeconds: opts.ttlSeconds }, restRunOf);
   const graphs = new Map();
   for (const [assistant, g] of Object.entries(opts.graphs ?? {})) {
     if (!/^[\x21-\x7e]{1,128}$/.test(assistant) || assistant === '*') throw new Error(`bad assistant id "${assistant}"`);
@@ -164,9 +249,22 @@ export async function serve(opts = {}) {
     }
   }
 
-  const running = new Map();   // thread → the run this worker is running on it
+  const waiting = new Map();   // REST run id → a run waiting for its thread here
   const inflight = new Map();  // `${stream} ${id}` → true while handled
   let closing = false;
+
+  // What the REST API shows of each assistant (assistants.get, /graph, /schemas).
+  for (const [assistant, graph] of graphs) {
+    const info = { name: assistant, graph: '{}', schemas: JSON.stringify({ graph_id: assistant, input_schema: null, output_schema: null,
+      state_schema: null, config_schema: null, context_schema: null }) };
+    try {
+      info.graph = JSON.stringify(await graphJson(graph));
+      info.schemas = JSON.stringify(await graphSchemas(assistant, graph));
+    } catch (e) {
+      log('warn', 'cannot describe the graph for the REST API', { assistant, error: String(e.message ?? e) });
+    }
+    await cmd.multi().hset(keys.ainfo(assistant), info).hsetnx(keys.ainfo(assistant), 'created_at', new Date().toISOString()).exec();
+  }
 
   const register = () => Promise.all(assistants.map((a) =>
     cmd.call('FCALL', 'threadcast_register', 2, keys.workers(a), keys.assistants, a, name, liveMs)));
@@ -214,11 +312,14 @@ export async function serve(opts = {}) {
     const renew = setInterval(() => cmd.lockRenew(keys.lock(thread), name, lockMs).catch(() => {}), lockMs / 4);
     let status = 'completed';
     let extra = {};
+    let error = null;
     try {
+      if (ctl.startError) throw ctl.startError;
       for (let input = ctl.input; ;) {
         ctl.control = new RunControl();
         try {
           const run = await graph.streamEvents(input, {
+            ...(ctl.options ?? {}),
             version: 'v3',
             configurable: { ...ctl.configurable, thread_id: thread },
             signal: ctl.abort.signal,
@@ -234,28 +335,208 @@ export async function serve(opts = {}) {
         if (!ctl.injects.length) break;
         input = await applyInjects(ctl);
       }
-      status = pendingInterrupts(await graph.getState({ configurable: { thread_id: thread } })).length ? 'interrupted' : 'completed';
+      const head = await graph.getState({ configurable: { thread_id: thread } });
+      // A REST run stopped by interrupt_before/after has no interrupt but more to do: interrupted too.
+      status = pendingInterrupts(head).length || (ctl.rest && head.next?.length) ? 'interrupted' : 'completed';
     } catch (e) {
       status = 'failed';
-      if (ctl.cancelled) {
+      if (ctl.cancelled && ctl.rest) {
+        relay.closeOpen('the run was cancelled', 'cancelled');
+        status = 'interrupted';
+        extra = { cancelled: true, action: ctl.cancelAction ?? 'interrupt' };
+      } else if (ctl.cancelled) {
         relay.closeOpen('the run was cancelled', 'cancelled');
         extra = { error: 'cancelled', cancelled: true };
       } else {
         relay.closeOpen(e.message, 'run_failed');
         extra = { error: String(e.message ?? e) };
+        error = e;
         log('warn', 'run failed', { thread, run_id: ctl.runId, error: String(e.message ?? e) });
       }
     } finally {
       clearInterval(renew);
     }
     try {
+      const report = ctl.rest ? await restOutcome(ctl, status, error) : null;
       await relay.end(status, extra);
-      await cmd.hset(keys.run(thread), 'status', 'done');
+      if (report) await restCall('run.finished', report);
+      // A stateless run's thread (temporary, on_completion "delete"): its checkpoints go with it.
+      if (ctl.dispose) await Promise.all([saver.deleteThread(thread), cmd.del(keys.run(thread), keys.undo(thread))]);
+      else await cmd.hset(keys.run(thread), 'status', 'done');
     } finally {
       running.delete(thread);
       await cmd.lockRelease(keys.lock(thread), name).catch(() => {});
     }
     log('info', 'run over', { thread, run_id: ctl.runId, status });
+  }
+
+  /* ---- REST runs (issue 17) ------------------------------------------------------------------ */
+
+  /** FCALL threadcast_rest <op>: the REST records' function. Answers {status, body}; never throws. */
+  async function restCall(op, args) {
+    try {
+      const r = await cmd.call('FCALL', 'threadcast_rest', 1, REST_KEY, op, JSON.stringify(args));
+      const status = Number(Array.isArray(r) ? r[0] : NaN);
+      if (!(status < 400)) log('warn', `threadcast_rest ${op} refused`, { run_id: args.run_id, status, body: String(Array.isArray(r) ? r[1] : r).slice(0, 300) });
+      return { status, body: Array.isArray(r) ? r[1] : null };
+    } catch (e) {
+      log('warn', `threadcast_rest ${op} failed`, { run_id: args.run_id, error: e.message });
+      return { status: 0, body: null };
+    }
+  }
+
+  /**
+   * run.finished's arguments for a REST run that is over: its status
+   * (success, error, interrupted), the error, the thread's values and
+   * pending interrupts. A `rollback` cancel first takes back every
+   * checkpoint and write the run made (its undo journal).
+   */
+  async function restOutcome(ctl, status, error) {
+    const out = { run_id: ctl.runId };
+    try {
+      await saver.settle(ctl.thread);
+      if (ctl.cancelled && ctl.cancelAction === 'rollback') {
+        const n = await saver.undo(ctl.thread);
+        out.rollback = true;
+        log('info', 'run rolled back', { thread: ctl.thread, run_id: ctl.runId, checkpoints: n });
+      } else {
+        await cmd.del(keys.undo(ctl.thread));
+      }
+    } catch (e) {
+      log('warn', 'rollback failed', { thread: ctl.thread, run_id: ctl.runId, error: String(e.message ?? e) });
+    }
+    if (ctl.cancelled) out.status = 'interrupted';
+    else out.status = status === 'failed' ? 'error' : status === 'interrupted' ? 'interrupted' : 'success';
+    if (error) out.error = { error: error.name && error.name !== 'Error' ? error.name : 'Error', message: String(error.message ?? error) };
+    try {
+      const st = await ctl.graph.getState({ configurable: { thread_id: ctl.thread } });
+      out.values = plain(st.values) ?? {};
+      const interrupts = {};
+      for (const t of st.tasks ?? []) {
+        if (t.result === undefined && t.interrupts?.length) interrupts[t.id] = t.interrupts.map((i) => plain({ id: i.id, value: i.value }));
+      }
+      out.interrupts = interrupts;
+    } catch (e) {
+      log('warn', 'cannot read the state after a run', { thread: ctl.thread, run_id: ctl.runId, error: String(e.message ?? e) });
+    }
+    return out;
+  }
+
+  /** Cancels a run this worker runs (action: a REST cancel's interrupt or rollback). */
+  function cancelRun(ctl, action) {
+    ctl.cancelled = true;
+    if (action) ctl.cancelAction = action;
+    ctl.abort.abort(new Error('cancelled'));
+  }
+
+  /** How a REST run's params become LangGraph's input, configurable and stream options. */
+  async function restPlan(thread, assistant, runId, p) {
+    const input = p.command != null ? toCommand(p.command) : (p.input ?? null);
+    const config = p.config ?? {};
+    if (typeof config !== 'object' || Array.isArray(config)) throw new InputError('config must be an object');
+    if (config.configurable != null && (typeof config.configurable !== 'object' || Array.isArray(config.configurable))) {
+      throw new InputError('config.configurable must be an object');
+    }
+    const configurable = { ...(config.configurable ?? {}) };
+    delete configurable.thread_id;
+    const checkpointId = p.checkpoint_id ?? configurable.checkpoint_id;
+    delete configurable.checkpoint_id;
+    if (checkpointId != null) {
+      if (typeof checkpointId !== 'string' || !checkpointId) throw new InputError('checkpoint_id must be a non-empty string');
+      const found = await saver.getTuple({ configurable: { thread_id: thread, checkpoint_ns: '', checkpoint_id: checkpointId } });
+      if (!found) throw new InputError(`thread "${thread}" has no checkpoint "${checkpointId}"`);
+      configurable.checkpoint_id = checkpointId;
+    }
+    Object.assign(configurable, { run_id: runId, assistant_id: assistant, graph_id: assistant });
+    const options = {};
+    if (p.context != null) options.context = p.context;
+    for (const [k, opt] of [['interrupt_before', 'interruptBefore'], ['interrupt_after', 'interruptAfter']]) {
+      const v = p[k];
+      if (v == null) continue;
+      if (v !== '*' && !(Array.isArray(v) && v.every((n) => typeof n === 'string'))) throw new InputError(`${k} must be "*" or a list of node names`);
+      options[opt] = v;
+    }
+    if (config.recursion_limit != null) {
+      if (!Number.isInteger(config.recursion_limit) || config.recursion_limit < 1) throw new InputError('config.recursion_limit must be a positive integer');
+      options.recursionLimit = config.recursion_limit;
+    }
+    if (Array.isArray(config.tags)) options.tags = config.tags.filter((t) => typeof t === 'string');
+    const metadata = { ...(config.metadata ?? {}), ...(p.metadata && typeof p.metadata === 'object' ? p.metadata : {}),
+      run_id: runId, thread_id: thread, assistant_id: assistant, graph_id: assistant };
+    return { input, configurable, options, metadata };
+  }
+
+  /**
+   * A REST run (rest.run, handed over by threadcast_rest): waits for the
+   * thread (runs never overlap), records the run as run.start does (a
+   * worker that takes over after a crash goes on with it), reports
+   * run.started, appends the root `started` event with runId = the REST
+   * run id, runs the graph and reports run.finished. Input that cannot run
+   * (a bad command, an unknown checkpoint) makes a run that fails at once.
+   */
+  async function restRun(entry, p) {
+    const thread = entry.thread;
+    const runId = typeof p.run_id === 'string' && p.run_id ? p.run_id : entry.corr;
+    if (!runId) {
+      log('warn', 'rest.run without a run_id, dropped', { thread });
+      return undefined;
+    }
+    const assistant = entry.assistant;
+    const graph = graphs.get(assistant);
+    const wait = { runId, cancelAction: null };
+    waiting.set(runId, wait);
+    try {
+      for (;;) {
+        if (!running.has(thread) && await lock(thread)) break;
+        if (closing) return KEEP;
+        if (wait.cancelAction) {
+          await restCall('run.finished', { run_id: runId, status: 'interrupted', ...(wait.cancelAction === 'rollback' ? { rollback: true } : {}) });
+          return undefined;
+        }
+        await new Promise((r) => setTimeout(r, 250));
+      }
+    } finally {
+      waiting.delete(runId);
+    }
+    let ctl;
+    try {
+      let plan;
+      let startError = null;
+      try {
+        plan = await restPlan(thread, assistant, runId, p);
+      } catch (e) {
+        if (!(e instanceof InputError)) throw e;
+        startError = e;
+        plan = { input: null, configurable: {}, options: {}, metadata: {} };
+      }
+      const dispose = truthy(p.temporary) && p.on_completion !== 'keep';
+      const base = (await saver.getTuple({ configurable: { thread_id: thread, checkpoint_ns: '' } }))?.config.configurable.checkpoint_id ?? '';
+      await cmd.hset(keys.run(thread), { entry: entry.key, run_id: runId, status: 'running', assistant, base, input: saveInput(plan.input),
+        configurable: JSON.stringify(plan.configurable), rest: JSON.stringify({ options: plan.options, metadata: plan.metadata, dispose }) });
+      await cmd.hdel(keys.run(thread), 'cancel');
+      await cmd.del(keys.undo(thread));
+      const relay = new Relay({ redis: cmd, thread, assistant, runId, log, appendOpts: ['ASSISTANT', assistant], subgraphs: graph.subgraphPaths });
+      ctl = { thread, graph, assistant, runId, relay, input: plan.input, configurable: { ...plan.configurable }, metadata: plan.metadata,
+        options: plan.options, rest: true, dispose, startError, injects: [], abort: new AbortController() };
+      running.set(thread, ctl);
+      const afterSeq = Number(await cmd.hget(keys.meta(thread), 'seq')) || 0;
+      const started = await restCall('run.started', { run_id: runId, after_seq: afterSeq });
+      if (started.status >= 400 && started.status < 500) { // deleted or cancelled before it could start
+        log('info', 'REST run dropped: threadcast_rest refused run.started', { thread, run_id: runId, status: started.status });
+        running.delete(thread);
+        await cmd.hset(keys.run(thread), 'status', 'done');
+        await cmd.lockRelease(keys.lock(thread), name).catch(() => {});
+        return undefined;
+      }
+      relay.started({ runId });
+      await relay.drain();
+    } catch (e) {
+      running.delete(thread);
+      await cmd.lockRelease(keys.lock(thread), name).catch(() => {});
+      throw e;
+    }
+    await runGraph(ctl);
+    return undefined;
   }
 
   /**
@@ -322,7 +603,139 @@ export async function serve(opts = {}) {
 
   /* ---- commands ------------------------------------------------------------------------------ */
 
+  /** The checkpoint a REST state command names ({checkpoint_id}, {checkpoint: {…}}), as configurable. */
+  function checkpointParams(thread, p) {
+    const c = { thread_id: thread, checkpoint_ns: '' };
+    if (p.checkpoint != null) {
+      if (typeof p.checkpoint !== 'object' || Array.isArray(p.checkpoint)) throw new ProtocolError('invalid_argument', 'checkpoint must be an object');
+      for (const k of ['checkpoint_id', 'checkpoint_ns']) {
+        const v = p.checkpoint[k];
+        if (v == null) continue;
+        if (typeof v !== 'string') throw new ProtocolError('invalid_argument', `checkpoint.${k} must be a string`);
+        c[k] = v;
+      }
+      if (p.checkpoint.checkpoint_map != null) c.checkpoint_map = p.checkpoint.checkpoint_map;
+    }
+    if (p.checkpoint_id != null) {
+      if (typeof p.checkpoint_id !== 'string') throw new ProtocolError('invalid_argument', 'checkpoint_id must be a string');
+      c.checkpoint_id = p.checkpoint_id;
+    }
+    if (c.checkpoint_id === '') delete c.checkpoint_id;
+    return c;
+  }
+
+  const noCheckpoint = (c) => new ProtocolError('no_such_checkpoint',
+    `thread "${c.thread_id}" has no checkpoint "${c.checkpoint_id}"${c.checkpoint_ns ? ` at namespace "${c.checkpoint_ns}"` : ''}`);
+
   const handlers = {
+    'rest.run': (entry, p) => restRun(entry, p),
+
+    async 'rest.cancel'(entry, p) {
+      const thread = entry.thread;
+      const action = p.action ?? 'interrupt';
+      if (typeof p.run_id !== 'string' || (action !== 'interrupt' && action !== 'rollback')) {
+        log('warn', 'rest.cancel needs a run_id and an action interrupt or rollback', { thread, params: JSON.stringify(p).slice(0, 200) });
+        return;
+      }
+      const w = waiting.get(p.run_id);
+      if (w) {
+        w.cancelAction = action;
+        return;
+      }
+      const local = running.get(thread);
+      if (local?.runId === p.run_id) {
+        cancelRun(local, action);
+        return;
+      }
+      // Kept in the run's record, for a worker that takes the run over; then told to the lock's owner.
+      const marked = await cmd.markCancel(keys.run(thread), p.run_id, action);
+      if (await forward(thread, { op: 'cancel', run_id: p.run_id, action })) return;
+      if (marked < 0) log('info', 'rest.cancel for a run that is not running', { thread, run_id: p.run_id });
+    },
+
+    async 'rest.state.get'(entry, p) {
+      const graph = graphs.get(entry.assistant);
+      const configurable = checkpointParams(entry.thread, p);
+      if (!(await saver.getTuple({ configurable }))) {
+        if (configurable.checkpoint_id) throw noCheckpoint(configurable);
+        return success(entry, emptyState());
+      }
+      const snap = await graph.getState({ configurable }, { subgraphs: truthy(p.subgraphs) });
+      return success(entry, threadState(snap));
+    },
+
+    async 'rest.state.update'(entry, p) {
+      const thread = entry.thread;
+      const graph = graphs.get(entry.assistant);
+      if (p.values != null && typeof p.values !== 'object') throw new ProtocolError('invalid_argument', 'values must be an object, a list of objects or null');
+      if (p.as_node != null && typeof p.as_node !== 'string') throw new ProtocolError('invalid_argument', 'as_node must be a string');
+      const configurable = checkpointParams(thread, p);
+      await claimThread(thread);
+      try {
+        if (configurable.checkpoint_id && !(await saver.getTuple({ configurable }))) throw noCheckpoint(configurable);
+        let next;
+        try {
+          next = await graph.updateState({ configurable }, p.values ?? null, p.as_node ?? undefined);
+        } catch (e) {
+          if (/InvalidUpdate|Value|Empty/.test(e.name ?? '')) throw new ProtocolError('invalid_argument', `cannot update the state: ${e.message}`);
+          throw e;
+        }
+        const c = next.configurable ?? {};
+        return success(entry, { checkpoint: { thread_id: thread, checkpoint_ns: c.checkpoint_ns ?? '', checkpoint_id: c.checkpoint_id,
+          ...(c.checkpoint_map ? { checkpoint_map: plain(c.checkpoint_map) } : {}) } });
+      } finally {
+        await cmd.lockRelease(keys.lock(thread), name).catch(() => {});
+      }
+    },
+
+    async 'rest.history'(entry, p) {
+      const graph = graphs.get(entry.assistant);
+      const limit = p.limit == null ? 10 : Number(p.limit);
+      if (!Number.isInteger(limit) || limit < 1 || limit > HISTORY_MAX) {
+        throw new ProtocolError('invalid_argument', `limit must be an integer from 1 to ${HISTORY_MAX} (got ${JSON.stringify(p.limit)})`);
+      }
+      let before;
+      if (typeof p.before === 'string' && p.before) before = { configurable: { checkpoint_id: p.before } };
+      else if (p.before != null && typeof p.before === 'object') {
+        const id = p.before.configurable?.checkpoint_id ?? p.before.checkpoint_id;
+        if (typeof id !== 'string') throw new ProtocolError('invalid_argument', 'before must be a checkpoint id or a config naming configurable.checkpoint_id');
+        before = { configurable: { checkpoint_id: id } };
+      } else if (p.before != null) throw new ProtocolError('invalid_argument', 'before must be a checkpoint id or a config');
+      if (p.metadata != null && (typeof p.metadata !== 'object' || Array.isArray(p.metadata))) throw new ProtocolError('invalid_argument', 'metadata must be an object');
+      const configurable = checkpointParams(entry.thread, p);
+      const states = [];
+      for await (const s of graph.getStateHistory({ configurable }, { limit, ...(before ? { before } : {}), ...(p.metadata ? { filter: p.metadata } : {}) })) {
+        states.push(threadState(s));
+      }
+      return success(entry, states);
+    },
+
+    async 'rest.copy'(entry, p) {
+      const to = p.new_thread_id;
+      if (typeof to !== 'string' || !/^[A-Za-z0-9._:-]{1,128}$/.test(to)) {
+        throw new ProtocolError('invalid_argument', 'new_thread_id must be a thread id ([A-Za-z0-9._:-]{1,128})');
+      }
+      if (to === entry.thread) throw new ProtocolError('invalid_argument', 'new_thread_id is the thread itself');
+      const from = saver.threadKeys(entry.thread);
+      const into = saver.threadKeys(to);
+      const names = Object.keys(from);
+      // One consistent read of the five keys (one slot), one write of the copies (the other's).
+      const read = cmd.multi();
+      for (const k of names) read.dumpBuffer(from[k]).pttl(from[k]);
+      const got = (await read.exec()).map(([err, v]) => {
+        if (err) throw err;
+        return v;
+      });
+      const write = cmd.multi();
+      names.forEach((k, i) => {
+        const [dump, ttl] = [got[2 * i], got[2 * i + 1]];
+        if (dump === null) write.del(into[k]);
+        else write.restore(into[k], ttl > 0 ? ttl : 0, dump, 'REPLACE');
+      });
+      for (const [err] of await write.exec()) if (err) throw err;
+      return success(entry, {});
+    },
+
     async 'run.start'(entry, p) {
       const thread = entry.thread;
       const message = typeof p.input === 'string' ? { role: 'user', content: p.input } : p.input?.messages?.at?.(-1) ?? p.input;
@@ -395,8 +808,7 @@ export async function serve(opts = {}) {
     async 'run.cancel'(entry) {
       const local = running.get(entry.thread);
       if (local) {
-        local.cancelled = true;
-        local.abort.abort(new Error('cancelled'));
+        cancelRun(local);
       } else if (!(await forward(entry.thread, { op: 'cancel' }))) {
         throw new ProtocolError('no_such_run', `no run is active on thread "${entry.thread}"`);
       }
@@ -476,6 +888,11 @@ export async function serve(opts = {}) {
     const configurable = head === record.base ? JSON.parse(record.configurable || '{}') : {};
     log('info', 'taking over a run', { thread, run_id: record.run_id, from: head === record.base ? 'the start' : 'the last checkpoint' });
     const ctl = { thread, graph, assistant, runId: record.run_id, relay, input, configurable, injects: [], abort: new AbortController() };
+    if (record.rest) { // a REST run: its id and options go on; a cancel that came while nobody ran it applies now
+      const { options, metadata, dispose } = JSON.parse(record.rest);
+      Object.assign(ctl, { rest: true, options, metadata, dispose, configurable: { ...configurable, run_id: record.run_id, assistant_id: assistant, graph_id: assistant } });
+      if (record.cancel) cancelRun(ctl, record.cancel);
+    }
     running.set(thread, ctl);
     await runGraph(ctl);
   }
@@ -509,7 +926,7 @@ export async function serve(opts = {}) {
       return answer(entry, { type: 'error', error: 'invalid_argument', message: `this worker does not serve assistant "${entry.assistant}"` });
     }
     try {
-      await h(entry, params);
+      return await h(entry, params);
     } catch (e) {
       if (e instanceof ProtocolError) return answer(entry, { type: 'error', error: e.code, message: e.message });
       log('error', 'command failed', { thread: entry.thread, method: entry.method, error: String(e.stack ?? e) });
@@ -540,11 +957,9 @@ export async function serve(opts = {}) {
     }
     const ctl = running.get(m.thread);
     if (!ctl) return;
+    if (m.run_id && m.run_id !== ctl.runId) return; // a REST cancel for a run that is over
     if (m.op === 'inject') inject(ctl, m.message ?? {});
-    if (m.op === 'cancel') {
-      ctl.cancelled = true;
-      ctl.abort.abort(new Error('cancelled'));
-    }
+    if (m.op === 'cancel') cancelRun(ctl, m.action);
   });
   await sub.subscribe(keys.control(name));
 
