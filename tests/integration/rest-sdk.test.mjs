@@ -408,7 +408,7 @@ describe('the Agent Protocol REST API through @langchain/langgraph-sdk', () => {
     assert.deepEqual(history.map((h) => h.checkpoint.checkpoint_id), cps.slice(0, 10));
     assert.deepEqual(history[0].values, head);
     assert.deepEqual((await client.threads.getHistory(threadId, { limit: 2 })).map((h) => h.checkpoint.checkpoint_id), cps.slice(0, 2));
-    const before = await client.threads.getHistory(threadId, { limit: 2, before: { checkpoint_id: cps[1] } });
+    const before = await client.threads.getHistory(threadId, { limit: 2, before: { configurable: { checkpoint_id: cps[1] } } });
     assert.deepEqual(before.map((h) => h.checkpoint.checkpoint_id), cps.slice(2, 4));
     const older = await client.threads.getState(threadId, cps[2]);
     assert.equal(older.checkpoint.checkpoint_id, cps[2]);
