@@ -201,10 +201,12 @@ describe('the Agent Protocol REST API as raw HTTP', () => {
 
     const c = await jsonResponse(await post(`/threads/${tid}/runs`, { assistant_id: 'agent', input: question('roll back raw') }));
     await reaches(tid, c.run_id, 'running');
+    await waitUntil(async () => transcript(await s.head(tid)).includes('roll back raw'), 10000, 'its input in the state');
     await errorResponse(await post(`/threads/${tid}/runs/${c.run_id}/cancel?action=explode`), 422, /action/);
     const c3 = await post(`/threads/${tid}/runs/${c.run_id}/cancel?wait=1&action=rollback`);
     assert.ok([200, 204].includes(c3.status), `rollback: ${c3.status}`);
     await errorResponse(await get(`/threads/${tid}/runs/${c.run_id}`), 404);
+    assert.ok(!transcript(await s.head(tid)).includes('roll back raw'), 'its checkpoints are gone');
     await errorResponse(await post(`/threads/${tid}/runs/${randomUUID()}/cancel`), 404);
     assert.notEqual((await jsonResponse(await get(`/threads/${tid}`))).status, 'busy');
   });
@@ -215,6 +217,7 @@ describe('the Agent Protocol REST API as raw HTTP', () => {
       const tid = (await newThread()).thread_id;
       const a = await jsonResponse(await start(tid, `first (${strategy})`));
       await reaches(tid, a.run_id, 'running');
+      await waitUntil(async () => transcript(await s.head(tid)).includes(`first (${strategy})`), 10000, 'the first run\'s input in the state');
       return { tid, a, res: await start(tid, `second (${strategy})`, { multitask_strategy: strategy }) };
     };
     const [rej, enq, int, rb] = await Promise.all(['reject', 'enqueue', 'interrupt', 'rollback'].map(two));

@@ -26,6 +26,8 @@ describe('the Agent Protocol REST API through @langchain/langgraph-sdk', () => {
     client = s.client();
   });
   after(async () => { await s?.done(); });
+  /** Waits until the graph's state holds the question (the run has written its first checkpoint). */
+  const inState = (threadId, q) => waitUntil(async () => transcript(await s.head(threadId)).includes(q), 10000, `"${q}" in the state`);
 
   test('seed journey 1: create a thread, get it, a background run, wait for its output', async () => {
     const threadId = randomUUID();
@@ -245,6 +247,7 @@ describe('the Agent Protocol REST API through @langchain/langgraph-sdk', () => {
     // action=rollback: the run is deleted.
     const e = await client.runs.create(threadId, 'agent', { input: question('roll me back') });
     await runReaches(client, threadId, e.run_id, 'running');
+    await inState(threadId, 'roll me back');
     await client.runs.cancel(threadId, e.run_id, true, 'rollback');
     await rejectsWith(client.runs.get(threadId, e.run_id), 404);
     assert.ok(!transcript(await s.head(threadId)).includes('roll me back'), 'its checkpoints are gone');
@@ -284,6 +287,7 @@ describe('the Agent Protocol REST API through @langchain/langgraph-sdk', () => {
     await client.threads.create({ threadId });
     const a = await client.runs.create(threadId, 'agent', { input: question('about to be interrupted') });
     await runReaches(client, threadId, a.run_id, 'running');
+    await inState(threadId, 'about to be interrupted');
     const b = await client.runs.create(threadId, 'agent', { input: question('the interrupter'), multitaskStrategy: 'interrupt' });
     assert.ok(STATUSES_LIVE.includes(b.status));
     const values = await client.runs.join(threadId, b.run_id);
@@ -300,6 +304,7 @@ describe('the Agent Protocol REST API through @langchain/langgraph-sdk', () => {
     await client.threads.create({ threadId });
     const a = await client.runs.create(threadId, 'agent', { input: question('about to be rolled back') });
     await runReaches(client, threadId, a.run_id, 'running');
+    await inState(threadId, 'about to be rolled back');
     const b = await client.runs.create(threadId, 'agent', { input: question('the replacement'), multitaskStrategy: 'rollback' });
     const values = await client.runs.join(threadId, b.run_id);
     await rejectsWith(client.runs.get(threadId, a.run_id), 404);
