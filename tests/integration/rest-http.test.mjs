@@ -329,7 +329,7 @@ describe('the Agent Protocol REST API as raw HTTP', () => {
     await errorResponse(notJson, notJson.status, /JSON/i);
   });
 
-  test('the default limits: runs list and thread search answer at most what was asked', async () => {
+  test('threads/search pages: limit 10 by default, limit and offset', async () => {
     const suite = randomUUID();
     for (let i = 0; i < 12; i++) await newThread({ metadata: { suite } });
     assert.equal((await jsonResponse(await post('/threads/search', { metadata: { suite } }))).length, 10, 'default limit 10');
