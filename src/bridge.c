@@ -26,6 +26,7 @@ struct waiting {
 	uint64_t sent_ns;                 /* uv_hrtime() at submit */
 	uint64_t client_id;
 	int64_t head;                     /* the thread's seq when the command was sent; -1 unknown */
+	bool raw;                         /* a REST method: any JSON result, passed as it is */
 	struct tc_bridge_caller *caller;  /* NULL once answered */
 };
 
@@ -145,12 +146,13 @@ static void on_answer(struct tc_bridge *b, const char *data, size_t len)
 	}
 	if (!strcmp(type->valuestring, "success")) {
 		cJSON *result = cJSON_DetachItemFromObjectCaseSensitive(m, "result");
-		if (result && !cJSON_IsObject(result)) {
+		if (result && !cJSON_IsObject(result) && !w->raw) {
 			cJSON_Delete(result);
 			result = NULL;
 		}
 		/* Workers answer in either spelling; the client reads its own. */
-		tc_spell_tree(result, w->caller->sp);
+		if (!w->raw)
+			tc_spell_tree(result, w->caller->sp);
 		/* The seq the answer is consistent with: the worker's word, or the
 		 * thread's head when the command was sent (what the client may
 		 * have seen before the command took effect). */
@@ -333,7 +335,7 @@ static void on_route(struct tc_redis *r, redisReply *reply, void *priv)
 /* Sends method (a static name) with params (taken over) for thread; assistant may be NULL. */
 static enum tc_err submit(struct tc_bridge *b, struct tc_bridge_caller *caller, const char *thread,
 			  const char *method, uint64_t client_id, char *params, const char *assistant,
-			  struct tc_error *err)
+			  bool raw, struct tc_error *err)
 {
 	if (!b->subscribed || !tc_redis_cmd_up(b->redis)) {
 		free(params);
@@ -377,6 +379,7 @@ static enum tc_err submit(struct tc_bridge *b, struct tc_bridge_caller *caller, 
 		.sent_ns = uv_hrtime(),
 		.client_id = client_id,
 		.head = -1,
+		.raw = raw,
 		.caller = caller,
 	};
 	b->count++;
@@ -397,15 +400,17 @@ enum tc_err tc_bridge_submit(struct tc_bridge *b, struct tc_bridge_caller *calle
 				    TC_STORE_ASSISTANT_MAX);
 	char *params = cmd->params ? cJSON_PrintUnformatted(cmd->params) : tc_xstrdup("{}");
 	return submit(b, caller, thread, tc_method_name(cmd->method), cmd->id, params,
-		      cJSON_IsString(a) ? a->valuestring : NULL, err);
+		      cJSON_IsString(a) ? a->valuestring : NULL, false, err);
 }
 
 enum tc_err tc_bridge_submit_method(struct tc_bridge *b, struct tc_bridge_caller *caller,
-				    const char *thread, const char *method, const cJSON *params,
-				    struct tc_error *err)
+				    const char *thread, const char *assistant, const char *method,
+				    const cJSON *params, struct tc_error *err)
 {
+	if (assistant && !tc_store_assistant_valid(assistant, strlen(assistant)))
+		assistant = NULL; /* the thread's own, then */
 	char *json = params ? cJSON_PrintUnformatted(params) : tc_xstrdup("{}");
-	return submit(b, caller, thread, method, 0, json, NULL, err);
+	return submit(b, caller, thread, method, 0, json, assistant, true, err);
 }
 
 /* ---- lifecycle ---------------------------------------------------------------------------------- */

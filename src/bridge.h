@@ -53,12 +53,14 @@ enum tc_err tc_bridge_submit(struct tc_bridge *b, struct tc_bridge_caller *calle
 
 /**
  * Forwards method (a name that outlives the command, e.g. a literal) with
- * params (may be NULL: {}) to thread's workers, unvalidated: the REST API's
- * requests that only a worker can answer (rest.c). The answer frame has id 0.
+ * params (may be NULL: {}) to the workers of assistant (NULL: the thread's),
+ * unvalidated: the REST API's requests that only a worker can answer
+ * (rest.c). The answer frame has id 0 and the worker's result as it is (any
+ * JSON value, not respelled).
  */
 enum tc_err tc_bridge_submit_method(struct tc_bridge *b, struct tc_bridge_caller *caller,
-				    const char *thread, const char *method, const cJSON *params,
-				    struct tc_error *err);
+				    const char *thread, const char *assistant, const char *method,
+				    const cJSON *params, struct tc_error *err);
 
 /** Commands waiting for an answer. */
 size_t tc_bridge_pending(const struct tc_bridge *b);

@@ -131,6 +131,28 @@ int tc__http_error(struct lws *wsi, unsigned status, const char *code, const cha
 	return rc;
 }
 
+int tc__http_detail(struct lws *wsi, unsigned status, const char *message)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "detail", message);
+	char *body = cJSON_PrintUnformatted(o);
+	int rc = http_json(wsi, status, body);
+	free(body);
+	cJSON_Delete(o);
+	return rc;
+}
+
+/* A too large body: the REST API says it its own way. */
+static int too_large(struct tc_server *srv, struct lws *wsi, bool rest)
+{
+	char msg[128];
+	if (!rest)
+		return tc__http_error(wsi, 413, "payload_too_large", "the request body exceeds --max-frame-bytes");
+	snprintf(msg, sizeof(msg), "the request body is too large: at most %lld bytes (--max-frame-bytes)",
+		 (long long)srv->cfg->max_frame_bytes);
+	return tc__http_detail(wsi, 413, msg);
+}
+
 int tc__http_refuse_if_full(struct tc_server *srv, struct lws *wsi)
 {
 	if (srv->draining)
@@ -393,7 +415,7 @@ static int expect_body(struct tc_server *srv, struct lws *wsi, struct tc_pss *ps
 	char cl[32];
 	if (header(wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH, cl, sizeof(cl)) &&
 	    strtoull(cl, NULL, 10) > (unsigned long long)srv->cfg->max_frame_bytes)
-		return tc__http_error(wsi, 413, "payload_too_large", "the request body exceeds --max-frame-bytes");
+		return too_large(srv, wsi, kind == BODY_REST);
 	body_free(pss->body);
 	pss->body = tc_xcalloc(1, sizeof(*pss->body));
 	pss->body->kind = kind;
@@ -409,9 +431,10 @@ int tc__http_body(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss, co
 	if (!b)
 		return 0; /* a body nobody asked for is ignored */
 	if (b->len + len > (size_t)srv->cfg->max_frame_bytes) {
+		bool rest = b->kind == BODY_REST;
 		body_free(b);
 		pss->body = NULL;
-		return tc__http_error(wsi, 413, "payload_too_large", "the request body exceeds --max-frame-bytes");
+		return too_large(srv, wsi, rest);
 	}
 	b->data = tc_xrealloc(b->data, b->len + len + 1);
 	memcpy(b->data + b->len, in, len);
@@ -557,44 +580,6 @@ static int serve_stream(struct tc_server *srv, struct lws *wsi, struct tc_pss *p
 			      "(send Accept: text/event-stream, or POST an EventStreamRequest)");
 }
 
-/* ---- GET /threads/:thread_id/state ------------------------------------------------------- */
-
-static void state_answered(void *ctx, enum tc_err code, const char *message, cJSON *result, uint64_t head)
-{
-	struct tc_conn *c = ctx;
-	cJSON *body = result;
-
-	c->query = NULL; /* over when it reports */
-	if (code) {
-		c->status = code == TC_ERR_NO_SUCH_RUN ? 404 : 503;
-		body = cJSON_CreateObject();
-		cJSON_AddStringToObject(body, "error", c->status == 404 ? "not_found" : "unavailable");
-		cJSON_AddStringToObject(body, "message", message);
-	}
-	tc__conn_send(c, tc_json_frame(body));
-	cJSON_Delete(body);
-}
-
-/* The thread's state for hydration (query.h): 404 for a thread without history. */
-static int serve_state(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss,
-		       const struct request *rq)
-{
-	int admitted = tc__http_refuse_if_full(srv, wsi);
-	if (admitted != 1)
-		return admitted;
-	if (!tc_redis_cmd_up(srv->redis))
-		return tc__http_error(wsi, 503, "unavailable", TC_MSG_REDIS_DOWN);
-	struct tc_conn *c = tc__conn_new(srv, wsi, TC_CONN_QUERY, rq->thread, NULL, TC_SPELL_021);
-	c->status = 200;
-	c->query = tc_query_state(srv->redis, rq->thread, state_answered, c);
-	if (!c->query) {
-		tc__conn_destroy(c);
-		return tc__http_error(wsi, 503, "unavailable", TC_MSG_REDIS_DOWN);
-	}
-	pss->conn = c; /* its answer goes out through tc__http_command_writeable */
-	return 0;
-}
-
 /* ---- the Agent Protocol's REST API (rest.h) --------------------------------------------- */
 
 /*
@@ -612,7 +597,7 @@ static int serve_rest(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss
 	if (!rq->thread && check_access_or_reply(srv, wsi, "*", &g, &rc))
 		return rc;
 	if (tc__rest_writes(rq->m->id, rq->method) && !g.commands)
-		return tc__http_error(wsi, 403, "forbidden", "this token may not send commands (its \"commands\" claim)");
+		return tc__http_detail(wsi, 403, "this token may not change anything (its \"commands\" claim is not true)");
 	rc = tc__rest_request(srv, wsi, pss, rq->m->id, rq->method, rq->m, &g, &pending);
 	if (pending) {
 		rc = expect_body(srv, wsi, pss, BODY_REST, rq);
@@ -638,7 +623,7 @@ static const struct route_handler {
 	[TC_ROUTE_STREAM] = { serve_stream, "GET (WebSocket or SSE) or POST (SSE)", true },
 	[TC_ROUTE_STREAM_EVENTS] = { serve_stream, "GET (WebSocket or SSE) or POST (SSE)", true },
 	[TC_ROUTE_COMMANDS] = { serve_commands, "POST one command as JSON", true },
-	[TC_ROUTE_STATE] = { serve_state, "only GET is served here", true },
+	[TC_ROUTE_STATE] = { serve_rest, "GET (the state) or POST (an update)", true },
 #define TC__REST_HANDLER(e, methods, pattern) \
 	[TC_ROUTE_##e] = { serve_rest, "this method is not served here", false },
 	TC_REST_ROUTE_MAP(TC__REST_HANDLER)

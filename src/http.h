@@ -22,6 +22,9 @@ int tc__http_head_x(struct lws *wsi, unsigned status, const char *type, lws_file
  */
 int tc__http_error(struct lws *wsi, unsigned status, const char *code, const char *message);
 
+/** Answers {"detail": message} (the REST API's errors) with status and completes the exchange. */
+int tc__http_detail(struct lws *wsi, unsigned status, const char *message);
+
 /**
  * The admission check every kind of client connection passes: answers 503
  * while draining or at --max-connections and returns what the callback

@@ -12,6 +12,7 @@
 #include "bridge.h"
 #include "http.h"
 #include "log.h"
+#include "query.h"
 #include "runfmt.h"
 #include "spell.h"
 #include "sse.h"
@@ -29,6 +30,7 @@ enum rest_kind {
 	K_CANCEL,     /* runs.cancel, then (wait=1) the run's end */
 	K_WORKER,     /* threads.get, then a worker answers (method) */
 	K_COPY,       /* threads.copy, then a worker copies the checkpoints */
+	K_STATE,      /* threads.get, then a worker; a thread without a record: from its events */
 };
 
 enum rest_out { OUT_JSON, OUT_STREAM, OUT_WAIT };
@@ -43,6 +45,7 @@ static const struct rest_op {
 	bool writes;          /* needs the token's "commands" right */
 	bool stateless;       /* a run on a new, temporary thread */
 } ops[] = {
+	{ TC_ROUTE_STATE, TC_HTTP_GET, "rest.state.get", K_STATE, OUT_JSON, false, false, false },
 	{ TC_ROUTE_R_THREADS, TC_HTTP_POST, "threads.create", K_LUA, OUT_JSON, false, true, false },
 	{ TC_ROUTE_R_THREADS_SEARCH, TC_HTTP_POST, "threads.search", K_LUA, OUT_JSON, false, false, false },
 	{ TC_ROUTE_R_THREAD, TC_HTTP_GET, "threads.get", K_LUA, OUT_JSON, false, false, false },
@@ -113,6 +116,10 @@ struct tc_rest {
 	char leid[128];              /* Last-Event-ID, "" when none */
 	char fresh_run[40], fresh_thread[40];
 	uint64_t after_seq;
+	/* a join: its run's kwargs, where it starts, whether that is inside the run, or it is over */
+	char *kwargs;
+	uint64_t join_from;          /* a join from now: the id up to which nothing is sent */
+	bool join_over;
 	/* the response */
 	enum rest_out out;
 	unsigned status;
@@ -130,6 +137,7 @@ static void unref(struct tc_rest *r)
 		return;
 	cJSON_Delete(r->query);
 	cJSON_Delete(r->body);
+	free(r->kwargs);
 	tc_buf_unref(r->saved);
 	if (r->fmt)
 		tc_runfmt_free(r->fmt);
@@ -390,8 +398,12 @@ static void run_send(void *ctx, struct tc_buf *frame)
 	tc_buf_unref(frame);
 }
 
+/* History cut by --max-replay (or trimmed) may have taken the run's start: assume we are in it. */
 static void run_started(void *ctx, bool restored, bool has_missed, uint64_t missed)
 {
+	struct tc_conn *c = ctx;
+	if (!restored || (has_missed && missed))
+		tc_runfmt_assume_in_run(c->rest->fmt);
 }
 
 static void run_close(void *ctx, int code, const char *reason)
@@ -445,9 +457,15 @@ static void follow_run(struct tc_rest *r, enum rest_out out, const cJSON *modes,
 	uint64_t from = resume_id(r->leid), meta_id = r->after_seq * TC_RUNFMT_IDS + TC_RUNFMT_IDS - 1;
 	if (from <= meta_id)
 		from = 0;
-	/* A stream resumed after one of the run's own events is inside the run. */
-	r->fmt = tc_runfmt_new(r->run_id, r->thread, tc_runfmt_modes(modes), subgraphs, from != 0, from,
-			       out == OUT_STREAM ? stream_emit : NULL, r);
+	bool beginning = !from && !r->join_from;
+	/*
+	 * The run is always read from its beginning, so that what a resumed or
+	 * joined stream sends is what the whole stream would have (a message's
+	 * id, the values an interrupt adds to); what the client has, or a join
+	 * from now skips, is followed but not sent.
+	 */
+	r->fmt = tc_runfmt_new(r->run_id, r->thread, tc_runfmt_modes(modes), subgraphs, false,
+			       from ? from : r->join_from, out == OUT_STREAM ? stream_emit : NULL, r);
 	if (out == OUT_STREAM) {
 		c->kind = TC_CONN_SSE;
 		srv->nsse++;
@@ -462,10 +480,8 @@ static void follow_run(struct tc_rest *r, enum rest_out out, const cJSON *modes,
 						"checkpoints", "tasks", "custom" };
 	for (size_t i = 0; i < sizeof(channels) / sizeof(channels[0]); i++)
 		cJSON_AddItemToArray(ch, cJSON_CreateString(channels[i]));
-	/* since: the events after it; a resumed stream takes its last event again (skipping what was sent). */
-	uint64_t since = from ? from / TC_RUNFMT_IDS - 1 : r->after_seq;
-	cJSON_AddNumberToObject(req, "since", (double)since);
-	if (out == OUT_STREAM && !from) {
+	cJSON_AddNumberToObject(req, "since", (double)r->after_seq);
+	if (out == OUT_STREAM && beginning) {
 		cJSON *meta = cJSON_CreateObject();
 		cJSON_AddStringToObject(meta, "run_id", r->run_id);
 		cJSON_AddStringToObject(meta, "thread_id", r->thread);
@@ -531,6 +547,32 @@ static void head_read(struct tc_rest *r, redisReply *reply)
 	fcall(r, "runs.create", created);
 }
 
+/* Follows the run read by run_read() (r->kwargs). */
+static void join(struct tc_rest *r)
+{
+	cJSON *kwargs = r->kwargs ? cJSON_Parse(r->kwargs) : NULL;
+	const cJSON *q = cJSON_GetObjectItemCaseSensitive(r->query, "stream_mode");
+	bool subgraphs = truthy(field(kwargs, "stream_subgraphs")) ||
+			 truthy(cJSON_GetObjectItemCaseSensitive(r->query, "stream_subgraphs"));
+	enum rest_out out = r->saved ? OUT_WAIT : r->op->out;
+	follow_run(r, out, q ? q : field(kwargs, "stream_mode"), subgraphs);
+	cJSON_Delete(kwargs);
+	if (r->join_over)
+		run_ended(r);
+}
+
+/* A running run joined from now: the thread's head, and whether the run's events began. */
+static void head_for_join(struct tc_rest *r, redisReply *reply)
+{
+	struct tc_store_meta m;
+	if (!reply || reply->type == REDIS_REPLY_ERROR || tc_store_meta_parse(reply, &m)) {
+		answer_detail(r, 503, TC_MSG_REDIS_DOWN);
+		return;
+	}
+	r->join_from = m.seq * TC_RUNFMT_IDS + TC_RUNFMT_IDS - 1;
+	join(r);
+}
+
 /* The run's record (thread_id, after_seq, kwargs, status): a stream or a wait of it. */
 static void run_read(struct tc_rest *r, redisReply *reply)
 {
@@ -548,13 +590,27 @@ static void run_read(struct tc_rest *r, redisReply *reply)
 		return;
 	}
 	r->after_seq = e[1]->type == REDIS_REPLY_STRING ? strtoull(e[1]->str, NULL, 10) : 0;
-	cJSON *kwargs = e[2]->type == REDIS_REPLY_STRING ? cJSON_Parse(e[2]->str) : NULL;
-	const cJSON *q = cJSON_GetObjectItemCaseSensitive(r->query, "stream_mode");
-	bool subgraphs = truthy(field(kwargs, "stream_subgraphs")) ||
-			 truthy(cJSON_GetObjectItemCaseSensitive(r->query, "stream_subgraphs"));
-	enum rest_out out = r->saved ? OUT_WAIT : r->op->out;
-	follow_run(r, out, q ? q : field(kwargs, "stream_mode"), subgraphs);
-	cJSON_Delete(kwargs);
+	free(r->kwargs);
+	r->kwargs = e[2]->type == REDIS_REPLY_STRING ? tc_xstrdup(e[2]->str) : NULL;
+	const char *status = e[3]->type == REDIS_REPLY_STRING ? e[3]->str : "";
+	bool live = !strcmp(status, "pending") || !strcmp(status, "running");
+	/*
+	 * A join without Last-Event-ID streams from now on: a pending run from
+	 * the seq it was created after (it has not started: nothing of it is
+	 * missed), a running one from the thread's head, a finished one nothing.
+	 * A wait always follows the whole run.
+	 */
+	if (!r->saved && r->op->out == OUT_STREAM && !r->leid[0]) {
+		if (!live) {
+			r->join_over = true;
+		} else if (!strcmp(status, "running")) {
+			struct tc_store_cmd head;
+			tc_store_read_head(&head, r->thread);
+			call(r, head_for_join, head.argv);
+			return;
+		}
+	}
+	join(r);
 }
 
 static void read_run(struct tc_rest *r)
@@ -578,8 +634,8 @@ static void cancelled(struct tc_rest *r, redisReply *reply)
 		answer(r, status, body, len);
 		return;
 	}
-	r->saved = tc_buf_copy(body, len);
-	r->saved_status = status;
+	r->saved = tc_buf_copy("", 0); /* 204 once the run has ended, as the reference server answers */
+	r->saved_status = 204;
 	read_run(r);
 }
 
@@ -648,7 +704,7 @@ static cJSON *worker_params(struct tc_rest *r, const char *method)
 	return p;
 }
 
-static void ask_worker(struct tc_rest *r, const char *method)
+static void ask_worker(struct tc_rest *r, const char *method, const char *assistant)
 {
 	struct tc_error err;
 	struct tc_bridge *b = r->srv->env->bridge;
@@ -660,14 +716,44 @@ static void ask_worker(struct tc_rest *r, const char *method)
 	r->caller = (struct tc_bridge_caller){ .sp = TC_SPELL_021, .answer = worker_answer,
 					       .release = worker_release };
 	r->refs++;
-	if (tc_bridge_submit_method(b, &r->caller, r->thread, method, params, &err)) {
+	if (tc_bridge_submit_method(b, &r->caller, r->thread, assistant, method, params, &err)) {
 		r->refs--;
 		answer_detail(r, 503, err.message);
 	}
 	cJSON_Delete(params);
 }
 
-/* threads.get (K_WORKER) or threads.copy (K_COPY) answered: a worker goes on. */
+/* A thread without a REST record (its runs came over the protocol): its state from its events (query.h). */
+static void state_answered(void *ctx, enum tc_err code, const char *message, cJSON *result, uint64_t head)
+{
+	struct tc_rest *r = ctx;
+	if (r->conn) {
+		r->conn->query = NULL; /* over when it reports */
+		if (code) {
+			cJSON *e = cJSON_CreateObject();
+			bool missing = code == TC_ERR_NO_SUCH_RUN;
+			cJSON_AddStringToObject(e, "error", missing ? "not_found" : "unavailable");
+			cJSON_AddStringToObject(e, "message", message);
+			answer_json(r, missing ? 404 : 503, e);
+			cJSON_Delete(e);
+		} else {
+			answer_json(r, 200, result);
+		}
+	}
+	cJSON_Delete(result);
+	unref(r);
+}
+
+/* The ThreadState of a thread that has not run: nothing in it yet. */
+static void answer_empty_state(struct tc_rest *r)
+{
+	static const char empty[] = "{\"values\":{},\"next\":[],\"tasks\":[],\"checkpoint\":null,"
+				    "\"metadata\":null,\"created_at\":null,\"parent_checkpoint\":null,"
+				    "\"interrupts\":[]}";
+	answer(r, 200, empty, sizeof(empty) - 1);
+}
+
+/* threads.get (K_WORKER, K_STATE) or threads.copy (K_COPY) answered: a worker goes on. */
 static void thread_checked(struct tc_rest *r, redisReply *reply)
 {
 	unsigned status;
@@ -675,20 +761,41 @@ static void thread_checked(struct tc_rest *r, redisReply *reply)
 	size_t len;
 	if (parse_answer(r, reply, &status, &body, &len))
 		return;
+	if (status == 404 && r->op->kind == K_STATE) {
+		r->refs++;
+		r->conn->query = tc_query_state(r->srv->redis, r->thread, state_answered, r);
+		if (!r->conn->query) {
+			r->refs--;
+			answer_detail(r, 503, TC_MSG_REDIS_DOWN);
+		}
+		return;
+	}
 	if (status != 200) {
 		answer(r, status, body, len);
 		return;
 	}
+	cJSON *t = cJSON_ParseWithLength(body, len);
+	const cJSON *meta = cJSON_GetObjectItemCaseSensitive(t, "metadata");
+	const char *assistant = str_field(meta, "assistant_id");
+	if (!assistant)
+		assistant = str_field(meta, "graph_id");
 	if (r->op->kind == K_COPY) {
-		cJSON *t = cJSON_ParseWithLength(body, len);
 		const char *tid = str_field(t, "thread_id");
 		if (tid && strlen(tid) < sizeof(r->fresh_thread))
 			snprintf(r->fresh_thread, sizeof(r->fresh_thread), "%s", tid);
-		cJSON_Delete(t);
 		r->saved = tc_buf_copy(body, len);
 		r->saved_status = status;
 	}
-	ask_worker(r, r->op->kind == K_COPY ? "rest.copy" : r->op->op);
+	if (!assistant && (r->op->kind == K_STATE || r->op->route == TC_ROUTE_R_HISTORY)) {
+		/* No run yet: no graph has a checkpoint of it. */
+		if (r->op->kind == K_STATE)
+			answer_empty_state(r);
+		else
+			answer(r, 200, "[]", 2);
+	} else {
+		ask_worker(r, r->op->kind == K_COPY ? "rest.copy" : r->op->op, assistant);
+	}
+	cJSON_Delete(t);
 }
 
 static void begin(struct tc_rest *r)
@@ -715,6 +822,7 @@ static void begin(struct tc_rest *r)
 		fcall(r, "runs.cancel", cancelled);
 		return;
 	case K_WORKER:
+	case K_STATE:
 		fcall(r, "threads.get", thread_checked);
 		return;
 	case K_COPY:
@@ -766,7 +874,7 @@ static int start(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss, str
 	}
 	if (!tc_redis_cmd_up(srv->redis)) {
 		unref(r);
-		return tc__http_error(wsi, 503, "unavailable", TC_MSG_REDIS_DOWN);
+		return tc__http_detail(wsi, 503, TC_MSG_REDIS_DOWN);
 	}
 	struct tc_conn *c = tc__conn_new(srv, wsi, TC_CONN_QUERY, r->thread, NULL, TC_SPELL_021);
 	c->rest = r; /* the reference the request held */
@@ -827,7 +935,7 @@ int tc__rest_body(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss, st
 		r->body = cJSON_ParseWithLength(data, len);
 		if (!r->body) {
 			unref(r);
-			return tc__http_error(wsi, 422, "invalid_argument", "the body is not valid JSON");
+			return tc__http_detail(wsi, 422, "the body is not valid JSON");
 		}
 	}
 	return start(srv, wsi, pss, r);

@@ -12,6 +12,7 @@
 #include "util.h"
 
 #define OPEN_MESSAGES 32    /* messages assembled at once (one per namespace) */
+#define SUBGRAPHS 256       /* subgraph namespaces a run's stream knows */
 
 
 /* A message being streamed in one namespace. */
@@ -41,6 +42,8 @@ struct tc_runfmt {
 	unsigned skip_k;
 	struct open_msg msgs[OPEN_MESSAGES];
 	uint64_t clock;
+	char *subgraphs_seen[SUBGRAPHS]; /* joined namespaces with lifecycle events: real subgraphs */
+	size_t nsubgraphs;
 };
 
 static void msg_clear(struct open_msg *m)
@@ -61,6 +64,8 @@ void tc_runfmt_free(struct tc_runfmt *t)
 	for (int i = 0; i < OPEN_MESSAGES; i++) {
 		msg_clear(&t->msgs[i]);
 	}
+	for (size_t i = 0; i < t->nsubgraphs; i++)
+		free(t->subgraphs_seen[i]);
 	free(t->run_id);
 	free(t->thread);
 	free(t);
@@ -123,6 +128,36 @@ static char *ns_join(const cJSON *ns)
 	return s;
 }
 
+static bool is_subgraph(const struct tc_runfmt *f, const char *ns)
+{
+	for (size_t i = 0; i < f->nsubgraphs; i++)
+		if (!strcmp(f->subgraphs_seen[i], ns))
+			return true;
+	return false;
+}
+
+/*
+ * A namespace as the SDK's stream modes name it: only real subgraphs (those
+ * with lifecycle events) count; the node task an event came from within one
+ * ("model:<task>") is dropped, and *node is its name when there was one.
+ */
+static char *graph_ns(const struct tc_runfmt *f, char *joined, char node[128])
+{
+	node[0] = '\0';
+	for (;;) {
+		if (!*joined || is_subgraph(f, joined))
+			return joined;
+		char *bar = strrchr(joined, '|');
+		char *seg = bar ? bar + 1 : joined;
+		if (!node[0])
+			snprintf(node, 128, "%.*s", (int)strcspn(seg, ":"), seg);
+		if (bar)
+			*bar = '\0';
+		else
+			*joined = '\0';
+	}
+}
+
 char *tc_runfmt_sse(const char *id, const char *mode, const char *ns, const cJSON *data, size_t *len)
 {
 	char *json = data ? cJSON_PrintUnformatted(data) : tc_xstrdup("null");
@@ -143,7 +178,7 @@ char *tc_runfmt_sse(const char *id, const char *mode, const char *ns, const cJSO
 static void emit(struct tc_runfmt *f, const char *mode, const char *ns, const cJSON *data)
 {
 	unsigned k = f->cur_k < TC_RUNFMT_IDS - 1 ? f->cur_k++ : TC_RUNFMT_IDS - 1;
-	if (!f->emit || (f->cur_seq == f->skip_seq && k <= f->skip_k))
+	if (!f->emit || f->cur_seq < f->skip_seq || (f->cur_seq == f->skip_seq && k <= f->skip_k))
 		return;
 	char id[32];
 	size_t len;
@@ -244,7 +279,7 @@ static cJSON *tool_chunk(const cJSON *block, int index)
 	return t;
 }
 
-static void tr_messages(struct tc_runfmt *f, const char *ns, const cJSON *params,
+static void tr_messages(struct tc_runfmt *f, const char *ns, const char *node_hint, const cJSON *params,
 			const cJSON *data)
 {
 	struct tc_runfmt *t = f;
@@ -256,7 +291,8 @@ static void tr_messages(struct tc_runfmt *f, const char *ns, const cJSON *params
 		const char *s;
 		m->id = (s = str_field(data, "id")) ? tc_xstrdup(s) : NULL;
 		m->role = (s = str_field(data, "role")) ? tc_xstrdup(s) : NULL;
-		m->node = (s = str_field(params, "node")) ? tc_xstrdup(s) : NULL;
+		s = str_field(params, "node");
+		m->node = s ? tc_xstrdup(s) : *node_hint ? tc_xstrdup(node_hint) : NULL;
 		m->tool_call_id = (s = str_field(data, "tool_call_id")) ? tc_xstrdup(s) : NULL;
 		return;
 	}
@@ -264,7 +300,7 @@ static void tr_messages(struct tc_runfmt *f, const char *ns, const cJSON *params
 	if (!m) {
 		m = msg_slot(t, ns, true); /* resumed mid-message: what started it is not known */
 		const char *s = str_field(params, "node");
-		m->node = s ? tc_xstrdup(s) : NULL;
+		m->node = s ? tc_xstrdup(s) : *node_hint ? tc_xstrdup(node_hint) : NULL;
 	}
 	const cJSON *idx = cJSON_GetObjectItemCaseSensitive(data, "index");
 	int index = cJSON_IsNumber(idx) ? idx->valueint : 0;
@@ -349,11 +385,22 @@ bool tc_runfmt_event(struct tc_runfmt *f, const char *frame, size_t len)
 			return true;
 		}
 	}
+	if (status && !root) {
+		char *sub = ns_join(nsv);
+		if (!is_subgraph(f, sub) && f->nsubgraphs < SUBGRAPHS)
+			f->subgraphs_seen[f->nsubgraphs++] = sub;
+		else
+			free(sub);
+	}
 	if (!t->in_run) {
 		cJSON_Delete(ev);
 		return false;
 	}
-	char *ns = ns_join(nsv);
+	char *ns = ns_join(nsv), node[128] = "";
+	if (!status) {
+		graph_ns(f, ns, node);
+		root = !*ns;
+	}
 	bool shown = root || t->subgraphs;
 	if (!strcmp(method, "values")) {
 		if (root) {
@@ -364,17 +411,19 @@ bool tc_runfmt_event(struct tc_runfmt *f, const char *frame, size_t len)
 			emit(f, "values", ns, data);
 	} else if (!strcmp(method, "updates")) {
 		if (shown && (t->modes & TC_MODE_UPDATES)) {
-			const char *node = str_field(data, "node");
+			const char *by = str_field(data, "node");
 			const cJSON *vals = cJSON_GetObjectItemCaseSensitive(data, "values");
 			cJSON *u = cJSON_CreateObject();
-			if (node)
-				cJSON_AddItemToObject(u, node, cJSON_Duplicate(vals, true));
-			emit(f, "updates", ns, node ? u : vals);
+			if (!by && *node)
+				by = node;
+			if (by)
+				cJSON_AddItemToObject(u, by, cJSON_Duplicate(vals, true));
+			emit(f, "updates", ns, by ? u : vals);
 			cJSON_Delete(u);
 		}
 	} else if (!strcmp(method, "messages")) {
 		if (shown && (t->modes & TC_MODE_MESSAGES))
-			tr_messages(f, ns, params, data);
+			tr_messages(f, ns, node, params, data);
 	} else if (!strcmp(method, "custom")) {
 		if (shown && (t->modes & TC_MODE_CUSTOM))
 			emit(f, "custom", ns, cJSON_GetObjectItemCaseSensitive(data, "payload"));
@@ -417,7 +466,6 @@ bool tc_runfmt_event(struct tc_runfmt *f, const char *frame, size_t len)
 			cJSON_AddStringToObject(t->error, "message", e ? e : "the run failed");
 			emit(f, "error", "", t->error);
 		}
-		emit(f, "end", "", NULL);
 		free(ns);
 		cJSON_Delete(ev);
 		t->ended = true;
@@ -442,6 +490,11 @@ struct tc_runfmt *tc_runfmt_new(const char *run_id, const char *thread_id, unsig
 	f->emit = out;
 	f->ctx = ctx;
 	return f;
+}
+
+void tc_runfmt_assume_in_run(struct tc_runfmt *f)
+{
+	f->in_run = true;
 }
 
 bool tc_runfmt_ended(const struct tc_runfmt *f)

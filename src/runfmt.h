@@ -16,15 +16,15 @@
  * assembled from the messages channel's content blocks: text deltas and tool
  * call chunks), custom (the payload), tasks, checkpoints (the data as it
  * is). Subgraph events (a non-empty namespace) only with subgraphs, named
- * "<mode>|<ns1>|<ns2>". A failed run ends with an "error" event; every run's
- * stream ends with "end" (the SDK then knows the run is over). debug and
+ * "<mode>|<ns1>|<ns2>". A failed run ends with an "error" event. debug and
  * events are not produced.
  *
  * Ids. Every event has one, an integer: the seq of the protocol event it
  * came from times TC_RUNFMT_IDS, plus its place among the events that one
- * made. They increase, one per event, and a stream resumed from one
- * (Last-Event-ID) starts with the protocol event seq = id / TC_RUNFMT_IDS,
- * skipping the outputs of it that were sent.
+ * made. They increase, one per event. A stream resumed from one
+ * (Last-Event-ID) reads the run from its start again and sends only what
+ * comes after that id: the state a stream keeps (open messages, values,
+ * interrupts) is the same as the first time.
  */
 #ifndef TC_RUNFMT_H
 #define TC_RUNFMT_H
@@ -56,7 +56,7 @@ struct tc_runfmt;
 /**
  * A run's formatter. emit NULL: nothing is emitted, the run is only followed
  * (a wait: tc_runfmt_result). in_run: the first event is inside the run.
- * resume_id: the last id the client has (0: none).
+ * resume_id: the last id the client has (0: none): nothing up to it is emitted.
  */
 struct tc_runfmt *tc_runfmt_new(const char *run_id, const char *thread_id, unsigned modes, bool subgraphs,
 				bool in_run, uint64_t resume_id, tc_runfmt_emit *emit, void *ctx);
@@ -67,6 +67,9 @@ unsigned tc_runfmt_modes(const cJSON *stream_mode);
 
 /** Takes one event frame; true once the run has ended (later frames are ignored). */
 bool tc_runfmt_event(struct tc_runfmt *f, const char *frame, size_t len);
+
+/** The history before the first event is gone: treat the events as the run's. */
+void tc_runfmt_assume_in_run(struct tc_runfmt *f);
 
 /** Whether the run has ended. */
 bool tc_runfmt_ended(const struct tc_runfmt *f);

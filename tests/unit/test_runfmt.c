@@ -67,6 +67,7 @@ static void only_the_run(void **state)
 {
 	struct sink s = { 0 };
 	struct tc_runfmt *f = fmt(&s, "[\"values\"]", false, false);
+	assert_false(feed(f, "lifecycle", "[\"sub:1\"]", "\"data\":{\"event\":\"started\"}")); /* a subgraph */
 	assert_false(feed(f, "values", "[]", "\"data\":{\"n\":0}"));                 /* an earlier run */
 	assert_false(feed(f, "lifecycle", "[]", "\"data\":{\"event\":\"started\",\"run_id\":\"r0\"}"));
 	assert_false(feed(f, "values", "[]", "\"data\":{\"n\":1}"));
@@ -76,8 +77,7 @@ static void only_the_run(void **state)
 	assert_false(feed(f, "values", "[\"sub:1\"]", "\"data\":{\"n\":3}"));        /* no subgraphs */
 	assert_true(feed(f, "lifecycle", "[]", "\"data\":{\"event\":\"completed\"}"));
 	assert_true(feed(f, "values", "[]", "\"data\":{\"n\":4}"));                  /* after: ignored */
-	assert_string_equal(s.text, "id: 40\nevent: values\ndata: {\"n\":2}\n\n"
-				    "id: 56\nevent: end\ndata: null\n\n");
+	assert_string_equal(s.text, "id: 48\nevent: values\ndata: {\"n\":2}\n\n");
 	cJSON *res = tc_runfmt_result(f);
 	char *j = cJSON_PrintUnformatted(res);
 	assert_string_equal(j, "{\"n\":2}");
@@ -102,13 +102,14 @@ static void updates_custom_subgraphs(void **state)
 {
 	struct sink s = { 0 };
 	struct tc_runfmt *f = fmt(&s, "[\"updates\",\"custom\"]", true, true);
+	feed(f, "lifecycle", "[\"tools:7\",\"inner\"]", "\"data\":{\"event\":\"started\"}");
 	feed(f, "updates", "[]", "\"data\":{\"node\":\"agent\",\"values\":{\"k\":1}}");
 	feed(f, "updates", "[\"tools:7\",\"inner\"]", "\"data\":{\"values\":{\"k\":2}}");
 	feed(f, "custom", "[]", "\"data\":{\"name\":\"x\",\"payload\":{\"p\":true}}");
 	feed(f, "values", "[]", "\"data\":{\"n\":1}"); /* not asked for */
-	assert_string_equal(s.text, "id: 8\nevent: updates\ndata: {\"agent\":{\"k\":1}}\n\n"
-				    "id: 16\nevent: updates|tools:7|inner\ndata: {\"k\":2}\n\n"
-				    "id: 24\nevent: custom\ndata: {\"p\":true}\n\n");
+	assert_string_equal(s.text, "id: 16\nevent: updates\ndata: {\"agent\":{\"k\":1}}\n\n"
+				    "id: 24\nevent: updates|tools:7|inner\ndata: {\"k\":2}\n\n"
+				    "id: 32\nevent: custom\ndata: {\"p\":true}\n\n");
 	tc_runfmt_free(f);
 }
 
@@ -132,6 +133,21 @@ static void message_tuples(void **state)
 	assert_non_null(strstr(p, "\"id\":\"m1\""));
 	assert_non_null(strstr(p, "{\"langgraph_node\":\"agent\",\"langgraph_checkpoint_ns\":\"\",\"run_id\":\"r1\",\"thread_id\":\"t1\""));
 	assert_non_null(strstr(p, "\"tool_call_chunks\":[{\"type\":\"tool_call_chunk\",\"id\":\"c1\",\"name\":\"search\",\"args\":\"{\\\"q\\\":\\\"x\\\"}\",\"index\":1}]"));
+	tc_runfmt_free(f);
+}
+
+/* Node tasks are not subgraphs: their events are their graph's, the node named. */
+static void node_tasks_are_not_subgraphs(void **state)
+{
+	struct sink s = { 0 };
+	struct tc_runfmt *f = fmt(&s, "[\"messages\",\"custom\"]", true, true);
+	feed(f, "lifecycle", "[\"researcher:1\"]", "\"data\":{\"event\":\"started\"}");
+	feed(f, "messages", "[\"model:9\"]", "\"data\":{\"event\":\"message-start\",\"role\":\"ai\",\"id\":\"m1\"}");
+	feed(f, "messages", "[\"model:9\"]", "\"data\":{\"event\":\"content-block-delta\",\"index\":0,\"delta\":{\"type\":\"text-delta\",\"text\":\"a\"}}");
+	feed(f, "custom", "[\"researcher:1\",\"search:4\"]", "\"data\":{\"payload\":1}");
+	assert_non_null(strstr(s.text, "event: messages\ndata: [{\"content\":\"a\""));
+	assert_non_null(strstr(s.text, "\"langgraph_node\":\"model\""));
+	assert_non_null(strstr(s.text, "event: custom|researcher:1\ndata: 1\n"));
 	tc_runfmt_free(f);
 }
 
@@ -173,8 +189,7 @@ static void failure(void **state)
 	struct sink s = { 0 };
 	struct tc_runfmt *f = fmt(&s, "[\"values\"]", false, true);
 	assert_true(feed(f, "lifecycle", "[]", "\"data\":{\"event\":\"failed\",\"error\":\"boom\"}"));
-	assert_string_equal(s.text, "id: 8\nevent: error\ndata: {\"error\":\"Error\",\"message\":\"boom\"}\n\n"
-				    "id: 9\nevent: end\ndata: null\n\n");
+	assert_string_equal(s.text, "id: 8\nevent: error\ndata: {\"error\":\"Error\",\"message\":\"boom\"}\n\n");
 	cJSON *res = tc_runfmt_result(f);
 	char *j = cJSON_PrintUnformatted(res);
 	assert_string_equal(j, "{\"__error__\":{\"error\":\"Error\",\"message\":\"boom\"}}");
@@ -201,13 +216,16 @@ static void resume_within_an_event(void **state)
 {
 	struct sink s = { 0 };
 	cJSON *m = cJSON_Parse("[\"values\",\"updates\"]");
-	/* id 16 = the first output of seq 2 (the interrupt's updates) was received */
-	struct tc_runfmt *f = tc_runfmt_new("r1", "t1", tc_runfmt_modes(m), false, true, 16, collect, &s);
+	/* id 24 = the first output of seq 3 (the interrupt's updates) was received */
+	struct tc_runfmt *f = tc_runfmt_new("r1", "t1", tc_runfmt_modes(m), false, true, 24, collect, &s);
 	cJSON_Delete(m);
-	seq = 1;
+	seq = 0;
+	feed(f, "values", "[]", "\"data\":{\"n\":7}");  /* read again, not sent again */
+	feed(f, "updates", "[]", "\"data\":{\"values\":{\"n\":7}}");
 	feed(f, "input.requested", "[]", "\"data\":{\"interrupt_id\":\"i1\",\"payload\":1}");
 	assert_int_equal(s.events, 1);
-	assert_true(strncmp(s.text, "id: 17\nevent: values\n", 21) == 0);
+	assert_true(strncmp(s.text, "id: 25\nevent: values\n", 21) == 0);
+	assert_non_null(strstr(s.text, "{\"n\":7,\"__interrupt__\""));
 	tc_runfmt_free(f);
 }
 
@@ -234,6 +252,7 @@ int main(void)
 		cmocka_unit_test(next_run_ends_it),
 		cmocka_unit_test(updates_custom_subgraphs),
 		cmocka_unit_test(message_tuples),
+		cmocka_unit_test(node_tasks_are_not_subgraphs),
 		cmocka_unit_test(whole_tool_message),
 		cmocka_unit_test(interrupts),
 		cmocka_unit_test(failure),
