@@ -1867,7 +1867,9 @@ local function run_finished(c)
     return { 200, run_json(r), '{"thread_deleted":true}' }
   end
   -- The thread's status: waiting for an answer, failed, or idle.
-  local interrupted = not absent(b.interrupts) and next(b.interrupts) ~= nil
+  -- (interrupt_before/after stop with nodes to run and no interrupt values: `next`)
+  local interrupted = (not absent(b.interrupts) and next(b.interrupts) ~= nil) or
+                      (type(b.next) == 'table' and b.next[1] ~= nil)
   local tstatus = interrupted and 'interrupted' or ((status == 'error' or status == 'timeout') and 'error' or 'idle')
   local f = { 'status', tstatus, 'updated_at', c.now }
   if not rollback then

@@ -406,7 +406,9 @@ export async function serve(opts = {}) {
       log('warn', 'rollback failed', { thread: ctl.thread, run_id: ctl.runId, error: String(e.message ?? e) });
     }
     if (ctl.cancelled) out.status = 'interrupted';
-    else out.status = status === 'failed' ? 'error' : status === 'interrupted' ? 'interrupted' : 'success';
+    // A graph that stops at an interrupt (or interrupt_before/after) has run
+    // successfully: its thread is "interrupted" (interrupts, next), not the run.
+    else out.status = status === 'failed' ? 'error' : 'success';
     if (error) out.error = { error: error.name && error.name !== 'Error' ? error.name : 'Error', message: String(error.message ?? error) };
     try {
       const st = await ctl.graph.getState({ configurable: { thread_id: ctl.thread } });
@@ -416,6 +418,7 @@ export async function serve(opts = {}) {
         if (t.result === undefined && t.interrupts?.length) interrupts[t.id] = t.interrupts.map((i) => plain({ id: i.id, value: i.value }));
       }
       out.interrupts = interrupts;
+      out.next = [...(st.next ?? [])];
     } catch (e) {
       log('warn', 'cannot read the state after a run', { thread: ctl.thread, run_id: ctl.runId, error: String(e.message ?? e) });
     }

@@ -492,6 +492,12 @@ test('thread status follows its runs: error, interrupted, idle', async () => {
   assert.deepEqual(th.interrupts, interrupts);
   assert.equal(th.error, undefined);
 
+  // interrupt_before/after: nodes left to run, no interrupt values: the thread waits too.
+  r = (await createRun(t, { assistant_id: a })).body.run_id;
+  await started(r);
+  await finished(r, { status: 'success', interrupts: {}, next: ['approve'], values: { step: 1 } });
+  assert.equal((await get()).status, 'interrupted');
+
   r = (await createRun(t, { assistant_id: a, command: { resume: 'yes' } })).body.run_id;
   await started(r);
   await finished(r, { status: 'timeout' });

@@ -83,10 +83,19 @@ function monitor(port, onCommand) {
 
 const stream = (a) => `{tc:commands}:a:${a}`;
 
-/** Hands the worker a REST run, as threadcast_rest does. */
-async function restRun(thread, runId, params, assistant = 'steps') {
-  await rc.cmd('XADD', stream(assistant), '*', 'thread', thread, 'method', 'rest.run',
-    'params', JSON.stringify({ run_id: runId, thread_id: thread, assistant_id: assistant, ...params }), 'corr', runId, 'reply', '', 'deadline', '0');
+/**
+ * A REST run, created as the gateway creates it (threadcast_rest's
+ * threads.create and runs.create): the function hands it to the worker.
+ * temporary: a stateless run (its thread made for it).
+ */
+async function restRun(thread, runId, { temporary, ...params }, assistant = 'steps') {
+  const rest = async (op, args) => {
+    const [status, body] = await rc.cmd('FCALL', 'threadcast_rest', 1, '{tc:commands}', op,
+      JSON.stringify({ query: {}, ids: { run_id: runId, thread_id: thread }, after_seq: 0, ...args }));
+    assert.ok(status < 300, `${op}: ${status} ${body}`);
+  };
+  if (!temporary) await rest('threads.create', { path: {}, body: { thread_id: thread, if_exists: 'do_nothing' } });
+  await rest('runs.create', { path: { thread_id: thread }, body: { assistant_id: assistant, ...params }, stateless: !!temporary });
 }
 
 async function restCancel(thread, runId, action, assistant = 'steps') {
@@ -117,7 +126,7 @@ describe('REST runs', () => {
     const t = 'rw-ok';
     await restRun(t, 'run-ok-1', { input: { text: 'hello' }, metadata: { who: 'test' } });
     const fin = await finished('run-ok-1');
-    assert.deepEqual(fin, { run_id: 'run-ok-1', status: 'success', values: { text: 'hello', log: ['first saw hello', 'second done'] }, interrupts: {} });
+    assert.deepEqual(fin, { run_id: 'run-ok-1', status: 'success', values: { text: 'hello', log: ['first saw hello', 'second done'] }, interrupts: {}, next: [] });
     const [started] = called('run.started', 'run-ok-1');
     assert.deepEqual(started.args, { run_id: 'run-ok-1', after_seq: 0 });
     assert.ok(calls.indexOf(started) < calls.findIndex((c) => c.op === 'run.finished' && c.args.run_id === 'run-ok-1'));
@@ -142,11 +151,12 @@ describe('REST runs', () => {
     assert.equal(pending[0], 0);
   });
 
-  test('a run that stops at interrupt(): interrupted with the interrupts; a command resumes it', async () => {
+  test('a run that stops at interrupt(): a success, with the interrupts (the thread waits); a command resumes it', async () => {
     const t = 'rw-ask';
     await restRun(t, 'run-ask-1', { input: { text: 'ask me' } });
     const fin = await finished('run-ask-1');
-    assert.equal(fin.status, 'interrupted');
+    assert.equal(fin.status, 'success'); // as the reference server: the run succeeded, the thread is interrupted
+    assert.deepEqual(fin.next, ['second']);
     const [[taskId, list]] = Object.entries(fin.interrupts);
     assert.match(taskId, /^[0-9a-f-]{36}$/);
     assert.deepEqual(list.map((i) => i.value), [{ question: 'go on?' }]);
@@ -162,11 +172,12 @@ describe('REST runs', () => {
     assert.deepEqual(done.interrupts, {});
   });
 
-  test('interrupt_before stops the run before a node: interrupted, resumed with input null', async () => {
+  test('interrupt_before stops the run before a node: a success with next, resumed with input null', async () => {
     const t = 'rw-before';
     await restRun(t, 'run-before-1', { input: { text: 'x' }, interrupt_before: ['second'] });
     const fin = await finished('run-before-1');
-    assert.equal(fin.status, 'interrupted');
+    assert.equal(fin.status, 'success');
+    assert.deepEqual(fin.next, ['second']);
     assert.deepEqual(fin.values.log, ['first saw x']);
     await restRun(t, 'run-before-2', { input: null });
     assert.deepEqual((await finished('run-before-2')).values.log, ['first saw x', 'second done']);
