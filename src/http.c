@@ -428,8 +428,8 @@ static int expect_body(struct tc_server *srv, struct lws *wsi, struct tc_pss *ps
 int tc__http_body(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss, const char *in, size_t len)
 {
 	struct tc_http_body *b = pss->body;
-	if (!b)
-		return 0; /* a body nobody asked for is ignored */
+	if (!b || !len)
+		return 0; /* a body nobody asked for is ignored (and lws may hand an empty piece) */
 	if (b->len + len > (size_t)srv->cfg->max_frame_bytes) {
 		bool rest = b->kind == BODY_REST;
 		body_free(b);

@@ -476,8 +476,8 @@ static void follow_run(struct tc_rest *r, enum rest_out out, const cJSON *modes,
 	tc_session_set_spelling(c->session, TC_SPELL_021);
 	cJSON *req = cJSON_CreateObject();
 	cJSON *ch = cJSON_AddArrayToObject(req, "channels");
-	static const char *const channels[] = { "values", "updates", "messages", "lifecycle", "input",
-						"checkpoints", "tasks", "custom" };
+	static const char *const channels[] = { "values", "updates", "messages", "tools", "lifecycle",
+						"input", "checkpoints", "tasks", "custom" };
 	for (size_t i = 0; i < sizeof(channels) / sizeof(channels[0]); i++)
 		cJSON_AddItemToArray(ch, cJSON_CreateString(channels[i]));
 	cJSON_AddNumberToObject(req, "since", (double)r->after_seq);
@@ -730,8 +730,10 @@ static void state_answered(void *ctx, enum tc_err code, const char *message, cJS
 	if (r->conn) {
 		r->conn->query = NULL; /* over when it reports */
 		if (code) {
+			/* Both error shapes: the REST API's and the one this route had before it. */
 			cJSON *e = cJSON_CreateObject();
 			bool missing = code == TC_ERR_NO_SUCH_RUN;
+			cJSON_AddStringToObject(e, "detail", message);
 			cJSON_AddStringToObject(e, "error", missing ? "not_found" : "unavailable");
 			cJSON_AddStringToObject(e, "message", message);
 			answer_json(r, missing ? 404 : 503, e);

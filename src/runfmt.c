@@ -221,6 +221,18 @@ static const char *chunk_type(const char *role)
 	return role;
 }
 
+/* The metadata half of a messages-tuple pair. */
+static cJSON *tuple_metadata(const struct tc_runfmt *f, const char *ns, const char *node)
+{
+	cJSON *meta = cJSON_CreateObject();
+	cJSON_AddStringToObject(meta, "langgraph_node", node);
+	cJSON_AddStringToObject(meta, "langgraph_checkpoint_ns", ns);
+	cJSON_AddStringToObject(meta, "run_id", f->run_id);
+	cJSON_AddStringToObject(meta, "thread_id", f->thread);
+	cJSON_AddArrayToObject(meta, "tags");
+	return meta;
+}
+
 /* A messages-tuple chunk: [message chunk, metadata]. content: text; tool: one tool call chunk. */
 static void emit_chunk(struct tc_runfmt *f, const char *ns, struct open_msg *m,
 		       const char *text, cJSON *tool)
@@ -244,13 +256,7 @@ static void emit_chunk(struct tc_runfmt *f, const char *ns, struct open_msg *m,
 	if (tool)
 		cJSON_AddItemToArray(chunks, tool);
 	cJSON_AddItemToArray(pair, msg);
-	cJSON *meta = cJSON_CreateObject();
-	cJSON_AddStringToObject(meta, "langgraph_node", m->node ? m->node : "");
-	cJSON_AddStringToObject(meta, "langgraph_checkpoint_ns", ns);
-	cJSON_AddStringToObject(meta, "run_id", f->run_id);
-	cJSON_AddStringToObject(meta, "thread_id", f->thread);
-	cJSON_AddArrayToObject(meta, "tags");
-	cJSON_AddItemToArray(pair, meta);
+	cJSON_AddItemToArray(pair, tuple_metadata(f, ns, m->node ? m->node : ""));
 	emit(f, "messages", ns, pair);
 	cJSON_Delete(pair);
 }
@@ -346,6 +352,41 @@ static void tr_messages(struct tc_runfmt *f, const char *ns, const char *node_hi
 	}
 }
 
+/* A tool-finished event as the [ToolMessage, metadata] pair LangGraph's messages mode has. */
+static void emit_tool_message(struct tc_runfmt *f, const char *ns, const char *node, const cJSON *data)
+{
+	const cJSON *out = cJSON_GetObjectItemCaseSensitive(data, "output");
+	const char *call = str_field(data, "tool_call_id");
+	cJSON *msg = cJSON_IsObject(out) ? cJSON_Duplicate(out, true) : cJSON_CreateObject();
+	if (!cJSON_IsObject(out)) {
+		if (cJSON_IsString(out)) {
+			cJSON_AddStringToObject(msg, "content", out->valuestring);
+		} else {
+			char *text = out ? cJSON_PrintUnformatted(out) : tc_xstrdup("");
+			cJSON_AddStringToObject(msg, "content", text);
+			free(text);
+		}
+	}
+	if (!cJSON_GetObjectItemCaseSensitive(msg, "type"))
+		cJSON_AddStringToObject(msg, "type", "tool");
+	if (!cJSON_GetObjectItemCaseSensitive(msg, "tool_call_id") && call)
+		cJSON_AddStringToObject(msg, "tool_call_id", call);
+	const cJSON *mid = cJSON_GetObjectItemCaseSensitive(msg, "id");
+	if (!cJSON_IsString(mid)) {
+		/* Chunks are assembled by id: one the tool call makes unique. */
+		char id[160];
+		snprintf(id, sizeof(id), "tool-%.128s", call ? call : f->run_id);
+		if (mid)
+			cJSON_DeleteItemFromObjectCaseSensitive(msg, "id");
+		cJSON_AddStringToObject(msg, "id", id);
+	}
+	cJSON *pair = cJSON_CreateArray();
+	cJSON_AddItemToArray(pair, msg);
+	cJSON_AddItemToArray(pair, tuple_metadata(f, ns, *node ? node : "tools"));
+	emit(f, "messages", ns, pair);
+	cJSON_Delete(pair);
+}
+
 /* values with the run's interrupts, as LangGraph shows them: "__interrupt__". */
 static cJSON *values_with_interrupts(struct tc_runfmt *t)
 {
@@ -424,6 +465,11 @@ bool tc_runfmt_event(struct tc_runfmt *f, const char *frame, size_t len)
 	} else if (!strcmp(method, "messages")) {
 		if (shown && (t->modes & TC_MODE_MESSAGES))
 			tr_messages(f, ns, node, params, data);
+	} else if (!strcmp(method, "tools")) {
+		/* A tool's result is a message of its own (a ToolMessage) in LangGraph's messages mode. */
+		const char *te = str_field(data, "event");
+		if (shown && (t->modes & TC_MODE_MESSAGES) && te && !strcmp(te, "tool-finished"))
+			emit_tool_message(f, ns, node, data);
 	} else if (!strcmp(method, "custom")) {
 		if (shown && (t->modes & TC_MODE_CUSTOM))
 			emit(f, "custom", ns, cJSON_GetObjectItemCaseSensitive(data, "payload"));

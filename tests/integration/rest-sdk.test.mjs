@@ -288,14 +288,14 @@ describe('the Agent Protocol REST API through @langchain/langgraph-sdk', () => {
     const a = await client.runs.create(threadId, 'agent', { input: question('about to be interrupted') });
     await runReaches(client, threadId, a.run_id, 'running');
     await inState(threadId, 'about to be interrupted');
-    const b = await client.runs.create(threadId, 'agent', { input: question('the interrupter'), multitaskStrategy: 'interrupt' });
+    const b = await client.runs.create(threadId, 'agent', { input: question('the newcomer'), multitaskStrategy: 'interrupt' });
     assert.ok(STATUSES_LIVE.includes(b.status));
     const values = await client.runs.join(threadId, b.run_id);
     assert.equal((await client.runs.get(threadId, a.run_id)).status, 'interrupted');
     assert.equal((await client.runs.get(threadId, b.run_id)).status, 'success');
     const t = transcript(values);
     assert.equal(t[0], 'about to be interrupted', 'the first run\'s input stays');
-    assert.deepEqual(t.slice(-4), expectedTranscript('the interrupter'));
+    assert.deepEqual(t.slice(-4), expectedTranscript('the newcomer'));
     assert.deepEqual(values, await s.head(threadId));
   });
 
@@ -519,7 +519,13 @@ describe('runs.joinStream through a gateway SIGKILL', () => {
       });
       const watcher = s.client();
       const parts = collect(watcher.runs.joinStream(threadId, run.run_id, { lastEventId: '-1' }));
-      await waitUntil(() => parts.filter((p) => p.event === 'messages').length >= 5, 30000, 'tokens on the stream');
+      try { await waitUntil(() => parts.filter((p) => p.event === 'messages').length >= 5, 30000, 'tokens on the stream'); } catch (e) {
+        console.log('DEBUG parts', parts.length, JSON.stringify(parts.slice(0, 5)).slice(0, 500));
+        console.log('DEBUG run', JSON.stringify(await client.runs.get(threadId, run.run_id)));
+        console.log('DEBUG xlen', await s.rc.cmd('XLEN', `tc:{${threadId}}:events`));
+        for (const w of s.workers) console.log('DEBUG worker', w.stderr.slice(-1500));
+        for (const g of s.gws) console.log('DEBUG gw', g.stderr.slice(-1500));
+        throw e; }
       const victim = await holder(s.gws);
       const atKill = parts.length;
       victim.proc.kill('SIGKILL');

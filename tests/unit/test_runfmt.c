@@ -151,6 +151,20 @@ static void node_tasks_are_not_subgraphs(void **state)
 	tc_runfmt_free(f);
 }
 
+/* A tool's result (the tools channel) is a ToolMessage in messages mode, from the tools node. */
+static void tool_results_are_messages(void **state)
+{
+	struct sink s = { 0 };
+	struct tc_runfmt *f = fmt(&s, "[\"messages-tuple\"]", false, true);
+	feed(f, "tools", "[\"tools:3\"]", "\"data\":{\"event\":\"tool-started\",\"tool_call_id\":\"c1\",\"tool_name\":\"search\"}");
+	feed(f, "tools", "[\"tools:3\"]", "\"data\":{\"event\":\"tool-finished\",\"tool_call_id\":\"c1\",\"output\":{\"content\":\"42\",\"type\":\"tool\"}}");
+	feed(f, "tools", "[\"tools:3\"]", "\"data\":{\"event\":\"tool-finished\",\"tool_call_id\":\"c2\",\"output\":\"plain\"}");
+	assert_int_equal(s.events, 2);
+	assert_non_null(strstr(s.text, "event: messages\ndata: [{\"content\":\"42\",\"type\":\"tool\",\"tool_call_id\":\"c1\",\"id\":\"tool-c1\"},{\"langgraph_node\":\"tools\""));
+	assert_non_null(strstr(s.text, "[{\"content\":\"plain\",\"type\":\"tool\",\"tool_call_id\":\"c2\""));
+	tc_runfmt_free(f);
+}
+
 /* A tool message given whole at its finish still goes out once. */
 static void whole_tool_message(void **state)
 {
@@ -253,6 +267,7 @@ int main(void)
 		cmocka_unit_test(updates_custom_subgraphs),
 		cmocka_unit_test(message_tuples),
 		cmocka_unit_test(node_tasks_are_not_subgraphs),
+		cmocka_unit_test(tool_results_are_messages),
 		cmocka_unit_test(whole_tool_message),
 		cmocka_unit_test(interrupts),
 		cmocka_unit_test(failure),

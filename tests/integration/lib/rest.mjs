@@ -62,7 +62,7 @@ export async function restStack({ tokenMs = 5, workerArgs = [] } = {}) {
       for (const w of workers) if (w.proc.exitCode === null && w.proc.signalCode === null) await w.kill('SIGTERM');
       for (const g of gws) if (g.exitCode === null && g.signal === null) await g.stop();
       await redis.cleanup();
-      assert.deepEqual(reports, [], 'no sanitizer report');
+      assert.deepEqual(reports, [], `no sanitizer report:\n${gws.map((g) => g.stderr.split('\n').filter((l) => /runtime error|ERROR: AddressSanitizer|^\s+#\d/.test(l)).join('\n')).join('\n')}`);
       for (const w of workers) assert.doesNotMatch(w.stderr, /"level":"error"/, w.stderr);
     },
   };
