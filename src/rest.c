@@ -144,11 +144,14 @@ static void unref(struct tc_rest *r)
 	free(r);
 }
 
+static void cancel_on_disconnect(struct tc_rest *r);
+
 void tc__rest_conn_gone(struct tc_rest *r)
 {
 	if (!r)
 		return;
 	r->conn = NULL;
+	cancel_on_disconnect(r);
 	unref(r);
 }
 
@@ -311,6 +314,44 @@ static void fcall(struct tc_rest *r, const char *op, reply_fn *fn)
 			       r->op->store ? "{tc:store}" : "{tc:commands}", op, args, NULL };
 	call(r, fn, argv);
 	free(args);
+}
+
+static void cancel_sent(struct tc_rest *r, redisReply *reply)
+{
+}
+
+/*
+ * A run's stream or wait whose client went away before the run ended, with
+ * on_disconnect "cancel" (or a join's cancel_on_disconnect): the run is
+ * cancelled (interrupt), as the client asked; nobody is told.
+ */
+static void cancel_on_disconnect(struct tc_rest *r)
+{
+	if (!r->fmt || tc_runfmt_ended(r->fmt) || !r->run_id[0])
+		return;
+	const char *how = str_field(r->body, "on_disconnect");
+	bool cancel = (how && !strcmp(how, "cancel")) ||
+		      truthy(cJSON_GetObjectItemCaseSensitive(r->query, "cancel_on_disconnect"));
+	if (!cancel || r->saved) /* (a cancel's own wait is not a run's client) */
+		return;
+	cJSON *a = cJSON_CreateObject();
+	cJSON *path = cJSON_AddObjectToObject(a, "path");
+	cJSON_AddStringToObject(path, "thread_id", r->thread);
+	cJSON_AddStringToObject(path, "run_id", r->run_id);
+	cJSON_AddStringToObject(cJSON_AddObjectToObject(a, "query"), "action", "interrupt");
+	cJSON_AddNullToObject(a, "body");
+	char *args = cJSON_PrintUnformatted(a);
+	cJSON_Delete(a);
+	const char *argv[] = { "FCALL", "threadcast_rest", "1", "{tc:commands}", "runs.cancel", args, NULL };
+	struct call *k = tc_xmalloc(sizeof(*k));
+	*k = (struct call){ .r = r, .fn = cancel_sent };
+	r->refs++;
+	if (tc_redis_cmd(r->srv->redis, on_reply, k, argv)) {
+		free(k);
+		r->refs--;
+	}
+	free(args);
+	tc_log(TC_LOG_INFO, "run cancelled: its client went away", TC_LS("thread", r->thread), TC_LS("run", r->run_id));
 }
 
 /* The function's {status, body[, extra]}: 0, or -1 having answered 500. */

@@ -176,3 +176,27 @@ test('a JWKS file: RSA, EC P-256 and oct keys chosen by kid; unusable keys skipp
   await jt.stop();
   assert.deepEqual(jt.sanitizerReports(), [], jt.stderr);
 });
+
+test('the REST API: thread routes need the thread, the others every thread; changes need "commands"', async () => {
+  const call = (p, token, init = {}) => tc.http(p, { ...init, headers: { 'content-type': 'application/json',
+    ...(token ? { authorization: `Bearer ${token}` } : {}), ...init.headers } });
+  const all = sign({ exp: now() + 600, threads: ['*'], commands: true }, privateKey);
+  const allRead = sign({ exp: now() + 600, threads: ['*'], commands: false }, privateKey);
+  assert.equal((await call('/threads', null, { method: 'POST', body: '{}' })).status, 401);
+  // A token for some threads may not create one without an id, search, or use the store.
+  assert.equal((await call('/threads', good({ commands: true }), { method: 'POST', body: '{}' })).status, 403);
+  assert.equal((await call('/threads/search', good(), { method: 'POST', body: '{}' })).status, 403);
+  assert.equal((await call('/store/items?namespace=a&key=b', good())).status, 403);
+  // Every thread, and the right to change things: allowed.
+  const created = await call('/threads', all, { method: 'POST', body: JSON.stringify({ thread_id: 't-rest' }) });
+  assert.equal(created.status, 200, await created.clone().text());
+  assert.equal((await created.json()).thread_id, 't-rest');
+  // Reading needs no "commands"; changing does, with a {"detail"} saying so.
+  assert.equal((await call('/threads/search', allRead, { method: 'POST', body: '{}' })).status, 200);
+  const patch = await call('/threads/t-rest', allRead, { method: 'PATCH', body: JSON.stringify({ metadata: { x: 1 } }) });
+  assert.equal(patch.status, 403);
+  assert.match((await patch.json()).detail, /commands/);
+  // A thread route with a token for that thread (t-*): its own thread, not another.
+  assert.equal((await call('/threads/t-rest', good())).status, 200);
+  assert.equal((await call('/threads/other', good())).status, 403);
+});

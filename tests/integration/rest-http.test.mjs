@@ -377,3 +377,28 @@ describe('GET …/runs/:id/stream through a gateway SIGKILL, by hand', () => {
     }
   });
 });
+
+describe('on_disconnect', () => {
+  test('"cancel": a run whose stream client goes away is cancelled; "continue" (the default) runs on', async () => {
+    const s = await restStack({ tokenMs: 40 });
+    try {
+      const post = (p, json) => s.http(p, { method: 'POST', json });
+      const status = async (tid, rid) => (await jsonResponse(await s.http(`/threads/${tid}/runs/${rid}`))).status;
+      const leave = async (onDisconnect) => {
+        const tid = (await jsonResponse(await post('/threads', {}))).thread_id;
+        const { res, sse } = await openSse(`${s.apiUrl}/threads/${tid}/runs/stream`, { method: 'POST',
+          json: { assistant_id: 'agent', input: question(`leaving (${onDisconnect})`), stream_mode: ['messages-tuple'], ...(onDisconnect ? { on_disconnect: onDisconnect } : {}) } });
+        assert.equal(res.status, 200);
+        await waitUntil(() => sse.events.filter((e) => e.event === 'messages').length >= 3, 30000, 'tokens');
+        sse.close();
+        await sse.done;
+        return { tid, rid: /\/runs\/([^/]+)$/.exec(res.headers.get('content-location'))[1] };
+      };
+      const [cancelled, kept] = await Promise.all([leave('cancel'), leave(undefined)]);
+      await waitUntil(async () => (await status(cancelled.tid, cancelled.rid)) === 'interrupted', 15000, 'the run cancelled');
+      await waitUntil(async () => (await status(kept.tid, kept.rid)) === 'success', 30000, 'the other run to finish');
+    } finally {
+      await s.done();
+    }
+  });
+});
