@@ -2,14 +2,21 @@
 """The benchmark scenarios of scripts/bench, against threadcast and its peers.
 
 Each server runs pinned to core 0 (one core, one process: threadcast's loop,
-the Node gateway, nginx with one worker); Redis, the load generator and the
-producer share core 1. Every figure is the median of --runs runs, and each
-run measures the systems one after the other with the same load, so the
-ratios compare like with like. Server CPU is read from /proc/<pid>/stat
-over the measured window only (connections set up beforehand).
+the Node gateway, nginx with one worker, the blaster); Redis, the load
+generator and the producer share core 1. Every figure is the median of --runs
+runs, and each run measures the systems one after the other with the same
+load, so the ratios compare like with like. CPU is read from /proc/<pid>/stat
+(utime and stime apart) of the server and of Redis over the measured window
+only (connections set up beforehand).
+
+The blaster (src/bench/blaster.c) is the control of every fan-out scenario:
+a server that does nothing but write each event's pre-built frame to each
+subscriber, one write per frame. Every CPU figure is also given as a ratio to
+the blaster's in the same run (the median of the per-run ratios).
 """
 import argparse
 import base64
+import resource
 import itertools
 import json
 import os
@@ -23,9 +30,10 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BUILD = os.path.join(ROOT, 'build-release')
+BUILD = os.environ.get('TC_BENCH_BUILD') or os.path.join(ROOT, 'build-release')  # tests: their build
 LOADGEN = os.path.join(BUILD, 'loadgen')
 PUBLISH = os.path.join(BUILD, 'publish')
+BLASTER = os.path.join(BUILD, 'blaster')
 TICK = os.sysconf('SC_CLK_TCK')
 SERVER_CPU, CLIENT_CPU = '0', '1'
 SOURCE = itertools.count(int(time.time()) % 997)
@@ -50,9 +58,9 @@ def wait_port(port, proc, timeout=15):
     raise RuntimeError(f'nothing listens on {port}')
 
 
-def cpu_ticks(pid):
-    """utime + stime of pid and its children so far (nginx: the worker)."""
-    total = 0
+def cpu_split(pid):
+    """(utime, stime) of pid and its children so far (nginx: the worker), in ticks."""
+    user = system = 0
     pids = [pid]
     try:
         kids = open(f'/proc/{pid}/task/{pid}/children').read().split()
@@ -62,10 +70,49 @@ def cpu_ticks(pid):
     for p in pids:
         try:
             f = open(f'/proc/{p}/stat').read().rsplit(')', 1)[1].split()
-            total += int(f[11]) + int(f[12])
+            user += int(f[11])
+            system += int(f[12])
         except OSError:
             pass
-    return total
+    return user, system
+
+
+def cpu_ticks(pid):
+    """utime + stime of pid and its children so far."""
+    return sum(cpu_split(pid))
+
+
+class CpuWindow:
+    """User and kernel CPU of the server and of Redis between start() and stop()."""
+
+    def __init__(self, srv, redis):
+        self.pids = {'server': srv.pid, 'redis': redis.proc.pid}
+
+    def start(self):
+        self.t0 = {k: cpu_split(p) for k, p in self.pids.items()}
+        return self
+
+    def stop(self):
+        out = {}
+        for k, p in self.pids.items():
+            u, s = cpu_split(p)
+            out[f'{k}_user_s'] = (u - self.t0[k][0]) / TICK
+            out[f'{k}_sys_s'] = (s - self.t0[k][1]) / TICK
+        out['server_cpu_s'] = out['server_user_s'] + out['server_sys_s']
+        out['redis_cpu_s'] = out['redis_user_s'] + out['redis_sys_s']
+        return out
+
+
+def per_event(r, n):
+    """CPU per delivered event, µs: the server's (user, kernel), Redis', and both."""
+    n = max(1, n)
+    r['us_per_event'] = r['server_cpu_s'] * 1e6 / n
+    r['user_us_per_event'] = r['server_user_s'] * 1e6 / n
+    r['sys_us_per_event'] = r['server_sys_s'] * 1e6 / n
+    r['redis_us_per_event'] = r['redis_cpu_s'] * 1e6 / n
+    r['redis_user_us_per_event'] = r['redis_user_s'] * 1e6 / n
+    r['redis_sys_us_per_event'] = r['redis_sys_s'] * 1e6 / n
+    r['total_us_per_event'] = (r['server_cpu_s'] + r['redis_cpu_s']) * 1e6 / n
 
 
 def rss_kb(pid):
@@ -117,6 +164,9 @@ class Server:
         elif kind == 'node':
             env = dict(os.environ)
             argv = ['node', os.path.join(ROOT, 'tests/bench/node-gateway/gateway.js'), str(self.port), str(redis.port)]
+        elif kind == 'blaster':
+            env = dict(os.environ)
+            argv = [BLASTER, '--port', str(self.port), '--host', '127.0.0.1']
         else:
             env = dict(os.environ)
             d = tempfile.mkdtemp(dir=tmp)
@@ -150,8 +200,11 @@ def loadgen(server, **kw):
     args = ['taskset', '-c', CLIENT_CPU, LOADGEN,
             '--port', str(server.port)]
     if server.kind.startswith('nchan'):
-        kw.setdefault('path', '/sub/%s')
+        kw['path'] = '/sub/%s'  # nchan streams on connect: no command
         kw['subscribe'] = 0
+        kw.pop('commands', None)
+    for c in kw.pop('commands', []):  # the blaster reads none of them: it sends to every connection
+        args += ['--command', c]
     for k, v in kw.items():
         args += [f'--{k}', str(v)]
     return subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
@@ -159,8 +212,8 @@ def loadgen(server, **kw):
 
 def publish(server, redis, **kw):
     args = ['taskset', '-c', CLIENT_CPU, PUBLISH, '--redis-url', redis.url]
-    if server.kind.startswith('nchan'):
-        args += ['--nchan', f'127.0.0.1:{server.port}']
+    if server.kind.startswith('nchan') or server.kind == 'blaster':
+        args += ['--http', f'127.0.0.1:{server.port}']
     for k, v in kw.items():
         args += [f'--{k}', str(v)]
     out = subprocess.run(args, capture_output=True, text=True, timeout=600)
@@ -185,22 +238,22 @@ def result(lg):
     return json.loads(lines[-1])
 
 
-def delivery(kind, tmp, redis, *, conns, threads, count, rate, size):
-    """Subscribers connect and idle; then count events at rate; server CPU per delivered event."""
+def delivery(kind, tmp, redis, *, conns, threads, count, rate, size, lg_args=None, pub_args=None):
+    """Subscribers connect and idle; then count events at rate; CPU per delivered event."""
     srv = Server(kind, tmp, redis)
     try:
         thread = f'b{time.monotonic_ns()}'  # loadgen and publish name the threads <thread>-<i>
         lg = loadgen(srv, thread=thread, conns=conns, threads=threads, expect=count // threads,
-                     duration=120, hold=600)
+                     duration=120, hold=600, **(lg_args or {}))
         wait_ready(lg)
         time.sleep(1.0)  # subscribe commands answered, Redis subscriptions made
-        t0, c0 = time.time(), cpu_ticks(srv.pid)
+        t0, cpu = time.time(), CpuWindow(srv, redis).start()
         pub = publish(srv, redis, threads=thread, nthreads=threads if threads > 1 else 0,
-                      count=count, rate=rate, size=size)
+                      count=count, rate=rate, size=size, **(pub_args or {}))
         r = result(lg)
-        c1 = cpu_ticks(srv.pid)
-        r['server_cpu_s'] = (c1 - c0) / TICK
-        r['us_per_event'] = r['server_cpu_s'] * 1e6 / max(1, r['received'])
+        r.update(cpu.stop())
+        per_event(r, r['received'])
+        r['bytes_per_event'] = r['event_bytes'] / max(1, r['received'])
         r['published_rate'] = pub['rate']
         r['rss_kb'] = rss_kb(srv.pid)
         r['delivered_per_s'] = r['received'] / max(1e-9, time.time() - t0)
@@ -278,26 +331,152 @@ def append_path(kind, tmp, redis, *, events):
         srv.stop()
 
 
+# The official SDK's subscriptions (@langchain/langgraph-sdk 1.15, ThreadStream): thread.messages,
+# thread.values, its lifecycle tracking, and the root pump of useStream, on one WebSocket.
+SDK_SUBSCRIPTIONS = [
+    {'channels': ['messages', 'lifecycle', 'input']},
+    {'channels': ['values', 'lifecycle', 'input']},
+    {'channels': ['lifecycle', 'input']},
+    {'channels': ['values', 'checkpoints', 'lifecycle', 'input', 'messages', 'tools'], 'namespaces': [[]], 'depth': 1},
+]
+# A token stream's mix: mostly messages, some tools and values. Each event
+# matches at least one subscription, so each reaches each connection once.
+SDK_METHODS = 'messages,messages,messages,tools,values'
+
+
+def sdk(kind, tmp, redis, *, conns, threads, count, rate):
+    """The SDK's access pattern: 4 subscriptions per WebSocket on the 0.0.21 route, snake_case frames."""
+    commands = [json.dumps({'id': i + 1, 'method': 'subscription.subscribe', 'params': p})
+                for i, p in enumerate(SDK_SUBSCRIPTIONS)]
+    r = delivery(kind, tmp, redis, conns=conns, threads=threads, count=count, rate=rate, size=200,
+                 lg_args={'path': '/threads/%s/stream/events', 'commands': commands},
+                 pub_args={'methods': SDK_METHODS, 'spelling': '0.0.21'})
+    r['subscriptions_per_conn'] = len(commands)
+    if kind == 'threadcast' and r['replies'] != conns * len(commands):
+        raise RuntimeError(f"{r['replies']} of {conns * len(commands)} subscribes answered, {r['errors']} refused")
+    return r
+
+
+def netns_prefix():
+    """How to run a command in a fresh network namespace here, or None."""
+    for prefix in (['unshare', '-n'], ['unshare', '-rn']):
+        try:
+            if subprocess.run(prefix + ['true'], capture_output=True, timeout=10).returncode == 0:
+                return prefix
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+    return None
+
+
+def storm_conns(cap):
+    """The fd limit's worth of clients: what RLIMIT_NOFILE leaves the load generator and the
+    server (each holds one descriptor per connection, plus ~100 of its own), at most cap."""
+    return max(1, min(cap, resource.getrlimit(resource.RLIMIT_NOFILE)[0] - 100))
+
+
+def storm(kind, tmp, redis, *, conns, netns):
+    """A reconnect storm: conns clients connect at once. Runs in a child process, in a fresh
+    network namespace when netns (somaxconn raised there: with the root namespace's 4096 the
+    kernel's SYN retransmit backoff, not the server, sets the time), with its own Redis."""
+    argv = [sys.executable, os.path.abspath(__file__), '--storm-child', kind, '--storm-conns', str(conns)]
+    env = dict(os.environ, TC_STORM_NETNS='1' if netns else '0')
+    out = subprocess.run((netns or []) + argv, capture_output=True, text=True, timeout=300, env=env)
+    lines = [l for l in out.stdout.splitlines() if l.startswith('{')]
+    if out.returncode or not lines:
+        raise RuntimeError(f'storm child failed ({out.returncode}): {out.stderr[-500:]}')
+    return json.loads(lines[-1])
+
+
+def storm_child(kind, conns):
+    netns = os.environ.get('TC_STORM_NETNS') == '1'
+    somaxconn = int(open('/proc/sys/net/core/somaxconn').read())
+    if netns:
+        subprocess.run(['ip', 'link', 'set', 'lo', 'up'], check=True)
+        for key in ('net/core/somaxconn', 'net/ipv4/tcp_max_syn_backlog'):
+            with open(f'/proc/sys/{key}', 'w') as f:
+                f.write('65535')
+        somaxconn = int(open('/proc/sys/net/core/somaxconn').read())
+    tmp = tempfile.mkdtemp(prefix='threadcast-storm.')
+    redis = srv = lg = None
+    try:
+        redis = Redis(tmp)
+        srv = Server(kind, tmp, redis)
+        # Fresh source addresses (~28,000 ephemeral ports each): the last run's sockets may linger.
+        sources = ','.join(f'127.0.{1 + (n // 250) % 250}.{2 + n % 250}' for n in (next(SOURCE) for _ in range(3)))
+        cpu = CpuWindow(srv, redis).start()
+        t0 = time.time()
+        lg = loadgen(srv, thread=f'storm{time.monotonic_ns()}', conns=conns, subscribe=0, hold=0.5,
+                     duration=120, sources=sources)
+        wait_ready(lg)  # every connection upgraded or failed (or --duration passed)
+        wall = time.time() - t0
+        r = cpu.stop()
+        out = result(lg)
+        lg = None
+        r.update({'conns': conns, 'upgraded': out['connected'], 'failed': out['failed'],
+                  'storm_seconds': out['connect_seconds'] if out['connected'] == conns else None,
+                  'settle_seconds': wall, 'netns': netns, 'somaxconn': somaxconn,
+                  'storm_cpu_s': r['server_cpu_s'], 'storm_user_s': r['server_user_s'],
+                  'storm_sys_s': r['server_sys_s'],
+                  'connects_per_s': out['connected'] / max(1e-9, out['connect_seconds'])
+                  if out['connected'] == conns else None})
+        print(json.dumps(r), flush=True)
+    finally:
+        if lg:
+            lg.kill()
+            lg.wait()
+        if srv:
+            srv.stop()
+        if redis:
+            redis.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def median(xs):
     xs = [x for x in xs if x is not None]
     return statistics.median(xs) if xs else None
 
 
+# The CPU figures every system's run is divided by the blaster's (same run).
+CPU_KEYS = ['us_per_event', 'user_us_per_event', 'sys_us_per_event', 'total_us_per_event',
+            'storm_cpu_s', 'storm_user_s', 'storm_sys_s']
+FANOUT = ('a', 'a-full', 'a10k', 'b', 'b1', 'e')
+SCENARIOS = ('a', 'a-full', 'a10k', 'b', 'b1', 'c', 'c50k', 'd', 'append', 'e', 'sdk', 'storm')
+
+
 def main():
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description='threadcast beside its peers and the blaster control; '
+                                 'scenarios: ' + ' '.join(SCENARIOS))
     ap.add_argument('--runs', type=int, default=3)
-    ap.add_argument('--only', default='a,a-full,a10k,b,b1,c,d,e,append')
-    ap.add_argument('--systems', default='threadcast,nchan,node')
+    ap.add_argument('--only', default='a,a-full,a10k,b,b1,c,d,e,append,sdk,storm')
+    ap.add_argument('--systems', default='threadcast,nchan,node',
+                    help='the blaster is added to every fan-out scenario, sdk and storm')
     ap.add_argument('--quick', action='store_true', help='smaller counts, one run')
+    ap.add_argument('--storm-max', type=int, default=19000,
+                    help='the storm: at most this many clients (else what ulimit -n allows)')
+    ap.add_argument('--sdk-conns', type=int, default=1000)
+    ap.add_argument('--sdk-threads', type=int, default=1)
+    ap.add_argument('--sdk-rate', type=int, default=100, help='events/s over all threads')
     ap.add_argument('--out', default=os.path.join(ROOT, 'bench-results'))
+    ap.add_argument('--storm-child', help=argparse.SUPPRESS)
+    ap.add_argument('--storm-conns', type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.storm_child:
+        return storm_child(args.storm_child, args.storm_conns)
     if args.quick:
         args.runs = 1
     only = args.only.split(',')
     systems = args.systems.split(',')
+    unknown = [n for n in only if n not in SCENARIOS]
+    if unknown:
+        ap.error(f'unknown scenario {",".join(unknown)}; known: {",".join(SCENARIOS)}')
+    unknown = [k for k in systems if k not in ('threadcast', 'nchan', 'nchan-redis', 'node', 'blaster')]
+    if unknown:
+        ap.error(f'unknown system {",".join(unknown)}; known: threadcast, nchan, nchan-redis, node, blaster')
     q = 0.2 if args.quick else 1.0
     tmp = tempfile.mkdtemp(prefix='threadcast-bench.')
     redis = Redis(tmp)
+    netns = netns_prefix() if 'storm' in only else None
+    nstorm = storm_conns(args.storm_max if not args.quick else min(args.storm_max, 2000))
     scenarios = {
         'a': ('fan-out: 1 thread, 1,000 subscribers, 100 events/s of 200 B',
               lambda k: delivery(k, tmp, redis, conns=1000, threads=1, count=int(1000 * q), rate=100, size=200)),
@@ -321,23 +500,47 @@ def main():
                    lambda k: append_path(k, tmp, redis, events=int(200000 * q))),
         'e': ('token stream: 1,000 threads x 3 subscribers, 10 tokens/s each (10,000 events/s)',
               lambda k: delivery(k, tmp, redis, conns=3000, threads=1000, count=int(100000 * q), rate=10000, size=60)),
+        'sdk': (f'the SDK\'s access pattern: {args.sdk_threads:,} thread(s), {args.sdk_conns:,} WebSockets x '
+                f'{len(SDK_SUBSCRIPTIONS)} subscriptions (0.0.21 route, snake_case), {args.sdk_rate:,} events/s',
+                lambda k: sdk(k, tmp, redis, conns=args.sdk_conns, threads=args.sdk_threads,
+                              count=max(args.sdk_threads, int(args.sdk_rate * 10 * q)), rate=args.sdk_rate)),
+        'storm': (f'reconnect storm: {nstorm:,} clients connect at once'
+                  + (' (in a fresh network namespace, somaxconn 65535)' if netns else
+                     ' (root network namespace: no unshare here)'),
+                  lambda k: storm(k, tmp, redis, conns=nstorm, netns=netns)),
     }
     results = {}
     try:
         for name in only:
             title, fn = scenarios[name]
             results[name] = {'title': title}
-            for kind in systems:
-                if name in ('d', 'append') and kind != 'threadcast':
-                    continue  # the peers keep no per-thread history, and have no append path of their own
-                runs = []
-                for i in range(args.runs):
+            if name in ('d', 'append'):
+                kinds = [k for k in systems if k == 'threadcast']  # the peers keep no history, have no append path
+            elif name == 'sdk':
+                kinds = [k for k in systems if k == 'threadcast']  # the only one that speaks subscriptions on 0.0.21
+            elif name == 'storm':
+                kinds = [k for k in systems if k in ('threadcast', 'nchan')]
+            else:
+                kinds = list(systems)
+            if (name in FANOUT or name in ('sdk', 'storm')) and 'blaster' not in kinds:
+                kinds.append('blaster')
+            for k in kinds:
+                results[name][k] = []
+            # Each run measures every system in turn: the ratios compare runs made side by side.
+            for i in range(args.runs):
+                row = {}
+                for kind in kinds:
                     try:
-                        runs.append(fn(kind))
+                        row[kind] = fn(kind)
                     except Exception as e:  # a failed run is reported, not hidden
-                        runs.append({'error': str(e)})
-                    print(f'{name} {kind} run {i + 1}: {json.dumps(runs[-1])}', file=sys.stderr, flush=True)
-                results[name][kind] = runs
+                        row[kind] = {'error': str(e)}
+                base = row.get('blaster', {})
+                for kind, r in row.items():
+                    for key in CPU_KEYS:
+                        if r.get(key) is not None and base.get(key):
+                            r[f'{key}_vs_blaster'] = r[key] / base[key]
+                    results[name][kind].append(r)
+                    print(f'{name} {kind} run {i + 1}: {json.dumps(r)}', file=sys.stderr, flush=True)
     finally:
         redis.stop()
         shutil.rmtree(tmp, ignore_errors=True)
@@ -345,29 +548,55 @@ def main():
     stamp = time.strftime('%Y%m%d-%H%M%S')
     path = os.path.join(args.out, f'bench-{stamp}.json')
     json.dump(results, open(path, 'w'), indent=1)
-    report(results, systems)
+    report(results)
     print(f'\nresults: {path}')
 
 
-def report(results, systems):
+METRICS = [
+    ('us_per_event', 'server CPU µs / delivered event'),
+    ('user_us_per_event', '  of which user space'),
+    ('sys_us_per_event', '  of which kernel'),
+    ('redis_us_per_event', 'Redis CPU µs / delivered event'),
+    ('redis_user_us_per_event', '  of which user space'),
+    ('redis_sys_us_per_event', '  of which kernel'),
+    ('total_us_per_event', 'server + Redis CPU µs / delivered event'),
+    ('us_per_event_vs_blaster', 'server CPU ÷ blaster (same run)'),
+    ('user_us_per_event_vs_blaster', '  user space ÷ blaster'),
+    ('sys_us_per_event_vs_blaster', '  kernel ÷ blaster'),
+    ('total_us_per_event_vs_blaster', 'server + Redis CPU ÷ blaster'),
+    ('latency_p50_ms', 'latency p50 ms'), ('latency_p99_ms', 'latency p99 ms'),
+    ('lost', 'missing + duplicated'), ('bytes_per_event', 'payload bytes / delivered event'),
+    ('kib_per_conn', 'RSS KiB / idle connection'), ('connects_per_s', 'connections set up / s'),
+    ('upgraded', 'clients upgraded'), ('storm_seconds', 'seconds until all upgraded'),
+    ('storm_cpu_s', 'server CPU s for the storm'), ('storm_user_s', '  of which user space'),
+    ('storm_sys_s', '  of which kernel'), ('storm_cpu_s_vs_blaster', 'server CPU ÷ blaster (same run)'),
+    ('events_per_s', 'replayed events / s'), ('delivered_per_s', 'delivered events / s'),
+    ('xadd_per_core', 'plain XADD: events / s per Redis core'),
+    ('single_per_core', 'threadcast_append: events / s per Redis core'),
+    ('batch16_per_core', 'threadcast_append_batch of 16: events / s per Redis core'),
+    ('single_vs_xadd', 'threadcast_append / plain XADD (same run)'),
+    ('batch16_vs_xadd', 'batch of 16 / plain XADD (same run)'),
+]
+
+
+def report(results):
+    """One table: a column per system (the blaster last), then threadcast / each other."""
     def med(runs, key):
         return median([r.get(key) for r in runs if 'error' not in r])
 
-    def fmt(v, unit=''):
-        return '—' if v is None else (f'{v:,.2f}{unit}' if isinstance(v, float) and v < 100 else f'{v:,.0f}{unit}')
+    def fmt(v):
+        return '—' if v is None else (f'{v:,.2f}' if isinstance(v, float) and v < 100 else f'{v:,.0f}')
 
-    print('\n| scenario | metric | ' + ' | '.join(systems) + ' | threadcast / ' + ' | threadcast / '.join(systems[1:]) + ' |')
-    print('|---|---|' + '---|' * (2 * len(systems) - 1))
+    systems = []
+    for res in results.values():
+        for k in res:
+            if k != 'title' and k not in systems:
+                systems.append(k)
+    systems.sort(key=lambda k: (k == 'blaster', k != 'threadcast'))
+    others = systems[1:]
+    print('\n| scenario | metric | ' + ' | '.join(systems) + ''.join(f' | threadcast / {o}' for o in others) + ' |')
+    print('|---|---|' + '---|' * (len(systems) + len(others)))
     for name, res in results.items():
-        metrics = [('us_per_event', 'server CPU µs / delivered event'), ('latency_p50_ms', 'latency p50 ms'),
-                   ('latency_p99_ms', 'latency p99 ms'), ('lost', 'missing + duplicated'),
-                   ('kib_per_conn', 'RSS KiB / idle connection'), ('connects_per_s', 'connections set up / s'),
-                   ('events_per_s', 'replayed events / s'), ('delivered_per_s', 'delivered events / s'),
-                   ('xadd_per_core', 'plain XADD: events / s per Redis core'),
-                   ('single_per_core', 'threadcast_append: events / s per Redis core'),
-                   ('batch16_per_core', 'threadcast_append_batch of 16: events / s per Redis core'),
-                   ('single_vs_xadd', 'threadcast_append / plain XADD (same run)'),
-                   ('batch16_vs_xadd', 'batch of 16 / plain XADD (same run)')]
         for runs in res.values():
             if isinstance(runs, list):
                 for r in runs:
@@ -375,12 +604,14 @@ def report(results, systems):
                         r['latency_p50_ms'] = r['latency_us']['p50'] / 1000
                         r['latency_p99_ms'] = r['latency_us']['p99'] / 1000
                         r['lost'] = r['missing'] + r['duplicates']
-        for key, label in metrics:
+        for key, label in METRICS:
             vals = [med(res.get(k, []), key) for k in systems]
             if all(v is None for v in vals):
                 continue
-            ratios = [('—' if vals[0] is None or v in (None, 0) else f'{vals[0] / v:.2f}') for v in vals[1:]]
-            print(f'| {name}: {res["title"]} | {label} | ' + ' | '.join(fmt(v) for v in vals) + ' | ' + ' | '.join(ratios) + ' |')
+            ratios = [('—' if key.endswith('_vs_blaster') or vals[0] is None or v in (None, 0)
+                       else f'{vals[0] / v:.2f}') for v in vals[1:]]
+            print(f'| {name}: {res["title"]} | {label} | ' + ' | '.join(fmt(v) for v in vals)
+                  + ''.join(f' | {x}' for x in ratios) + ' |')
 
 
 if __name__ == '__main__':

@@ -10,7 +10,11 @@
  * /sub/%s); --subscribe 0 sends no subscribe command (a peer that streams on
  * connect). --hold S keeps the connections open and idle for S seconds once
  * all are upgraded, then prints (idle-memory measurements). --command sends
- * that command instead of the subscribe (a subscription.reconnect, say).
+ * that command instead of the subscribe (a subscription.reconnect, say);
+ * given several times (at most 64), every connection sends them all, in
+ * order, as soon as it is upgraded (the official SDK's several
+ * subscriptions per connection). Replies are counted: "replies" (success)
+ * and "errors" (error frames). "event_bytes" sums the event frames' payloads.
  *
  * Each connection upgrades, subscribes, and checks every event: seqs must
  * rise by exactly one (else "missing" / "duplicate"), and when the event's
@@ -36,14 +40,14 @@ struct conn {
 };
 
 static struct {
-	const char *host, *thread, *channels, *path, *command;
-	int port, nconns, nsources, nthreads, subscribe;
+	const char *host, *thread, *channels, *path, *commands[64];
+	int port, nconns, nsources, nthreads, subscribe, ncommands;
 	double hold;
 	char **sources;
 	uint64_t expect;
 	double duration;
 	struct conn *conns;
-	uint64_t missing, dups, received, done, connected, failed;
+	uint64_t missing, dups, received, done, connected, failed, replies, errors, event_bytes;
 	uint32_t *lat_us;
 	size_t nlat, caplat;
 	uint64_t t_start, t_connected;
@@ -179,8 +183,9 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
 		off = (size_t)(end + 4 - c->buf);
 		if (++g.connected == (uint64_t)g.nconns)
 			g.t_connected = uv_hrtime();
-		if (g.command) {
-			send_frame(c, 1, g.command, strlen(g.command));
+		if (g.ncommands) {
+			for (int i = 0; i < g.ncommands; i++)
+				send_frame(c, 1, g.commands[i], strlen(g.commands[i]));
 		} else if (g.subscribe) {
 			char sub[256];
 			int n = snprintf(sub, sizeof(sub), "{\"id\":1,\"method\":\"subscription.subscribe\",\"params\":{\"channels\":[\"%s\"]}}", g.channels);
@@ -210,9 +215,14 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
 		if (avail < hl + plen)
 			break;
 		int op = p[0] & 0x0f;
-		if (op == 1 && plen > 16 && !memcmp(p + hl, "{\"type\":\"event\"", 15))
+		if (op == 1 && plen > 16 && !memcmp(p + hl, "{\"type\":\"event\"", 15)) {
+			g.event_bytes += plen;
 			on_event(c, (char *)p + hl, plen);
-		else if (op == 9)
+		} else if (op == 1 && plen > 16 && !memcmp(p + hl, "{\"type\":\"success\"", 17)) {
+			g.replies++;
+		} else if (op == 1 && plen > 16 && !memcmp(p + hl, "{\"type\":\"error\"", 15)) {
+			g.errors++;
+		} else if (op == 9)
 			send_frame(c, 10, (char *)p + hl, plen);
 		off += hl + plen;
 	}
@@ -261,11 +271,13 @@ static void finish(void)
 	uint32_t p50 = g.nlat ? g.lat_us[g.nlat / 2] : 0, p99 = g.nlat ? g.lat_us[g.nlat * 99 / 100] : 0;
 	uint32_t mx = g.nlat ? g.lat_us[g.nlat - 1] : 0;
 	printf("{\"conns\":%d,\"connected\":%llu,\"failed\":%llu,\"received\":%llu,\"missing\":%llu,"
-	       "\"duplicates\":%llu,\"complete\":%llu,\"seconds\":%.3f,\"connect_seconds\":%.3f,"
+	       "\"duplicates\":%llu,\"complete\":%llu,\"replies\":%llu,\"errors\":%llu,\"event_bytes\":%llu,"
+	       "\"seconds\":%.3f,\"connect_seconds\":%.3f,"
 	       "\"latency_us\":{\"p50\":%u,\"p99\":%u,\"max\":%u,\"samples\":%zu}}\n",
 	       g.nconns, (unsigned long long)g.connected, (unsigned long long)g.failed,
 	       (unsigned long long)g.received, (unsigned long long)g.missing, (unsigned long long)g.dups,
-	       (unsigned long long)g.done, secs,
+	       (unsigned long long)g.done, (unsigned long long)g.replies, (unsigned long long)g.errors,
+	       (unsigned long long)g.event_bytes, secs,
 	       g.t_connected ? (double)(g.t_connected - g.t_start) / 1e9 : -1.0, p50, p99, mx, g.nlat);
 	fflush(stdout);
 	uv_walk(g.loop, close_all, NULL);
@@ -296,7 +308,13 @@ int main(int argc, char **argv)
 		else if (!strcmp(k, "--path")) g.path = v;
 		else if (!strcmp(k, "--subscribe")) g.subscribe = atoi(v);
 		else if (!strcmp(k, "--hold")) g.hold = atof(v);
-		else if (!strcmp(k, "--command")) g.command = v;
+		else if (!strcmp(k, "--command")) {
+			if (g.ncommands == 64) {
+				fprintf(stderr, "loadgen: at most 64 --command\n");
+				return 2;
+			}
+			g.commands[g.ncommands++] = v;
+		}
 		else if (!strcmp(k, "--sources")) {
 			char *copy = strdup(v);
 			for (char *tok = strtok(copy, ","); tok; tok = strtok(NULL, ",")) {

@@ -2,7 +2,8 @@
  * publish — rate-controlled producer for benchmarks.
  *
  *   publish --redis-url URL --threads T1[,T2…] --count N --rate R [--size B]
- *           [--nthreads K] [--batch B] [--nchan HOST:PORT]
+ *           [--nthreads K] [--batch B] [--methods M1,M2…] [--http HOST:PORT]
+ *           [--spelling seed|0.0.21]
  *
  * Appends N events (spread round-robin over the threads) at R events per
  * second through FCALL threadcast_append, pipelined, each carrying
@@ -12,10 +13,15 @@
  * --xadd 1, each event is a plain XADD of the same fields to tc:{T}:plain
  * instead: the floor the append path is compared with.
  * --rate 0 means as fast as the server answers. With --nthreads K the
- * threads are T1-0 … T1-(K-1). With --nchan the events are POSTed to nchan's
- * publisher location /pub/<thread> on one keep-alive connection instead,
- * already in threadcast's envelope (with a per-thread seq), so the same
- * load generator reads both. Prints the achieved rate as JSON.
+ * threads are T1-0 … T1-(K-1). --methods cycles the events' methods (event
+ * i has method M[i mod count]; default tasks); every event carries
+ * params.timestamp. With --http (or --nchan) the events are POSTed to
+ * /pub/<thread> (nchan's publisher location, and bench/blaster's) on one
+ * keep-alive connection instead, already in threadcast's envelope (with a
+ * per-thread seq, and an event id as long as threadcast's), in --spelling's
+ * field names (eventId, or 0.0.21's event_id), so the same load generator
+ * reads every system and the frames are the same size. Prints the achieved
+ * rate as JSON.
  */
 #include <arpa/inet.h>
 #include <hiredis/hiredis.h>
@@ -107,7 +113,10 @@ static int http_response(struct http *h)
 
 int main(int argc, char **argv)
 {
-	const char *url = "redis://127.0.0.1:6379", *threads = NULL, *nchan = NULL;
+	const char *url = "redis://127.0.0.1:6379", *threads = NULL, *nchan = NULL, *spelling = "seed";
+	const char *methods[16] = { "tasks" };
+	int nmethods = 1;
+	char *method_list = NULL;
 	long count = 0, size = 100, nthreads = 0, batch = 1, xadd = 0;
 	double rate = 0;
 	for (int i = 1; i + 1 < argc; i += 2) {
@@ -117,18 +126,49 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--rate")) rate = atof(argv[i + 1]);
 		else if (!strcmp(argv[i], "--size")) size = atol(argv[i + 1]);
 		else if (!strcmp(argv[i], "--nthreads")) nthreads = atol(argv[i + 1]);
-		else if (!strcmp(argv[i], "--nchan")) nchan = argv[i + 1];
-		else if (!strcmp(argv[i], "--batch")) batch = atol(argv[i + 1]);
+		else if (!strcmp(argv[i], "--nchan") || !strcmp(argv[i], "--http")) nchan = argv[i + 1];
+		else if (!strcmp(argv[i], "--spelling")) spelling = argv[i + 1];
+		else if (!strcmp(argv[i], "--methods")) {
+			free(method_list);
+			method_list = strdup(argv[i + 1]);
+			nmethods = 0;
+			for (char *m = strtok(method_list, ","); m; m = strtok(NULL, ",")) {
+				if (nmethods == 16) {
+					fprintf(stderr, "publish: --methods takes at most 16 methods\n");
+					free(method_list);
+					return 2;
+				}
+				methods[nmethods++] = m;
+			}
+		} else if (!strcmp(argv[i], "--batch")) batch = atol(argv[i + 1]);
 		else if (!strcmp(argv[i], "--xadd")) xadd = atol(argv[i + 1]);
+		else {
+			fprintf(stderr, "publish: unknown option %s\n", argv[i]);
+			free(method_list);
+			return 2;
+		}
 	}
 	if (batch < 1 || batch > TC_STORE_BATCH_MAX || (xadd && batch != 1)) {
 		fprintf(stderr, "publish: --batch must be 1 to %d (1 with --xadd)\n", TC_STORE_BATCH_MAX);
+		free(method_list);
+		return 2;
+	}
+	bool snake = !strcmp(spelling, "0.0.21");
+	if (!snake && strcmp(spelling, "seed")) {
+		fprintf(stderr, "publish: --spelling must be seed or 0.0.21\n");
+		free(method_list);
+		return 2;
+	}
+	if (nmethods == 0) {
+		fprintf(stderr, "publish: --methods names no method\n");
+		free(method_list);
 		return 2;
 	}
 	struct tc_redis_addr a;
 	char err[200];
 	if (tc_redis_addr_parse(url, &a, err, sizeof(err))) {
 		fprintf(stderr, "publish: --redis-url: %s\n", err);
+		free(method_list);
 		return 2;
 	}
 	/* Everything below is freed at `done`, whichever way the run ends. */
@@ -155,7 +195,7 @@ int main(int argc, char **argv)
 	}
 	if (nt == 0 || count < 1) {
 		fprintf(stderr, "usage: publish --redis-url URL --threads T[,T…] --count N --rate R [--size B] "
-				"[--nthreads K] [--batch B] [--nchan HOST:PORT]\n");
+				"[--nthreads K] [--batch B] [--methods M,…] [--http HOST:PORT] [--spelling seed|0.0.21]\n");
 		rc = 2;
 		goto done;
 	}
@@ -185,11 +225,14 @@ int main(int argc, char **argv)
 			int k = (int)(sent % nt);
 			if (nchan) {
 				char path[300];
+				uint64_t t = now_ns();
+				/* The event id as long as threadcast's: a 13-digit epoch, ':', the seq. */
 				int n = snprintf(ev, (size_t)size + 300,
-						 "{\"type\":\"event\",\"eventId\":\"e:%llu\",\"seq\":%llu,\"method\":\"tasks\","
-						 "\"params\":{\"namespace\":[],\"data\":{\"t\":%llu,\"p\":\"%s\"}}}",
-						 (unsigned long long)seqs[k] + 1, (unsigned long long)seqs[k] + 1,
-						 (unsigned long long)now_ns(), pad);
+						 "{\"type\":\"event\",\"%s\":\"6b04c1a2d9e1f:%llu\",\"seq\":%llu,\"method\":\"%s\","
+						 "\"params\":{\"namespace\":[],\"timestamp\":%llu,\"data\":{\"t\":%llu,\"p\":\"%s\"}}}",
+						 snake ? "event_id" : "eventId", (unsigned long long)seqs[k] + 1,
+						 (unsigned long long)seqs[k] + 1, methods[sent % nmethods],
+						 (unsigned long long)(t / 1000000), (unsigned long long)t, pad);
 				seqs[k]++;
 				snprintf(path, sizeof(path), "/pub/%s", tv[k]);
 				if (http_send(&h, path, ev, (size_t)n))
@@ -203,9 +246,11 @@ int main(int argc, char **argv)
 				k = (int)(calls % nt);
 				while (n < batch && sent + n < count && sent + n < due) {
 					json[n] = evs + (size_t)n * ((size_t)size + 300);
+					uint64_t t = now_ns();
 					snprintf((char *)json[n], (size_t)size + 300,
-						 "{\"method\":\"tasks\",\"params\":{\"namespace\":[],\"data\":"
-						 "{\"t\":%llu,\"p\":\"%s\"}}}", (unsigned long long)now_ns(), pad);
+						 "{\"method\":\"%s\",\"params\":{\"namespace\":[],\"timestamp\":%llu,"
+						 "\"data\":{\"t\":%llu,\"p\":\"%s\"}}}", methods[(sent + n) % nmethods],
+						 (unsigned long long)(t / 1000000), (unsigned long long)t, pad);
 					n++;
 				}
 				const struct tc_store_append_opts ao = { .maxlen = "1000000" };
@@ -213,7 +258,7 @@ int main(int argc, char **argv)
 					char key[TC_STORE_KEY_MAX + 8];
 					snprintf(key, sizeof(key), "tc:{%s}:plain", tv[k]);
 					redisAppendCommandArgv(c, 12, (const char *[]){ "XADD", key, "MAXLEN", "~",
-						"1000000", "*", "m", "tasks", "n", "", "e", json[0] }, NULL);
+						"1000000", "*", "m", methods[sent % nmethods], "n", "", "e", json[0] }, NULL);
 					inflight_n[(ring_head + inflight) % 512] = 1;
 					calls++;
 					sent++;
@@ -280,6 +325,7 @@ done:
 	free(ev);
 	free(evs);
 	free(inflight_n);
+	free(method_list);
 	tc_redis_addr_free(&a);
 	return rc;
 }

@@ -1,12 +1,15 @@
 // scripts/bench's own tools, checked for correctness (never for speed):
 // loadgen counts every event once, publish spreads its
-// events over the threads, and the replay scenario's reconnect is accepted.
+// events over the threads, and the replay scenario's reconnect is accepted;
+// the blaster control delivers what it is POSTed to every subscriber; the
+// SDK scenario's several subscriptions per connection are all answered; the
+// storm reports every client upgraded.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import path from 'node:path';
 import {
-  startRedis, startThreadcast, stopAll, waitUntil, redisClient, threadcastBin,
+  startRedis, startThreadcast, stopAll, waitUntil, redisClient, threadcastBin, connect, repoRoot,
 } from './lib/harness.mjs';
 
 const bin = (name) => path.join(path.dirname(threadcastBin), name);
@@ -27,9 +30,9 @@ after(async () => {
   assert.deepEqual(reports, [], tc.stderr);
 });
 
-function run(name, args) {
+function run(name, args, env = process.env) {
   return new Promise((resolve, reject) => {
-    const p = spawn(bin(name), args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    const p = spawn(name === 'python3' ? name : bin(name), args, { stdio: ['ignore', 'pipe', 'pipe'], env });
     let out = '';
     let err = '';
     p.stdout.on('data', (d) => { out += d; });
@@ -89,4 +92,130 @@ test('loadgen counts connections closed before the upgrade as failed', async () 
   } finally {
     srv.close();
   }
+});
+
+// The SDK scenario's subscriptions (scripts/bench.py SDK_SUBSCRIPTIONS).
+const sdkSubscriptions = [
+  { channels: ['messages', 'lifecycle', 'input'] },
+  { channels: ['values', 'lifecycle', 'input'] },
+  { channels: ['lifecycle', 'input'] },
+  { channels: ['values', 'checkpoints', 'lifecycle', 'input', 'messages', 'tools'], namespaces: [[]], depth: 1 },
+];
+const sdkCommands = sdkSubscriptions.flatMap((params, i) =>
+  ['--command', JSON.stringify({ id: i + 1, method: 'subscription.subscribe', params })]);
+
+async function startBlaster() {
+  const { freePort } = await import('./lib/harness.mjs');
+  const port = await freePort();
+  const p = spawn(bin('blaster'), ['--port', String(port)], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let err = '';
+  p.stderr.on('data', (d) => { err += d; });
+  const net = await import('node:net');
+  await waitUntil(() => new Promise((r) => {
+    const s = net.connect(port, '127.0.0.1', () => { s.destroy(); r(true); });
+    s.on('error', () => r(false));
+  }), 5000, 'blaster listening');
+  return { port, proc: p, stderr: () => err };
+}
+
+test('the blaster writes every POSTed event to every subscriber of its thread, byte for byte', async () => {
+  const b = await startBlaster();
+  try {
+    const lg = run('loadgen', ['--port', String(b.port), '--thread', 'bb', '--threads', '3', '--conns', '30',
+      '--expect', '20', '--duration', '30', '--hold', '30', ...sdkCommands]);
+    const watcher = await connect(`ws://127.0.0.1:${b.port}/threads/bb-1/stream/events`);
+    await new Promise((r) => setTimeout(r, 500)); // loadgen's 30 upgraded (it prints ready; we only publish)
+    const pub = await run('publish', ['--http', `127.0.0.1:${b.port}`, '--threads', 'bb', '--nthreads', '3',
+      '--count', '60', '--rate', '0', '--spelling', '0.0.21', '--methods', 'messages,values']);
+    assert.equal(pub.code, 0, pub.err);
+    const r = await lg;
+    assert.equal(r.code, 0, r.err);
+    assert.deepEqual(r.lines[0], { ready: 30, failed: 0 });
+    const res = r.lines.at(-1);
+    assert.deepEqual([res.received, res.missing, res.duplicates, res.complete], [600, 0, 0, 30]);
+    assert.equal(res.replies, 0, 'the blaster answers no command');
+    assert.equal(res.latency_us.samples, 600);
+    await waitUntil(() => watcher.events.length === 20, 5000, 'the watcher has thread bb-1\'s 20 events');
+    const ev = watcher.events[0];
+    assert.equal(ev.seq, 1);
+    assert.match(ev.event_id, /^[0-9a-f]{13}:1$/, 'an event id as long as threadcast\'s, snake_case');
+    // Methods cycle over all events: bb-1 gets events 1, 4, 7, … of the run (values, messages, …).
+    assert.deepEqual(watcher.events.slice(0, 3).map((e) => e.method), ['values', 'messages', 'values']);
+    assert.equal(typeof ev.params.timestamp, 'number');
+    assert.equal(res.event_bytes, 30 * watcher.raw.slice(0, 20).reduce((n, t) => n + Buffer.byteLength(t), 0),
+      'event_bytes sums the frames\' payloads');
+    watcher.close();
+    // What is not a thread's path, or not a WebSocket upgrade, is refused.
+    const net = await import('node:net');
+    for (const [req, status] of [['GET /nope HTTP/1.1\r\nHost: x\r\n\r\n', '404'],
+      ['GET /threads/x/stream HTTP/1.1\r\nHost: x\r\n\r\n', '400']]) {
+      const answer = await new Promise((resolve, reject) => {
+        let got = '';
+        const s = net.connect(b.port, '127.0.0.1', () => s.write(req));
+        s.on('data', (d) => { got += d; });
+        s.on('close', () => resolve(got));
+        s.on('error', reject);
+      });
+      assert.match(answer, new RegExp(`^HTTP/1.1 ${status} `));
+    }
+  } finally {
+    b.proc.kill('SIGTERM');
+  }
+  const bad = await run('blaster', ['--port', '0']);
+  assert.equal(bad.code, 2);
+  assert.match(bad.err, /bad option --port 0/);
+});
+
+test('the SDK scenario: four subscriptions per connection, each answered, each event once per connection', async () => {
+  const lg = run('loadgen', ['--port', tc.port, '--thread', 'bsdk', '--conns', '20', '--expect', '50',
+    '--duration', '60', '--hold', '60', '--path', '/threads/%s/stream/events', ...sdkCommands]);
+  await waitUntil(async () => Number(await rc.cmd('PUBSUB', 'SHARDNUMSUB', 'tc:{bsdk}:live').then((x) => x[1])) > 0,
+    10000, 'subscriptions');
+  const watcher = await connect(`ws://127.0.0.1:${tc.port}/threads/bsdk/stream/events`);
+  await watcher.request({ id: 1, method: 'subscription.subscribe', params: sdkSubscriptions[3] });
+  await new Promise((r) => setTimeout(r, 300));
+  const pub = await run('publish', ['--redis-url', redis.url, '--threads', 'bsdk', '--count', '50', '--rate', '0',
+    '--methods', 'messages,messages,messages,tools,values']);
+  assert.equal(pub.code, 0, pub.err);
+  const r = await lg;
+  assert.equal(r.code, 0, r.err);
+  const res = r.lines.at(-1);
+  assert.deepEqual([res.replies, res.errors], [80, 0], 'every subscribe of every connection answered');
+  assert.deepEqual([res.received, res.missing, res.duplicates, res.complete], [1000, 0, 0, 20]);
+  await waitUntil(() => watcher.events.length === 50, 5000, 'the watcher\'s events');
+  assert.deepEqual(watcher.events.slice(0, 5).map((e) => e.method), ['messages', 'messages', 'messages', 'tools', 'values']);
+  assert.ok(watcher.events.every((e) => typeof e.event_id === 'string' && !('eventId' in e)), 'snake_case frames');
+  watcher.close();
+  const tooMany = await run('loadgen', ['--port', tc.port, '--thread', 'x', '--conns', '1',
+    ...Array.from({ length: 65 }, () => ['--command', '{}']).flat()]);
+  assert.equal(tooMany.code, 2);
+  assert.match(tooMany.err, /at most 64 --command/);
+});
+
+test('publish refuses what it does not know, precisely', async () => {
+  for (const [args, msg] of [[['--bogus', '1'], /unknown option --bogus/],
+    [['--spelling', 'camel'], /--spelling must be seed or 0.0.21/],
+    [['--methods', Array.from({ length: 17 }, () => 'tasks').join(',')], /at most 16 methods/]]) {
+    const r = await run('publish', ['--redis-url', redis.url, '--threads', 'x', '--count', '1', ...args]);
+    assert.equal(r.code, 2);
+    assert.match(r.err, msg);
+  }
+});
+
+test('the storm scenario reports every client upgraded, with the server\'s user and kernel CPU', async () => {
+  const env = { ...process.env, TC_BENCH_BUILD: path.dirname(threadcastBin), TC_STORM_NETNS: '0' };
+  for (const kind of ['threadcast', 'blaster']) {
+    const r = await run('python3', [path.join(repoRoot, 'scripts/bench.py'), '--storm-child', kind,
+      '--storm-conns', '300'], env);
+    assert.equal(r.code, 0, r.err);
+    const res = r.lines.at(-1);
+    assert.deepEqual([res.conns, res.upgraded, res.failed, res.netns], [300, 300, 0, false]);
+    assert.ok(res.storm_seconds > 0 && res.storm_seconds < 60, `storm_seconds ${res.storm_seconds}`);
+    assert.ok(res.connects_per_s > 0);
+    for (const k of ['storm_user_s', 'storm_sys_s']) assert.ok(res[k] >= 0, `${k} ${res[k]}`);
+    assert.equal(res.storm_cpu_s, res.storm_user_s + res.storm_sys_s);
+  }
+  const bad = await run('python3', [path.join(repoRoot, 'scripts/bench.py'), '--only', 'a,nope'], env);
+  assert.equal(bad.code, 2);
+  assert.match(bad.err, /unknown scenario nope/);
 });
