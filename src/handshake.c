@@ -25,6 +25,10 @@
  * timeout by up to this much. */
 #define TICK_MS 250
 
+/* listen()'s backlog; the kernel caps it at net.core.somaxconn. accept_all()
+ * drains it every loop turn, but a storm arrives faster than one turn. */
+#define LISTEN_BACKLOG 65535
+
 struct tc_handshake {
 	struct tc_dlink link;
 	int fd;             /* waiting: the socket; adopted: -1 */
@@ -166,7 +170,7 @@ static int open_listener(const char *host, int port)
 			setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 			if (a->ai_family == AF_INET6)
 				setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
-			if (!bind(fd, a->ai_addr, a->ai_addrlen) && !listen(fd, SOMAXCONN)) {
+			if (!bind(fd, a->ai_addr, a->ai_addrlen) && !listen(fd, LISTEN_BACKLOG)) {
 				freeaddrinfo(res);
 				return fd;
 			}
