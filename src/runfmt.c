@@ -295,6 +295,12 @@ static void tr_messages(struct tc_runfmt *f, const char *ns, const char *node_hi
 	if (!strcmp(ev, "message-start")) {
 		struct open_msg *m = msg_slot(t, ns, true);
 		const char *s;
+		/* A new message in a namespace replaces the one that did not finish. */
+		char *keep = m->ns;
+		m->ns = NULL;
+		msg_clear(m);
+		m->ns = keep;
+		m->used = ++t->clock;
 		m->id = (s = str_field(data, "id")) ? tc_xstrdup(s) : NULL;
 		m->role = (s = str_field(data, "role")) ? tc_xstrdup(s) : NULL;
 		s = str_field(params, "node");
@@ -408,7 +414,8 @@ bool tc_runfmt_event(struct tc_runfmt *f, const char *frame, size_t len)
 	const cJSON *params = cJSON_GetObjectItemCaseSensitive(ev, "params");
 	const cJSON *nsv = cJSON_GetObjectItemCaseSensitive(params, "namespace");
 	const cJSON *data = cJSON_GetObjectItemCaseSensitive(params, "data");
-	if (!method || !cJSON_IsArray(nsv) || !cJSON_IsNumber(seqv) || seqv->valuedouble < 0) {
+	if (!method || !cJSON_IsArray(nsv) || !cJSON_IsNumber(seqv) || seqv->valuedouble < 0 ||
+	    seqv->valuedouble > (double)TC_JS_MAX_SAFE) {
 		cJSON_Delete(ev);
 		return false;
 	}

@@ -267,7 +267,8 @@ static void close_all(uv_handle_t *h, void *arg)
 static void finish(void)
 {
 	double secs = (double)(uv_hrtime() - g.t_start) / 1e9;
-	qsort(g.lat_us, g.nlat, sizeof(*g.lat_us), cmp_u32);
+	if (g.nlat) /* (no samples: no buffer either, and qsort takes no NULL) */
+		qsort(g.lat_us, g.nlat, sizeof(*g.lat_us), cmp_u32);
 	uint32_t p50 = g.nlat ? g.lat_us[g.nlat / 2] : 0, p99 = g.nlat ? g.lat_us[g.nlat * 99 / 100] : 0;
 	uint32_t mx = g.nlat ? g.lat_us[g.nlat - 1] : 0;
 	printf("{\"conns\":%d,\"connected\":%llu,\"failed\":%llu,\"received\":%llu,\"missing\":%llu,"

@@ -165,6 +165,18 @@ static void tool_results_are_messages(void **state)
 	tc_runfmt_free(f);
 }
 
+/* A message that starts again before it finished replaces the first (found by fuzz_runfmt: a leak). */
+static void message_started_twice(void **state)
+{
+	struct sink s = { 0 };
+	struct tc_runfmt *f = fmt(&s, "[\"messages\"]", false, true);
+	feed(f, "messages", "[]", "\"data\":{\"event\":\"message-start\",\"role\":\"ai\",\"id\":\"m1\"}");
+	feed(f, "messages", "[]", "\"data\":{\"event\":\"message-start\",\"role\":\"tool\",\"id\":\"m2\"}");
+	feed(f, "messages", "[]", "\"data\":{\"event\":\"content-block-delta\",\"index\":0,\"delta\":{\"type\":\"text-delta\",\"text\":\"x\"}}");
+	assert_non_null(strstr(s.text, "\"type\":\"tool\",\"name\":null,\"id\":\"m2\""));
+	tc_runfmt_free(f);
+}
+
 /* A tool message given whole at its finish still goes out once. */
 static void whole_tool_message(void **state)
 {
@@ -268,6 +280,7 @@ int main(void)
 		cmocka_unit_test(message_tuples),
 		cmocka_unit_test(node_tasks_are_not_subgraphs),
 		cmocka_unit_test(tool_results_are_messages),
+		cmocka_unit_test(message_started_twice),
 		cmocka_unit_test(whole_tool_message),
 		cmocka_unit_test(interrupts),
 		cmocka_unit_test(failure),
