@@ -58,6 +58,11 @@ static bool feed004(void *f, const char *fr, size_t len)
 }
 
 
+static bool feed002(void *f, const char *fr, size_t len)
+{
+	return tc_seed002_event(f, fr, len);
+}
+
 static bool feed(feed_fn *fn, void *f, const char *method, const char *ns, const char *params_rest)
 {
 	char buf[4096];
@@ -298,6 +303,168 @@ static void s004_garbage(void **state)
 	tc_seed004_free(f);
 }
 
+/* ---- seed 002 ---- */
+
+/*
+ * A compact trace of seed 002 events: "event[:stage:index]" each, the index
+ * the blockIndex of a start or stop, the deltaIndex of a delta. Checks that
+ * each unit is "event: X\ndata: {…"event":"X"…}\n\n".
+ */
+static void trace002(const char *text, char *out, size_t cap)
+{
+	out[0] = '\0';
+	for (const char *p = text; *p;) {
+		const char *end = strstr(p, "\n\n");
+		assert_non_null(end);
+		assert_true(strncmp(p, "event: ", 7) == 0);
+		const char *data = strstr(p, "\ndata: ");
+		assert_true(data && data < end);
+		cJSON *j = cJSON_ParseWithLength(data + 7, (size_t)(end - data - 7));
+		assert_non_null(j);
+		const char *ev = cJSON_GetObjectItem(j, "event")->valuestring;
+		assert_true(strncmp(p + 7, ev, strlen(ev)) == 0);
+		assert_string_equal(cJSON_GetObjectItem(j, "requestId")->valuestring, "req-1");
+		assert_non_null(cJSON_GetObjectItem(j, "timestamp"));
+		const cJSON *st = cJSON_GetObjectItem(j, "stage");
+		size_t n = strlen(out);
+		if (st) {
+			const cJSON *ix = cJSON_GetObjectItem(j, !strcmp(st->valuestring, "delta") ? "deltaIndex" : "blockIndex");
+			assert_non_null(ix);
+			snprintf(out + n, cap - n, "%s%s:%s:%d", n ? " " : "", ev, st->valuestring, ix->valueint);
+		} else {
+			snprintf(out + n, cap - n, "%s%s", n ? " " : "", ev);
+		}
+		cJSON_Delete(j);
+		p = end + 2;
+	}
+}
+
+static int terminals002(const char *text)
+{
+	return count(text, "event: done\n") + count(text, "event: error\n") + count(text, "event: aborted\n");
+}
+
+/* The stage pattern, indexes, usage, the content of done. */
+static void s002_completed(void **state)
+{
+	struct sink s = { 0 };
+	char tr[2048];
+	struct tc_seed002 *f = tc_seed002_new("r1", "req-1", "th-1", "agent", false, collect, &s);
+	assert_true(whole_run(feed002, f, "{\"data\":{\"event\":\"completed\"}"));
+	trace002(s.text, tr, sizeof(tr));
+	assert_string_equal(tr, "metadata thinking:start:0 thinking:delta:0 thinking:stop:0 "
+				"tool_call:start:1 tool_call:delta:0 tool_call:delta:1 tool_call:stop:1 "
+				"tool_result:start:2 tool_result:delta:0 tool_result:stop:2 "
+				"text:start:3 text:delta:0 text:delta:1 text:stop:3 done");
+	assert_ptr_equal(strstr(s.text, "event: metadata\ndata: {\"event\":\"metadata\",\"requestId\":\"req-1\",\"threadId\":\"th-1\",\"agentId\":\"agent\",\"runId\":\"r1\",\"timestamp\":\"1970-01-01T00:00:01.004Z\"}\n\n"), s.text);
+	assert_non_null(strstr(s.text, "{\"event\":\"text\",\"requestId\":\"req-1\",\"messageId\":\"m3\",\"blockId\":\"b3\",\"stage\":\"delta\",\"delta\":\"It is \",\"deltaIndex\":0,"));
+	assert_non_null(strstr(s.text, "\"stage\":\"stop\",\"blockIndex\":3,\"text\":\"It is 42.\""));
+	assert_non_null(strstr(s.text, "{\"event\":\"tool_call\",\"requestId\":\"req-1\",\"messageId\":\"m1\",\"blockId\":\"b1\",\"stage\":\"stop\",\"toolCallId\":\"c1\",\"toolName\":\"search\",\"blockIndex\":1,\"input\":{\"q\":\"x\"}"));
+	assert_non_null(strstr(s.text, "\"stage\":\"stop\",\"toolCallId\":\"c1\",\"toolName\":\"search\",\"blockIndex\":2,\"status\":\"success\",\"summary\":\"42\""));
+	assert_non_null(strstr(s.text, "event: done\ndata: {\"event\":\"done\",\"requestId\":\"req-1\",\"messageId\":\"m3\",\"threadId\":\"th-1\",\"content\":["
+				       "{\"type\":\"thinking\",\"thinking\":\"hmm\"},"
+				       "{\"type\":\"tool_use\",\"id\":\"c1\",\"name\":\"search\",\"input\":{\"q\":\"x\"}},"
+				       "{\"type\":\"tool_result\",\"toolCallId\":\"c1\",\"toolName\":\"search\",\"status\":\"success\",\"summary\":\"42\"},"
+				       "{\"type\":\"text\",\"text\":\"It is 42.\"}],"
+				       "\"usage\":{\"inputTokens\":20,\"outputTokens\":8,\"totalTokens\":28},\"finishReason\":\"stop\","));
+	assert_int_equal(terminals002(s.text), 1);
+	tc_seed002_finish(f, NULL, NULL); /* after the end: nothing */
+	assert_true(feed(feed002, f, "values", "[]", "\"data\":{}"));
+	assert_int_equal(terminals002(s.text), 1);
+	tc_seed002_free(f);
+}
+
+/* Exactly one terminal whatever the end: failed, cancelled, cut, interrupted, the caller's. */
+static void s002_terminals(void **state)
+{
+	static const struct { const char *end; const char *want; } cases[] = {
+		{ "{\"data\":{\"event\":\"failed\",\"error\":\"boom\"}", "event: error\ndata: {\"event\":\"error\",\"requestId\":\"req-1\",\"code\":\"agent_error\",\"message\":\"boom\",\"retryable\":false," },
+		{ "{\"data\":{\"event\":\"failed\",\"error\":\"cancelled\"}", "event: aborted\ndata: {\"event\":\"aborted\",\"requestId\":\"req-1\",\"reason\":\"cancelled\"," },
+		{ "{\"data\":{\"event\":\"started\",\"run_id\":\"r2\"}", "event: error\ndata: {\"event\":\"error\",\"requestId\":\"req-1\",\"code\":\"internal_error\",\"message\":\"the run's events ended without its end: another run started\",\"retryable\":true," },
+		{ "{\"data\":{\"event\":\"interrupted\"}", "\"finishReason\":\"action_required\"" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct sink s = { 0 };
+		struct tc_seed002 *f = tc_seed002_new("r1", "req-1", "th-1", "agent", false, collect, &s);
+		assert_true(whole_run(feed002, f, cases[i].end));
+		tc_seed002_finish(f, "stream_timeout", "late");
+		char tr[2048];
+		trace002(s.text, tr, sizeof(tr));
+		assert_non_null(strstr(s.text, cases[i].want));
+		assert_int_equal(terminals002(s.text), 1);
+		tc_seed002_free(f);
+	}
+	/* the caller's: a client cancel mid-block closes the block, then aborted */
+	struct sink s = { 0 };
+	struct tc_seed002 *f = tc_seed002_new("r1", "req-1", "th-1", "agent", true, collect, &s);
+	seq = 0;
+	feed(feed002, f, "messages", "[]", MSG_START("ai", "m1"));
+	feed(feed002, f, "messages", "[]", TEXT_DELTA("par")); /* no block start seen: opened by the delta */
+	tc_seed002_finish(f, NULL, NULL);
+	tc_seed002_finish(f, "internal_error", "x");
+	char tr[512];
+	trace002(s.text, tr, sizeof(tr));
+	assert_string_equal(tr, "metadata text:start:0 text:delta:0 text:stop:0 aborted");
+	assert_non_null(strstr(s.text, "\"reason\":\"client_cancelled\""));
+	tc_seed002_free(f);
+	/* nothing of the run yet: metadata, then the error */
+	memset(&s, 0, sizeof(s));
+	f = tc_seed002_new("r1", "req-1", "th-1", "agent", false, collect, &s);
+	tc_seed002_finish(f, "stream_timeout", "no events");
+	trace002(s.text, tr, sizeof(tr));
+	assert_string_equal(tr, "metadata error");
+	assert_non_null(strstr(s.text, "\"code\":\"stream_timeout\",\"message\":\"no events\",\"retryable\":true"));
+	tc_seed002_free(f);
+}
+
+/* An interrupt: continuation {actionId, kind, payload}, then done with action_required. */
+static void s002_continuation(void **state)
+{
+	struct sink s = { 0 };
+	struct tc_seed002 *f = tc_seed002_new("r1", "req-1", "th-1", "agent", true, collect, &s);
+	seq = 0;
+	feed(feed002, f, "input.requested", "[\"tools:1\"]", "\"data\":{\"interrupt_id\":\"i1\",\"payload\":{\"kind\":\"approval\",\"tool\":\"rm\"}}");
+	feed(feed002, f, "input.requested", "[]", "\"data\":{\"interrupt_id\":\"i2\",\"payload\":\"name?\"}");
+	assert_true(feed(feed002, f, "lifecycle", "[]", "\"data\":{\"event\":\"interrupted\"}"));
+	char tr[512];
+	trace002(s.text, tr, sizeof(tr));
+	assert_string_equal(tr, "metadata continuation continuation done");
+	assert_non_null(strstr(s.text, "{\"event\":\"continuation\",\"requestId\":\"req-1\",\"actionId\":\"i1\",\"kind\":\"approval\",\"payload\":{\"kind\":\"approval\",\"tool\":\"rm\"},"));
+	assert_non_null(strstr(s.text, "\"actionId\":\"i2\",\"kind\":\"input\",\"payload\":\"name?\""));
+	assert_non_null(strstr(s.text, "\"content\":[],\"usage\":{\"inputTokens\":0,\"outputTokens\":0,\"totalTokens\":0},\"finishReason\":\"action_required\""));
+	tc_seed002_free(f);
+}
+
+/* The seed's HTTP statuses and retry guidance. */
+static void s002_codes(void **state)
+{
+	assert_int_equal(tc_seed002_http_status("invalid_message_format"), 400);
+	assert_int_equal(tc_seed002_http_status("invalid_action_id"), 400);
+	assert_int_equal(tc_seed002_http_status("auth_failed"), 401);
+	assert_int_equal(tc_seed002_http_status("thread_access_denied"), 403);
+	assert_int_equal(tc_seed002_http_status("thread_not_found"), 404);
+	assert_int_equal(tc_seed002_http_status("message_too_large"), 413);
+	assert_int_equal(tc_seed002_http_status("rate_limit_exceeded"), 429);
+	assert_int_equal(tc_seed002_http_status("internal_error"), 500);
+	assert_int_equal(tc_seed002_http_status("stream_timeout"), 504);
+	assert_int_equal(tc_seed002_http_status("nope"), 500);
+	assert_true(tc_seed002_retryable("rate_limit_exceeded"));
+	assert_false(tc_seed002_retryable("auth_failed"));
+	assert_string_equal(TC_SEED002_HEARTBEAT, ": heartbeat\n\n");
+}
+
+static void s002_garbage(void **state)
+{
+	struct sink s = { 0 };
+	struct tc_seed002 *f = tc_seed002_new("r1", "req-1", "th-1", "agent", true, collect, &s);
+	for (size_t i = 0; i < sizeof(garbage_frames) / sizeof(garbage_frames[0]); i++)
+		assert_false(tc_seed002_event(f, garbage_frames[i], strlen(garbage_frames[i])));
+	char tr[512];
+	trace002(s.text, tr, sizeof(tr));
+	assert_string_equal(tr, "metadata"); /* events of the run, none of them ours */
+	tc_seed002_free(f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -309,6 +476,11 @@ int main(void)
 		cmocka_unit_test(s004_subagents),
 		cmocka_unit_test(s004_errors_and_patches),
 		cmocka_unit_test(s004_garbage),
+		cmocka_unit_test(s002_completed),
+		cmocka_unit_test(s002_terminals),
+		cmocka_unit_test(s002_continuation),
+		cmocka_unit_test(s002_codes),
+		cmocka_unit_test(s002_garbage),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
