@@ -18,6 +18,7 @@ int fuzz_command_entry(const uint8_t *data, size_t size);
 int fuzz_stream_entry(const uint8_t *data, size_t size);
 int fuzz_store_entry(const uint8_t *data, size_t size);
 int fuzz_spell_entry(const uint8_t *data, size_t size);
+int fuzz_seedfmt_entry(const uint8_t *data, size_t size);
 
 static int replay(const char *sub, int (*entry)(const uint8_t *, size_t))
 {
@@ -64,6 +65,11 @@ static void spell_corpus(void **state)
 	assert_true(replay("spell", fuzz_spell_entry) >= 3);
 }
 
+static void seedfmt_corpus(void **state)
+{
+	assert_true(replay("seedfmt", fuzz_seedfmt_entry) >= 3);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -71,6 +77,7 @@ int main(void)
 		cmocka_unit_test(stream_corpus),
 		cmocka_unit_test(store_corpus),
 		cmocka_unit_test(spell_corpus),
+		cmocka_unit_test(seedfmt_corpus),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
