@@ -3,8 +3,8 @@
  * agent event protocols the project was made from (issue 18): seed 004's
  * resumable typed chunks (SSE, "id:" = sequence, then an end or fail
  * sentinel), seed 002's agent event protocol (SSE, the start/delta/stop
- * stage pattern, exactly one terminal event) and seed 003's streaming
- * output (NDJSON lines with an envelope, then a reply line).
+ * stage pattern, exactly one terminal event); seed 003's streaming output
+ * (NDJSON lines with an envelope, then a reply line) is still to come.
  *
  * Pure, like runfmt.h: event frames in (the WebSocket frames of protocol
  * 0.0.21, in seq order), complete wire units out through a callback (an SSE
@@ -78,20 +78,7 @@ bool tc_seed002_retryable(const char *code);
 /** The keepalive comment to send every 15 s. */
 #define TC_SEED002_HEARTBEAT ": heartbeat\n\n"
 
-/* ---- seed 003: NDJSON streaming output (envelope, final reply) ---- */
-
-struct tc_seed003;
-
-/**
- * session_id: the envelope's session_id (the thread); message: the user's
- * message for run_start (NULL: none); agent: run_start's agent (NULL: none).
- */
-struct tc_seed003 *tc_seed003_new(const char *run_id, const char *session_id, const char *message,
-				  const char *agent, bool in_run, tc_seedfmt_emit *emit, void *ctx);
-bool tc_seed003_event(struct tc_seed003 *f, const char *frame, size_t len);
-/** Ends the stream now if it has not ended: the reply line, with error. */
-void tc_seed003_finish(struct tc_seed003 *f, const char *error);
-void tc_seed003_free(struct tc_seed003 *f);
+/* seed 003 (NDJSON with an envelope, a final reply line): not built yet. */
 
 /* ---- shared by the translators (seedfmt.c) ---- */
 
