@@ -19,6 +19,7 @@ int fuzz_stream_entry(const uint8_t *data, size_t size);
 int fuzz_store_entry(const uint8_t *data, size_t size);
 int fuzz_spell_entry(const uint8_t *data, size_t size);
 int fuzz_runfmt_entry(const uint8_t *data, size_t size);
+int fuzz_seedfmt_entry(const uint8_t *data, size_t size);
 
 static int replay(const char *sub, int (*entry)(const uint8_t *, size_t))
 {
@@ -70,6 +71,11 @@ static void runfmt_corpus(void **state)
 	assert_true(replay("runfmt", fuzz_runfmt_entry) >= 3);
 }
 
+static void seedfmt_corpus(void **state)
+{
+	assert_true(replay("seedfmt", fuzz_seedfmt_entry) >= 3);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -78,6 +84,7 @@ int main(void)
 		cmocka_unit_test(store_corpus),
 		cmocka_unit_test(spell_corpus),
 		cmocka_unit_test(runfmt_corpus),
+		cmocka_unit_test(seedfmt_corpus),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,585 @@
+/*
+ * seed002.c — a run as seed 002's agent event protocol (seedfmt.h): SSE
+ * "event: <type>" + data {"event":<type>,"requestId",…,"timestamp"}:
+ * metadata, then text / thinking / tool_call / tool_result blocks in the
+ * start / delta / stop stages, continuation for an interrupt, and exactly
+ * one terminal event: done, error or aborted.
+ */
+#include "seedfmt.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "util.h"
+
+#define OPEN_MESSAGES 32        /* messages streaming at once */
+#define OPEN_TOOLS 32           /* tool results streaming at once */
+#define CONTENT_BLOCKS 256      /* blocks done's content keeps */
+#define BLOCK_TEXT (1 << 20)    /* text a block keeps for its stop and done */
+
+/* A block of the response being streamed. */
+struct block {
+	bool open;
+	int index;          /* blockIndex: its place in done's content */
+	int deltas;         /* deltaIndex of the next delta */
+	char kind[16];      /* "text", "thinking", "tool_call" */
+	char *text;         /* text, thinking, or a tool call's arguments as text */
+	size_t len;
+	char *call, *name;  /* a tool call's */
+};
+
+struct open_msg {
+	char *key;          /* ns "#" node; NULL: free slot */
+	bool ai;
+	char *id;
+	struct block b;
+	uint64_t used;
+};
+
+struct open_tool {
+	char *call;         /* NULL: free slot */
+	char *name;
+	int index, deltas;
+};
+
+struct tc_seed002 {
+	struct tc_seed_follow fw;
+	char *request_id, *thread_id, *agent_id;
+	tc_seedfmt_emit *emit;
+	void *ctx;
+	bool meta_sent, ended, continued;
+	int nblocks;
+	double last_ts;
+	char *message_id;   /* the last AI message's */
+	double usage[3];    /* input, output, total tokens */
+	bool any_usage;
+	cJSON *content;
+	struct open_msg msgs[OPEN_MESSAGES];
+	struct open_tool tools[OPEN_TOOLS];
+	uint64_t clock;
+};
+
+static const struct { const char *code; int status; bool retryable; } codes[] = {
+	{ "auth_failed", 401, false },          { "thread_not_found", 404, false },
+	{ "thread_access_denied", 403, false }, { "invalid_message_format", 400, false },
+	{ "message_too_large", 413, false },    { "rate_limit_exceeded", 429, true },
+	{ "stream_timeout", 504, true },        { "agent_error", 500, false },
+	{ "tool_error", 500, false },           { "internal_error", 500, true },
+	{ "invalid_action_id", 400, false },
+};
+
+int tc_seed002_http_status(const char *code)
+{
+	for (size_t i = 0; code && i < sizeof(codes) / sizeof(codes[0]); i++)
+		if (!strcmp(codes[i].code, code))
+			return codes[i].status;
+	return 500;
+}
+
+bool tc_seed002_retryable(const char *code)
+{
+	for (size_t i = 0; code && i < sizeof(codes) / sizeof(codes[0]); i++)
+		if (!strcmp(codes[i].code, code))
+			return codes[i].retryable;
+	return false;
+}
+
+/* An event's body: event, requestId, then the fields; timestamp is added by send. */
+static cJSON *body(struct tc_seed002 *f, const char *event)
+{
+	cJSON *b = cJSON_CreateObject();
+	cJSON_AddStringToObject(b, "event", event);
+	cJSON_AddStringToObject(b, "requestId", f->request_id);
+	return b;
+}
+
+/* ISO 8601 (UTC, milliseconds) of a protocol timestamp in ms. */
+static void iso(double ms, char out[32])
+{
+	if (!(ms >= 0 && ms < 253402300800000.0))
+		ms = 0;
+	time_t s = (time_t)(ms / 1000);
+	struct tm tm;
+	gmtime_r(&s, &tm);
+	size_t n = strftime(out, 32, "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(out + n, 32 - n, ".%03dZ", (int)((long long)ms % 1000));
+}
+
+static void put(struct tc_seed002 *f, cJSON *b)
+{
+	char ts[32];
+	iso(f->last_ts, ts);
+	cJSON_AddStringToObject(b, "timestamp", ts);
+	if (f->emit) {
+		size_t len;
+		char *text = tc_seed_sse(NULL, cJSON_GetObjectItemCaseSensitive(b, "event")->valuestring, b, &len);
+		f->emit(f->ctx, text, len);
+		free(text);
+	}
+	cJSON_Delete(b);
+}
+
+static void metadata(struct tc_seed002 *f)
+{
+	if (f->meta_sent)
+		return;
+	f->meta_sent = true;
+	cJSON *b = body(f, "metadata");
+	cJSON_AddStringToObject(b, "threadId", f->thread_id);
+	cJSON_AddStringToObject(b, "agentId", f->agent_id);
+	cJSON_AddStringToObject(b, "runId", f->fw.run_id);
+	put(f, b);
+}
+
+static void add_content(struct tc_seed002 *f, cJSON *block)
+{
+	if (cJSON_GetArraySize(f->content) < CONTENT_BLOCKS)
+		cJSON_AddItemToArray(f->content, block);
+	else
+		cJSON_Delete(block);
+}
+
+/* A stage event of a block (text, thinking, tool_call). */
+static cJSON *stage(struct tc_seed002 *f, const struct open_msg *m, const char *st)
+{
+	cJSON *b = body(f, m->b.kind);
+	if (m->id)
+		cJSON_AddStringToObject(b, "messageId", m->id);
+	char id[24];
+	snprintf(id, sizeof(id), "b%d", m->b.index);
+	cJSON_AddStringToObject(b, "blockId", id);
+	cJSON_AddStringToObject(b, "stage", st);
+	if (!strcmp(m->b.kind, "tool_call")) {
+		cJSON_AddStringToObject(b, "toolCallId", m->b.call ? m->b.call : "");
+		cJSON_AddStringToObject(b, "toolName", m->b.name ? m->b.name : "");
+	}
+	return b;
+}
+
+static void block_start(struct tc_seed002 *f, struct open_msg *m, const char *kind, const cJSON *content)
+{
+	struct block *b = &m->b;
+	*b = (struct block){ .open = true, .index = f->nblocks++ };
+	snprintf(b->kind, sizeof(b->kind), "%s", kind);
+	const char *s;
+	if ((s = tc_seed_str(content, "id")))
+		b->call = tc_xstrdup(s);
+	if ((s = tc_seed_str(content, "name")))
+		b->name = tc_xstrdup(s);
+	cJSON *e = stage(f, m, "start");
+	cJSON_AddNumberToObject(e, "blockIndex", b->index);
+	put(f, e);
+}
+
+static void block_delta(struct tc_seed002 *f, struct open_msg *m, const char *text)
+{
+	if (!text || !*text)
+		return;
+	tc_seed_append(&m->b.text, &m->b.len, text, BLOCK_TEXT);
+	cJSON *e = stage(f, m, "delta");
+	cJSON_AddStringToObject(e, "delta", text);
+	cJSON_AddNumberToObject(e, "deltaIndex", m->b.deltas++);
+	put(f, e);
+}
+
+/* A block's stop, with its final data; its content block for done. final: the finished block, if any. */
+static void block_stop(struct tc_seed002 *f, struct open_msg *m, const cJSON *final)
+{
+	struct block *b = &m->b;
+	if (!b->open)
+		return;
+	cJSON *e = stage(f, m, "stop");
+	cJSON_AddNumberToObject(e, "blockIndex", b->index);
+	cJSON *c = cJSON_CreateObject();
+	const char *text = b->text ? b->text : "";
+	if (!strcmp(b->kind, "tool_call")) {
+		const cJSON *args = tc_seed_get(final, "args");
+		cJSON *input = cJSON_IsObject(args) ? cJSON_Duplicate(args, true) : cJSON_Parse(text);
+		if (!input)
+			input = cJSON_CreateObject();
+		cJSON_AddItemToObject(e, "input", cJSON_Duplicate(input, true));
+		cJSON_AddStringToObject(c, "type", "tool_use");
+		cJSON_AddStringToObject(c, "id", b->call ? b->call : "");
+		cJSON_AddStringToObject(c, "name", b->name ? b->name : "");
+		cJSON_AddItemToObject(c, "input", input);
+	} else {
+		const char *key = !strcmp(b->kind, "text") ? "text" : "thinking";
+		cJSON_AddStringToObject(e, key, text);
+		cJSON_AddStringToObject(c, "type", key);
+		cJSON_AddStringToObject(c, key, text);
+	}
+	put(f, e);
+	add_content(f, c);
+	free(b->text);
+	free(b->call);
+	free(b->name);
+	*b = (struct block){ 0 };
+}
+
+static void msg_clear(struct open_msg *m)
+{
+	free(m->key);
+	free(m->id);
+	free(m->b.text);
+	free(m->b.call);
+	free(m->b.name);
+	*m = (struct open_msg){ 0 };
+}
+
+static struct open_msg *msg_slot(struct tc_seed002 *f, const char *key)
+{
+	struct open_msg *free_slot = NULL, *oldest = &f->msgs[0];
+	for (int i = 0; i < OPEN_MESSAGES; i++) {
+		struct open_msg *m = &f->msgs[i];
+		if (m->key && !strcmp(m->key, key)) {
+			m->used = ++f->clock;
+			return m;
+		}
+		if (!m->key && !free_slot)
+			free_slot = m;
+		if (m->used < oldest->used)
+			oldest = m;
+	}
+	struct open_msg *m = free_slot ? free_slot : oldest;
+	block_stop(f, m, NULL);
+	msg_clear(m);
+	*m = (struct open_msg){ .key = tc_xstrdup(key), .ai = true, .used = ++f->clock };
+	return m;
+}
+
+/* The kind of stream block a content block (or a delta) is, NULL: none of ours. */
+static const char *kind_of(const char *type)
+{
+	if (!type)
+		return NULL;
+	if (!strcmp(type, "text") || !strcmp(type, "text-delta"))
+		return "text";
+	if (!strcmp(type, "reasoning") || !strcmp(type, "reasoning-delta"))
+		return "thinking";
+	if (!strcmp(type, "tool_call") || !strcmp(type, "tool_call_chunk"))
+		return "tool_call";
+	return NULL;
+}
+
+static void usage_add(struct tc_seed002 *f, const cJSON *u)
+{
+	static const char *const names[3][2] = { { "input_tokens", "inputTokens" },
+						 { "output_tokens", "outputTokens" },
+						 { "total_tokens", "totalTokens" } };
+	for (int i = 0; i < 3; i++) {
+		const cJSON *v = cJSON_GetObjectItemCaseSensitive(u, names[i][0]);
+		if (!v)
+			v = cJSON_GetObjectItemCaseSensitive(u, names[i][1]);
+		if (cJSON_IsNumber(v)) {
+			f->usage[i] += v->valuedouble;
+			f->any_usage = true;
+		}
+	}
+}
+
+static void on_messages(struct tc_seed002 *f, const struct tc_seed_ev *ev)
+{
+	const char *e = tc_seed_str(ev->data, "event");
+	if (!e)
+		return;
+	size_t kl = strlen(ev->ns) + strlen(ev->node) + 2;
+	char *key = tc_xmalloc(kl);
+	snprintf(key, kl, "%s#%s", ev->ns, ev->node);
+	struct open_msg *m = msg_slot(f, key);
+	free(key);
+	if (!strcmp(e, "message-start")) {
+		const char *role = tc_seed_str(ev->data, "role"), *id = tc_seed_str(ev->data, "id");
+		block_stop(f, m, NULL);
+		free(m->id);
+		m->id = id ? tc_xstrdup(id) : NULL;
+		m->ai = !role || !strcmp(role, "ai") || !strcmp(role, "assistant");
+		if (m->ai && id) {
+			free(f->message_id);
+			f->message_id = tc_xstrdup(id);
+		}
+		return;
+	}
+	if (!strcmp(e, "message-finish") || !strcmp(e, "error")) {
+		if (m->ai)
+			usage_add(f, tc_seed_get(ev->data, "usage"));
+		block_stop(f, m, NULL);
+		msg_clear(m);
+		return;
+	}
+	if (!m->ai)
+		return;
+	if (!strcmp(e, "content-block-start") || !strcmp(e, "content-block-finish")) {
+		bool finish = e[14] == 'f';
+		const cJSON *block = tc_seed_get(ev->data, "content");
+		const char *kind = kind_of(tc_seed_str(block, "type"));
+		if (!kind)
+			return;
+		if (!finish || !m->b.open || strcmp(m->b.kind, kind)) { /* a finish alone: the whole block */
+			block_stop(f, m, NULL);
+			block_start(f, m, kind, block);
+		}
+		if (!strcmp(kind, "tool_call")) {
+			const cJSON *args = tc_seed_get(block, "args");
+			if (cJSON_IsString(args) && (!finish || !m->b.deltas))
+				block_delta(f, m, args->valuestring);
+		} else if (!finish || !m->b.deltas) {
+			block_delta(f, m, tc_seed_str(block, !strcmp(kind, "text") ? "text" : "reasoning"));
+		}
+		if (finish)
+			block_stop(f, m, block);
+	} else if (!strcmp(e, "content-block-delta")) {
+		const cJSON *delta = tc_seed_get(ev->data, "delta");
+		const char *type = tc_seed_str(delta, "type");
+		const cJSON *fields = NULL;
+		if (type && !strcmp(type, "block-delta")) {
+			fields = tc_seed_get(delta, "fields");
+			type = tc_seed_str(fields, "type");
+		}
+		const char *kind = kind_of(type);
+		if (!kind)
+			return;
+		if (!m->b.open || strcmp(m->b.kind, kind)) { /* resumed mid-block */
+			block_stop(f, m, NULL);
+			block_start(f, m, kind, fields);
+		}
+		if (fields)
+			block_delta(f, m, tc_seed_str(fields, "args"));
+		else
+			block_delta(f, m, tc_seed_str(delta, !strcmp(kind, "text") ? "text" : "reasoning"));
+	}
+}
+
+static struct open_tool *tool_slot(struct tc_seed002 *f, const char *call, bool create)
+{
+	for (int i = 0; i < OPEN_TOOLS; i++)
+		if (f->tools[i].call && !strcmp(f->tools[i].call, call))
+			return &f->tools[i];
+	if (!create)
+		return NULL;
+	for (int i = 0; i < OPEN_TOOLS; i++)
+		if (!f->tools[i].call)
+			return &f->tools[i];
+	return NULL;
+}
+
+static cJSON *tool_stage(struct tc_seed002 *f, const struct open_tool *t, const char *st)
+{
+	cJSON *b = body(f, "tool_result");
+	char id[24];
+	snprintf(id, sizeof(id), "b%d", t->index);
+	cJSON_AddStringToObject(b, "blockId", id);
+	cJSON_AddStringToObject(b, "stage", st);
+	cJSON_AddStringToObject(b, "toolCallId", t->call);
+	cJSON_AddStringToObject(b, "toolName", t->name ? t->name : "");
+	return b;
+}
+
+/* The summary of a tool's output: its text (a message's content), at most 200 bytes. */
+static char *summary(const cJSON *out)
+{
+	const cJSON *c = cJSON_IsObject(out) ? cJSON_GetObjectItemCaseSensitive(out, "content") : out;
+	char *text = cJSON_IsString(c) ? tc_xstrdup(c->valuestring) : c ? cJSON_PrintUnformatted(c) : tc_xstrdup("");
+	char *s = NULL;
+	size_t len = 0;
+	tc_seed_append(&s, &len, text, 200);
+	free(text);
+	return s;
+}
+
+static void on_tools(struct tc_seed002 *f, const struct tc_seed_ev *ev)
+{
+	const char *e = tc_seed_str(ev->data, "event");
+	const char *call = tc_seed_str(ev->data, "tool_call_id");
+	if (!e || !call)
+		return;
+	bool started = !strcmp(e, "tool-started");
+	bool end = !strcmp(e, "tool-finished") || !strcmp(e, "tool-error");
+	struct open_tool *t = tool_slot(f, call, started || end);
+	if (!t)
+		return;
+	if (!t->call) {
+		const char *name = tc_seed_str(ev->data, "tool_name");
+		*t = (struct open_tool){ .call = tc_xstrdup(call), .name = name ? tc_xstrdup(name) : NULL,
+					 .index = f->nblocks++ };
+		cJSON *b = tool_stage(f, t, "start");
+		cJSON_AddNumberToObject(b, "blockIndex", t->index);
+		put(f, b);
+	}
+	if (!strcmp(e, "tool-output-delta")) {
+		const char *d = tc_seed_str(ev->data, "delta");
+		if (d && *d) {
+			cJSON *b = tool_stage(f, t, "delta");
+			cJSON_AddStringToObject(b, "delta", d);
+			cJSON_AddNumberToObject(b, "deltaIndex", t->deltas++);
+			put(f, b);
+		}
+	} else if (end) {
+		bool ok = e[5] == 'f';
+		char *sum = ok ? summary(tc_seed_get(ev->data, "output")) : NULL;
+		const char *msg = tc_seed_str(ev->data, "message");
+		cJSON *b = tool_stage(f, t, "stop");
+		cJSON_AddNumberToObject(b, "blockIndex", t->index);
+		cJSON_AddStringToObject(b, "status", ok ? "success" : "error");
+		cJSON_AddStringToObject(b, "summary", ok ? sum : msg ? msg : "the tool failed");
+		cJSON *c = cJSON_CreateObject();
+		cJSON_AddStringToObject(c, "type", "tool_result");
+		cJSON_AddStringToObject(c, "toolCallId", t->call);
+		cJSON_AddStringToObject(c, "toolName", t->name ? t->name : "");
+		cJSON_AddStringToObject(c, "status", ok ? "success" : "error");
+		cJSON_AddStringToObject(c, "summary", ok ? sum : msg ? msg : "the tool failed");
+		put(f, b);
+		add_content(f, c);
+		free(sum);
+		free(t->call);
+		free(t->name);
+		*t = (struct open_tool){ 0 };
+	}
+}
+
+/* Stops every block still open (a terminal event closes the response). */
+static void close_all(struct tc_seed002 *f)
+{
+	for (int i = 0; i < OPEN_MESSAGES; i++)
+		block_stop(f, &f->msgs[i], NULL);
+	for (int i = 0; i < OPEN_TOOLS; i++) {
+		struct open_tool *t = &f->tools[i];
+		if (!t->call)
+			continue;
+		cJSON *b = tool_stage(f, t, "stop");
+		cJSON_AddNumberToObject(b, "blockIndex", t->index);
+		cJSON_AddStringToObject(b, "status", "error");
+		cJSON_AddStringToObject(b, "summary", "the tool did not finish");
+		put(f, b);
+		free(t->call);
+		free(t->name);
+		*t = (struct open_tool){ 0 };
+	}
+}
+
+static void terminal_error(struct tc_seed002 *f, const char *code, const char *message)
+{
+	metadata(f);
+	close_all(f);
+	cJSON *b = body(f, "error");
+	cJSON_AddStringToObject(b, "code", code);
+	cJSON_AddStringToObject(b, "message", message);
+	cJSON_AddBoolToObject(b, "retryable", tc_seed002_retryable(code));
+	f->ended = true;
+	f->fw.ended = true;
+	put(f, b);
+}
+
+static void terminal_aborted(struct tc_seed002 *f, const char *reason)
+{
+	metadata(f);
+	close_all(f);
+	cJSON *b = body(f, "aborted");
+	cJSON_AddStringToObject(b, "reason", reason);
+	f->ended = true;
+	f->fw.ended = true;
+	put(f, b);
+}
+
+static void terminal_done(struct tc_seed002 *f, const char *finish_reason)
+{
+	close_all(f);
+	cJSON *b = body(f, "done");
+	if (f->message_id)
+		cJSON_AddStringToObject(b, "messageId", f->message_id);
+	cJSON_AddStringToObject(b, "threadId", f->thread_id);
+	cJSON_AddItemToObject(b, "content", cJSON_Duplicate(f->content, true));
+	cJSON *u = cJSON_AddObjectToObject(b, "usage");
+	cJSON_AddNumberToObject(u, "inputTokens", f->usage[0]);
+	cJSON_AddNumberToObject(u, "outputTokens", f->usage[1]);
+	cJSON_AddNumberToObject(u, "totalTokens", f->usage[2] ? f->usage[2] : f->usage[0] + f->usage[1]);
+	cJSON_AddStringToObject(b, "finishReason", finish_reason);
+	f->ended = true;
+	put(f, b);
+}
+
+bool tc_seed002_event(struct tc_seed002 *f, const char *frame, size_t len)
+{
+	if (f->ended)
+		return true;
+	struct tc_seed_ev ev;
+	enum tc_seed_step step = tc_seed_follow(&f->fw, frame, len, &ev);
+	if (step == TC_SEED_SKIP)
+		return false;
+	if (step == TC_SEED_CUT) {
+		terminal_error(f, "internal_error", "the run's events ended without its end: another run started");
+		return true;
+	}
+	f->last_ts = ev.timestamp;
+	metadata(f);
+	bool root = !*ev.ns;
+	if (step == TC_SEED_END) {
+		const char *err = tc_seed_str(ev.data, "error");
+		if (!strcmp(ev.status, "failed") && err && !strcmp(err, "cancelled"))
+			terminal_aborted(f, "cancelled");
+		else if (!strcmp(ev.status, "failed"))
+			terminal_error(f, "agent_error", err ? err : "the run failed");
+		else
+			terminal_done(f, !strcmp(ev.status, "interrupted") || f->continued ? "action_required" : "stop");
+	} else if (root && !strcmp(ev.method, "messages")) {
+		on_messages(f, &ev);
+	} else if (root && !strcmp(ev.method, "tools")) {
+		on_tools(f, &ev);
+	} else if (!strcmp(ev.method, "input.requested")) {
+		const char *iid = tc_seed_str(ev.data, "interrupt_id");
+		const cJSON *payload = tc_seed_get(ev.data, "payload");
+		const char *kind = tc_seed_str(payload, "kind");
+		cJSON *b = body(f, "continuation");
+		cJSON_AddStringToObject(b, "actionId", iid ? iid : "");
+		cJSON_AddStringToObject(b, "kind", kind ? kind : "input");
+		cJSON_AddItemToObject(b, "payload", payload ? cJSON_Duplicate(payload, true) : cJSON_CreateNull());
+		f->continued = true;
+		put(f, b);
+	}
+	tc_seed_ev_clear(&ev);
+	return f->ended;
+}
+
+void tc_seed002_finish(struct tc_seed002 *f, const char *code, const char *message)
+{
+	if (f->ended)
+		return;
+	if (code)
+		terminal_error(f, code, message ? message : code);
+	else
+		terminal_aborted(f, message ? message : "client_cancelled");
+}
+
+struct tc_seed002 *tc_seed002_new(const char *run_id, const char *request_id, const char *thread_id,
+				  const char *agent_id, bool in_run, tc_seedfmt_emit *emit, void *ctx)
+{
+	struct tc_seed002 *f = tc_xcalloc(1, sizeof(*f));
+	tc_seed_follow_init(&f->fw, run_id, in_run);
+	f->request_id = tc_xstrdup(request_id ? request_id : "");
+	f->thread_id = tc_xstrdup(thread_id ? thread_id : "");
+	f->agent_id = tc_xstrdup(agent_id ? agent_id : "");
+	f->content = cJSON_CreateArray();
+	f->emit = emit;
+	f->ctx = ctx;
+	return f;
+}
+
+void tc_seed002_free(struct tc_seed002 *f)
+{
+	if (!f)
+		return;
+	tc_seed_follow_clear(&f->fw);
+	for (int i = 0; i < OPEN_MESSAGES; i++)
+		msg_clear(&f->msgs[i]);
+	for (int i = 0; i < OPEN_TOOLS; i++) {
+		free(f->tools[i].call);
+		free(f->tools[i].name);
+	}
+	cJSON_Delete(f->content);
+	free(f->message_id);
+	free(f->request_id);
+	free(f->thread_id);
+	free(f->agent_id);
+	free(f);
+}

@@ -1,0 +1,128 @@
+/*
+ * seedfmt.h — one run's protocol events in the wire formats of the other
+ * agent event protocols the project was made from (issue 18): seed 004's
+ * resumable typed chunks (SSE, "id:" = sequence, then an end or fail
+ * sentinel), seed 002's agent event protocol (SSE, the start/delta/stop
+ * stage pattern, exactly one terminal event); seed 003's streaming output
+ * (NDJSON lines with an envelope, then a reply line) is still to come.
+ *
+ * Pure, like runfmt.h: event frames in (the WebSocket frames of protocol
+ * 0.0.21, in seq order), complete wire units out through a callback (an SSE
+ * event with its blank line; one NDJSON line with its "\n"), with the small
+ * state a stream needs. The run is followed as runfmt follows it: its events
+ * run from the root lifecycle "started" whose run_id is the run's to the
+ * root "completed", "failed" or "interrupted" — or to another run's
+ * "started", which cuts the stream. Whatever the input, each stream ends
+ * with exactly one terminal frame: the run's own end, a cut, or the
+ * caller's tc_seed*_finish (a gateway giving up, a client cancelling).
+ * After it nothing more is emitted.
+ *
+ * The mapping of each format is in protocol/README.md ("Other stream
+ * formats (issue 18): the translators").
+ */
+#ifndef TC_SEEDFMT_H
+#define TC_SEEDFMT_H
+
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/** Receives one complete wire unit (an SSE event, an NDJSON line). */
+typedef void tc_seedfmt_emit(void *ctx, const char *text, size_t len);
+
+/* ---- seed 004: typed chunks with a sequence, an end or fail sentinel ---- */
+
+struct tc_seed004;
+
+/**
+ * run_id: the run followed; agent_type: the agent's type (the graph), NULL
+ * for none; in_run: the first event is inside the run; skip_through: the
+ * last sequence the client has (0: none) — nothing up to it is emitted.
+ * Sequences count the stream's units from the run's start (1, 2, …), so a
+ * stream fed the run's events from its start again reproduces them.
+ */
+struct tc_seed004 *tc_seed004_new(const char *run_id, const char *agent_type, bool in_run, uint64_t skip_through,
+				  tc_seedfmt_emit *emit, void *ctx);
+/** Takes one event frame; true once the stream has ended. */
+bool tc_seed004_event(struct tc_seed004 *f, const char *frame, size_t len);
+/** Ends the stream now if it has not ended: a fail sentinel with error. */
+void tc_seed004_finish(struct tc_seed004 *f, const char *error);
+/** The stream's status: "active", "ended" or "failed". */
+const char *tc_seed004_status(const struct tc_seed004 *f);
+/** The last sequence given out (emitted or skipped). */
+uint64_t tc_seed004_sequence(const struct tc_seed004 *f);
+void tc_seed004_free(struct tc_seed004 *f);
+
+/* ---- seed 002: agent event protocol (stage pattern, one terminal) ---- */
+
+struct tc_seed002;
+
+/**
+ * request_id, thread_id, agent_id: the metadata event's fields (and
+ * requestId on every event). in_run as above.
+ */
+struct tc_seed002 *tc_seed002_new(const char *run_id, const char *request_id, const char *thread_id,
+				  const char *agent_id, bool in_run, tc_seedfmt_emit *emit, void *ctx);
+bool tc_seed002_event(struct tc_seed002 *f, const char *frame, size_t len);
+/**
+ * Ends the stream now if it has not ended: code NULL: "aborted" (the client
+ * cancelled); else an "error" event with that code (seed 002's codes).
+ */
+void tc_seed002_finish(struct tc_seed002 *f, const char *code, const char *message);
+void tc_seed002_free(struct tc_seed002 *f);
+/** Seed 002's HTTP status for an error code (500 for codes it does not list). */
+int tc_seed002_http_status(const char *code);
+/** Whether a client may retry after an error with that code. */
+bool tc_seed002_retryable(const char *code);
+/** The keepalive comment to send every 15 s. */
+#define TC_SEED002_HEARTBEAT ": heartbeat\n\n"
+
+/* seed 003 (NDJSON with an envelope, a final reply line): not built yet. */
+
+/* ---- shared by the translators (seedfmt.c) ---- */
+
+#define TC_SEED_SUBGRAPHS 256 /* subgraph namespaces a stream knows */
+
+/* Following one run through a thread's events. */
+struct tc_seed_follow {
+	char *run_id;
+	bool in_run, ended;
+	char *subgraphs[TC_SEED_SUBGRAPHS]; /* joined namespaces with lifecycle events */
+	size_t nsubgraphs;
+};
+
+/* What one frame is to the run. */
+enum tc_seed_step {
+	TC_SEED_SKIP,  /* not the run's, or not an event: nothing to do */
+	TC_SEED_EVENT, /* one of the run's events (ev filled) */
+	TC_SEED_END,   /* the run's root completed / failed / interrupted (ev filled) */
+	TC_SEED_CUT,   /* another run started before the run's end */
+};
+
+/* One of the run's events, parsed. */
+struct tc_seed_ev {
+	cJSON *frame;
+	const char *method;
+	const cJSON *params, *data;
+	double timestamp;   /* params.timestamp (ms), 0 when absent */
+	char *ns;           /* the graph namespace: real subgraphs only, joined with "|"; "" the root */
+	char node[128];     /* params.node, or the name of the node task the event came from */
+	const char *status; /* a lifecycle event's status */
+};
+
+void tc_seed_follow_init(struct tc_seed_follow *fw, const char *run_id, bool in_run);
+void tc_seed_follow_clear(struct tc_seed_follow *fw);
+/** Classifies a frame; for EVENT and END, ev is filled (tc_seed_ev_clear it). */
+enum tc_seed_step tc_seed_follow(struct tc_seed_follow *fw, const char *frame, size_t len, struct tc_seed_ev *ev);
+void tc_seed_ev_clear(struct tc_seed_ev *ev);
+/** A string member by its protocol name, in either spelling (NULL: absent). */
+const char *tc_seed_str(const cJSON *o, const char *name);
+/** A member by its protocol name, in either spelling. */
+const cJSON *tc_seed_get(const cJSON *o, const char *name);
+/** Text as an SSE event ("id: …\n" when id, "event: …\n" when event, "data: …\n\n"). */
+char *tc_seed_sse(const char *id, const char *event, const cJSON *data, size_t *len);
+/** Appends s to a bounded text (*text grows, at most max bytes kept). */
+void tc_seed_append(char **text, size_t *len, const char *s, size_t max);
+
+#endif
