@@ -767,7 +767,7 @@ static void ask_worker(struct tc_rest *r, const char *method, const char *assist
 /* A thread without a REST record (its runs came over the protocol): its state from its events (query.h). */
 static void state_answered(void *ctx, enum tc_err code, const char *message, cJSON *result, uint64_t head)
 {
-	struct tc_rest *r = ctx;
+	struct tc_rest *r = ctx; /* its conn is alive: a query is cancelled with its conn */
 	if (r->conn) {
 		r->conn->query = NULL; /* over when it reports */
 		if (code) {
@@ -784,7 +784,6 @@ static void state_answered(void *ctx, enum tc_err code, const char *message, cJS
 		}
 	}
 	cJSON_Delete(result);
-	unref(r);
 }
 
 /* The ThreadState of a thread that has not run: nothing in it yet. */
@@ -805,12 +804,11 @@ static void thread_checked(struct tc_rest *r, redisReply *reply)
 	if (parse_answer(r, reply, &status, &body, &len))
 		return;
 	if (status == 404 && r->op->kind == K_STATE) {
-		r->refs++;
+		/* The conn's reference covers it: destroying the conn cancels the query,
+		 * whose callback then never runs. */
 		r->conn->query = tc_query_state(r->srv->redis, r->thread, state_answered, r);
-		if (!r->conn->query) {
-			r->refs--;
+		if (!r->conn->query)
 			answer_detail(r, 503, TC_MSG_REDIS_DOWN);
-		}
 		return;
 	}
 	if (status != 200) {
