@@ -419,14 +419,6 @@ static void stream_emit(void *ctx, const char *text, size_t len)
 		tc__conn_send(r->conn, tc_buf_copy(text, len));
 }
 
-static void emit(struct tc_rest *r, const char *mode, const cJSON *data)
-{
-	size_t len;
-	char *text = tc_runfmt_sse(NULL, mode, NULL, data, &len);
-	stream_emit(r, text, len);
-	free(text);
-}
-
 /* ---- the session's transport hooks, for a run's stream or wait ---- */
 
 static void run_send(void *ctx, struct tc_buf *frame)
@@ -447,20 +439,20 @@ static void run_started(void *ctx, bool restored, bool has_missed, uint64_t miss
 		tc_runfmt_assume_in_run(c->rest->fmt);
 }
 
+/*
+ * The stream's session gave up (the thread's history was reset under it,
+ * e.g. its first epoch seen late; a slow client): a stream just ends, and
+ * the SDK, seeing no end of the run, reconnects with its Last-Event-ID and
+ * resumes; a wait cannot, and says why.
+ */
 static void run_close(void *ctx, int code, const char *reason)
 {
 	struct tc_conn *c = ctx;
 	struct tc_rest *r = c->rest;
-	if (r->out == OUT_STREAM) {
-		cJSON *e = cJSON_CreateObject();
-		cJSON_AddStringToObject(e, "error", "StreamError");
-		cJSON_AddStringToObject(e, "message", reason);
-		emit(r, "error", e);
-		cJSON_Delete(e);
+	if (r->out == OUT_STREAM)
 		tc__conn_close(c, TC_CONN_FLUSH, (enum tc_close)code, reason);
-	} else {
+	else
 		answer_detail(r, 503, reason);
-	}
 }
 
 static const struct tc_session_io run_io = {
