@@ -14,6 +14,7 @@
 #include "log.h"
 #include "query.h"
 #include "runfmt.h"
+#include "runfollow.h"
 #include "spell.h"
 #include "sse.h"
 #include "store.h"
@@ -206,18 +207,7 @@ static void answer_json(struct tc_rest *r, unsigned status, const cJSON *body)
 	free(s);
 }
 
-/* A member by its protocol name, in either spelling; a string one; a flag given as true, "true" or "1". */
-static const cJSON *field(const cJSON *o, const char *name)
-{
-	return tc_spell_get(o, name, TC_SPELL_021);
-}
-
-static const char *str_field(const cJSON *o, const char *name)
-{
-	const cJSON *v = field(o, name);
-	return cJSON_IsString(v) ? v->valuestring : NULL;
-}
-
+/* A flag given as true, "true" or "1". */
 static bool truthy(const cJSON *v)
 {
 	return cJSON_IsTrue(v) ||
@@ -329,7 +319,7 @@ static void cancel_on_disconnect(struct tc_rest *r)
 {
 	if (!r->fmt || tc_runfmt_ended(r->fmt) || !r->run_id[0])
 		return;
-	const char *how = str_field(r->body, "on_disconnect");
+	const char *how = tc_run_str(r->body, "on_disconnect");
 	bool cancel = (how && !strcmp(how, "cancel")) ||
 		      truthy(cJSON_GetObjectItemCaseSensitive(r->query, "cancel_on_disconnect"));
 	if (!cancel || r->saved) /* (a cancel's own wait is not a run's client) */
@@ -521,7 +511,7 @@ static void follow_run(struct tc_rest *r, enum rest_out out, const cJSON *modes,
 		char id[32];
 		size_t len;
 		snprintf(id, sizeof(id), "%llu", (unsigned long long)meta_id);
-		char *text = tc_runfmt_sse(id, "metadata", NULL, meta, &len);
+		char *text = tc_sse_event(id, "metadata", meta, &len);
 		stream_emit(r, text, len);
 		free(text);
 		cJSON_Delete(meta);
@@ -548,7 +538,7 @@ static void created(struct tc_rest *r, redisReply *reply)
 	if (parse_answer(r, reply, &status, &body, &len))
 		return;
 	cJSON *run = status == 200 ? cJSON_ParseWithLength(body, len) : NULL;
-	const char *rid = str_field(run, "run_id"), *tid = str_field(run, "thread_id");
+	const char *rid = tc_run_str(run, "run_id"), *tid = tc_run_str(run, "thread_id");
 	if (!rid || !tid || strlen(rid) >= sizeof(r->run_id) || strlen(tid) >= sizeof(r->thread)) {
 		cJSON_Delete(run);
 		answer(r, status, body, len);
@@ -564,8 +554,8 @@ static void created(struct tc_rest *r, redisReply *reply)
 		return;
 	}
 	const cJSON *b = r->body;
-	follow_run(r, r->op->out, r->op->out == OUT_STREAM ? field(b, "stream_mode") : NULL,
-		   truthy(field(b, "stream_subgraphs")));
+	follow_run(r, r->op->out, r->op->out == OUT_STREAM ? tc_run_get(b, "stream_mode") : NULL,
+		   truthy(tc_run_get(b, "stream_subgraphs")));
 }
 
 /* The thread's seq before the run: its events come after. */
@@ -585,10 +575,10 @@ static void join(struct tc_rest *r)
 {
 	cJSON *kwargs = r->kwargs ? cJSON_Parse(r->kwargs) : NULL;
 	const cJSON *q = cJSON_GetObjectItemCaseSensitive(r->query, "stream_mode");
-	bool subgraphs = truthy(field(kwargs, "stream_subgraphs")) ||
+	bool subgraphs = truthy(tc_run_get(kwargs, "stream_subgraphs")) ||
 			 truthy(cJSON_GetObjectItemCaseSensitive(r->query, "stream_subgraphs"));
 	enum rest_out out = r->saved ? OUT_WAIT : r->op->out;
-	follow_run(r, out, q ? q : field(kwargs, "stream_mode"), subgraphs);
+	follow_run(r, out, q ? q : tc_run_get(kwargs, "stream_mode"), subgraphs);
 	cJSON_Delete(kwargs);
 	if (r->join_over)
 		run_ended(r);
@@ -683,7 +673,7 @@ static void worker_answer(struct tc_bridge_caller *caller, struct tc_buf *frame)
 		cJSON_Delete(f);
 		return;
 	}
-	const char *type = str_field(f, "type");
+	const char *type = tc_run_str(f, "type");
 	if (type && !strcmp(type, "success")) {
 		if (r->saved) { /* a copy: the new thread's record */
 			struct tc_buf *b = r->saved;
@@ -700,7 +690,7 @@ static void worker_answer(struct tc_bridge_caller *caller, struct tc_buf *frame)
 				answer(r, 200, "null", 4);
 		}
 	} else {
-		const char *code = str_field(f, "error"), *msg = str_field(f, "message");
+		const char *code = tc_run_str(f, "error"), *msg = tc_run_str(f, "message");
 		unsigned status = 503;
 		if (code && (!strncmp(code, "no_such", 7) || !strcmp(code, "not_found")))
 			status = 404;
@@ -727,7 +717,7 @@ static cJSON *worker_params(struct tc_rest *r, const char *method)
 	cJSON_ArrayForEach(it, r->query)
 		if (!cJSON_GetObjectItemCaseSensitive(p, it->string))
 			cJSON_AddItemToObject(p, it->string, cJSON_Duplicate(it, true));
-	const char *ck = str_field(path, "checkpoint_id");
+	const char *ck = tc_run_str(path, "checkpoint_id");
 	if (ck)
 		cJSON_AddStringToObject(p, "checkpoint_id", ck);
 	if (!strcmp(method, "rest.copy"))
@@ -809,11 +799,11 @@ static void thread_checked(struct tc_rest *r, redisReply *reply)
 	}
 	cJSON *t = cJSON_ParseWithLength(body, len);
 	const cJSON *meta = cJSON_GetObjectItemCaseSensitive(t, "metadata");
-	const char *assistant = str_field(meta, "assistant_id");
+	const char *assistant = tc_run_str(meta, "assistant_id");
 	if (!assistant)
-		assistant = str_field(meta, "graph_id");
+		assistant = tc_run_str(meta, "graph_id");
 	if (r->op->kind == K_COPY) {
-		const char *tid = str_field(t, "thread_id");
+		const char *tid = tc_run_str(t, "thread_id");
 		if (tid && strlen(tid) < sizeof(r->fresh_thread))
 			snprintf(r->fresh_thread, sizeof(r->fresh_thread), "%s", tid);
 		r->saved = tc_buf_copy(body, len);

@@ -8,29 +8,25 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "spell.h"
+#include "runfollow.h"
 #include "util.h"
 
 #define OPEN_MESSAGES 32    /* messages assembled at once (one per namespace) */
-#define SUBGRAPHS 256       /* subgraph namespaces a run's stream knows */
 
-
-/* A message being streamed in one namespace. */
+/* A message being streamed in one namespace (the slot's key). */
 struct open_msg {
-	char *ns;        /* joined with "|"; NULL: free slot */
+	struct tc_slot slot;
 	char *id, *role, *node, *tool_call_id;
 	bool any_text;   /* text went out in a chunk */
 	bool any_tool;   /* a tool call chunk went out */
-	uint64_t used;
 };
 
 /* A run's events on their way out, as the SDK's stream modes. */
 struct tc_runfmt {
-	char *run_id, *thread;
+	struct tc_run_follow fw;
+	char *thread;
 	unsigned modes;
 	bool subgraphs;
-	bool in_run;       /* between the run's root "started" and its end */
-	bool ended;
 	cJSON *values;     /* the latest root values */
 	cJSON *interrupts; /* [{value, id}] of the run */
 	cJSON *error;      /* {error, message} when the run failed */
@@ -42,33 +38,35 @@ struct tc_runfmt {
 	unsigned skip_k;
 	struct open_msg msgs[OPEN_MESSAGES];
 	uint64_t clock;
-	char *subgraphs_seen[SUBGRAPHS]; /* joined namespaces with lifecycle events: real subgraphs */
-	size_t nsubgraphs;
 };
 
-static void msg_clear(struct open_msg *m)
+/* Frees what the message holds; its slot stays. */
+static void msg_free(struct open_msg *m)
 {
-	free(m->ns);
 	free(m->id);
 	free(m->role);
 	free(m->node);
 	free(m->tool_call_id);
-	*m = (struct open_msg){ 0 };
+	m->id = m->role = m->node = m->tool_call_id = NULL;
+	m->any_text = m->any_tool = false;
 }
 
-void tc_runfmt_free(struct tc_runfmt *t)
+static void msg_clear(struct open_msg *m)
 {
-	cJSON_Delete(t->values);
-	cJSON_Delete(t->interrupts);
-	cJSON_Delete(t->error);
-	for (int i = 0; i < OPEN_MESSAGES; i++) {
-		msg_clear(&t->msgs[i]);
-	}
-	for (size_t i = 0; i < t->nsubgraphs; i++)
-		free(t->subgraphs_seen[i]);
-	free(t->run_id);
-	free(t->thread);
-	free(t);
+	msg_free(m);
+	tc_slot_clear(&m->slot);
+}
+
+void tc_runfmt_free(struct tc_runfmt *f)
+{
+	cJSON_Delete(f->values);
+	cJSON_Delete(f->interrupts);
+	cJSON_Delete(f->error);
+	for (int i = 0; i < OPEN_MESSAGES; i++)
+		msg_clear(&f->msgs[i]);
+	tc_run_follow_clear(&f->fw);
+	free(f->thread);
+	free(f);
 }
 
 static unsigned mode_bit(const char *m)
@@ -98,78 +96,6 @@ unsigned tc_runfmt_modes(const cJSON *v)
 	return v && !cJSON_IsNull(v) ? bits : TC_MODE_VALUES;
 }
 
-/* A string member by its protocol name, in either spelling. */
-static const char *str_field(const cJSON *o, const char *name)
-{
-	const cJSON *v = tc_spell_get(o, name, TC_SPELL_021);
-	return cJSON_IsString(v) ? v->valuestring : NULL;
-}
-
-/* "a|b" from ["a", "b"] (caller frees). */
-static char *ns_join(const cJSON *ns)
-{
-	size_t n = 1;
-	const cJSON *it;
-	cJSON_ArrayForEach(it, ns)
-		if (cJSON_IsString(it))
-			n += strlen(it->valuestring) + 1;
-	char *s = tc_xmalloc(n), *p = s;
-	*p = '\0';
-	cJSON_ArrayForEach(it, ns) {
-		if (!cJSON_IsString(it))
-			continue;
-		if (p != s)
-			*p++ = '|';
-		size_t l = strlen(it->valuestring);
-		memcpy(p, it->valuestring, l);
-		p += l;
-		*p = '\0';
-	}
-	return s;
-}
-
-static bool is_subgraph(const struct tc_runfmt *f, const char *ns)
-{
-	for (size_t i = 0; i < f->nsubgraphs; i++)
-		if (!strcmp(f->subgraphs_seen[i], ns))
-			return true;
-	return false;
-}
-
-/*
- * A namespace as the SDK's stream modes name it: only real subgraphs (those
- * with lifecycle events) count; the node task an event came from within one
- * ("model:<task>") is dropped, and *node is its name when there was one.
- */
-static char *graph_ns(const struct tc_runfmt *f, char *joined, char node[128])
-{
-	node[0] = '\0';
-	for (;;) {
-		if (!*joined || is_subgraph(f, joined))
-			return joined;
-		char *bar = strrchr(joined, '|');
-		char *seg = bar ? bar + 1 : joined;
-		if (!node[0])
-			snprintf(node, 128, "%.*s", (int)strcspn(seg, ":"), seg);
-		if (bar)
-			*bar = '\0';
-		else
-			*joined = '\0';
-	}
-}
-
-char *tc_runfmt_sse(const char *id, const char *mode, const char *ns, const cJSON *data, size_t *len)
-{
-	char *json = data ? cJSON_PrintUnformatted(data) : tc_xstrdup("null");
-	size_t cap = strlen(json) + strlen(mode) + (ns ? strlen(ns) : 0) + (id ? strlen(id) : 0) + 40;
-	char *buf = tc_xmalloc(cap);
-	int n = snprintf(buf, cap, "%s%s%sevent: %s%s%s\ndata: %s\n\n", id ? "id: " : "", id ? id : "",
-			 id ? "\n" : "", mode, ns && *ns ? "|" : "", ns && *ns ? ns : "", json);
-	free(json);
-	*len = (size_t)n;
-	return buf;
-}
-
 /*
  * One SSE event for the client, when it streams. Its id is the protocol
  * event's seq times TC_RUNFMT_IDS plus its place among the events that one
@@ -183,30 +109,20 @@ static void emit(struct tc_runfmt *f, const char *mode, const char *ns, const cJ
 	char id[32];
 	size_t len;
 	snprintf(id, sizeof(id), "%llu", (unsigned long long)(f->cur_seq * TC_RUNFMT_IDS + k));
-	char *text = tc_runfmt_sse(id, mode, ns, data, &len);
+	char event[256];
+	snprintf(event, sizeof(event), "%s%s%.200s", mode, *ns ? "|" : "", ns);
+	char *text = tc_sse_event(id, event, data, &len);
 	f->emit(f->ctx, text, len);
 	free(text);
 }
 
-static struct open_msg *msg_slot(struct tc_runfmt *t, const char *ns, bool create)
+/* The message open in ns; with create a new one (what an evicted one held is dropped). */
+static struct open_msg *msg_slot(struct tc_runfmt *f, const char *ns, bool create)
 {
-	struct open_msg *free_slot = NULL, *oldest = &t->msgs[0];
-	for (int i = 0; i < OPEN_MESSAGES; i++) {
-		struct open_msg *m = &t->msgs[i];
-		if (m->ns && !strcmp(m->ns, ns)) {
-			m->used = ++t->clock;
-			return m;
-		}
-		if (!m->ns && !free_slot)
-			free_slot = m;
-		if (m->used < oldest->used)
-			oldest = m;
-	}
-	if (!create)
-		return NULL;
-	struct open_msg *m = free_slot ? free_slot : oldest;
-	msg_clear(m);
-	*m = (struct open_msg){ .ns = tc_xstrdup(ns), .used = ++t->clock };
+	bool fresh;
+	struct open_msg *m = tc_slot_find(f->msgs, OPEN_MESSAGES, sizeof(f->msgs[0]), &f->clock, ns, create, &fresh);
+	if (fresh)
+		msg_free(m);
 	return m;
 }
 
@@ -227,7 +143,7 @@ static cJSON *tuple_metadata(const struct tc_runfmt *f, const char *ns, const ch
 	cJSON *meta = cJSON_CreateObject();
 	cJSON_AddStringToObject(meta, "langgraph_node", node);
 	cJSON_AddStringToObject(meta, "langgraph_checkpoint_ns", ns);
-	cJSON_AddStringToObject(meta, "run_id", f->run_id);
+	cJSON_AddStringToObject(meta, "run_id", f->fw.run_id);
 	cJSON_AddStringToObject(meta, "thread_id", f->thread);
 	cJSON_AddArrayToObject(meta, "tags");
 	return meta;
@@ -285,45 +201,39 @@ static cJSON *tool_chunk(const cJSON *block, int index)
 	return t;
 }
 
-static void tr_messages(struct tc_runfmt *f, const char *ns, const char *node_hint, const cJSON *params,
-			const cJSON *data)
+static void tr_messages(struct tc_runfmt *f, const struct tc_run_ev *e)
 {
-	struct tc_runfmt *t = f;
-	const char *ev = str_field(data, "event");
+	const char *ns = e->ns;
+	const cJSON *data = e->data;
+	const char *ev = tc_run_str(data, "event");
 	if (!ev)
 		return;
 	if (!strcmp(ev, "message-start")) {
-		struct open_msg *m = msg_slot(t, ns, true);
-		const char *s;
 		/* A new message in a namespace replaces the one that did not finish. */
-		char *keep = m->ns;
-		m->ns = NULL;
-		msg_clear(m);
-		m->ns = keep;
-		m->used = ++t->clock;
-		m->id = (s = str_field(data, "id")) ? tc_xstrdup(s) : NULL;
-		m->role = (s = str_field(data, "role")) ? tc_xstrdup(s) : NULL;
-		s = str_field(params, "node");
-		m->node = s ? tc_xstrdup(s) : *node_hint ? tc_xstrdup(node_hint) : NULL;
-		m->tool_call_id = (s = str_field(data, "tool_call_id")) ? tc_xstrdup(s) : NULL;
+		struct open_msg *m = msg_slot(f, ns, true);
+		const char *s;
+		msg_free(m);
+		m->id = (s = tc_run_str(data, "id")) ? tc_xstrdup(s) : NULL;
+		m->role = (s = tc_run_str(data, "role")) ? tc_xstrdup(s) : NULL;
+		m->node = *e->node ? tc_xstrdup(e->node) : NULL;
+		m->tool_call_id = (s = tc_run_str(data, "tool_call_id")) ? tc_xstrdup(s) : NULL;
 		return;
 	}
-	struct open_msg *m = msg_slot(t, ns, false);
+	struct open_msg *m = msg_slot(f, ns, false);
 	if (!m) {
-		m = msg_slot(t, ns, true); /* resumed mid-message: what started it is not known */
-		const char *s = str_field(params, "node");
-		m->node = s ? tc_xstrdup(s) : *node_hint ? tc_xstrdup(node_hint) : NULL;
+		m = msg_slot(f, ns, true); /* resumed mid-message: what started it is not known */
+		m->node = *e->node ? tc_xstrdup(e->node) : NULL;
 	}
 	const cJSON *idx = cJSON_GetObjectItemCaseSensitive(data, "index");
 	int index = cJSON_IsNumber(idx) ? idx->valueint : 0;
 	if (!strcmp(ev, "content-block-start") || !strcmp(ev, "content-block-finish")) {
 		bool finish = ev[14] == 'f';
 		const cJSON *block = cJSON_GetObjectItemCaseSensitive(data, "content");
-		const char *type = str_field(block, "type");
+		const char *type = tc_run_str(block, "type");
 		if (!type)
 			return;
 		if (!strcmp(type, "text")) {
-			const char *text = str_field(block, "text");
+			const char *text = tc_run_str(block, "text");
 			if (text && *text && (!finish || !m->any_text)) {
 				m->any_text = true;
 				emit_chunk(f, ns, m, text, NULL);
@@ -336,18 +246,18 @@ static void tr_messages(struct tc_runfmt *f, const char *ns, const char *node_hi
 		}
 	} else if (!strcmp(ev, "content-block-delta")) {
 		const cJSON *delta = cJSON_GetObjectItemCaseSensitive(data, "delta");
-		const char *type = str_field(delta, "type");
+		const char *type = tc_run_str(delta, "type");
 		if (!type)
 			return;
 		if (!strcmp(type, "text-delta")) {
-			const char *text = str_field(delta, "text");
+			const char *text = tc_run_str(delta, "text");
 			if (text && *text) {
 				m->any_text = true;
 				emit_chunk(f, ns, m, text, NULL);
 			}
 		} else if (!strcmp(type, "block-delta")) {
 			const cJSON *fields = cJSON_GetObjectItemCaseSensitive(delta, "fields");
-			const char *ft = str_field(fields, "type");
+			const char *ft = tc_run_str(fields, "type");
 			if (ft && !strcmp(ft, "tool_call_chunk")) {
 				m->any_tool = true;
 				emit_chunk(f, ns, m, NULL, tool_chunk(fields, index));
@@ -362,7 +272,7 @@ static void tr_messages(struct tc_runfmt *f, const char *ns, const char *node_hi
 static void emit_tool_message(struct tc_runfmt *f, const char *ns, const char *node, const cJSON *data)
 {
 	const cJSON *out = cJSON_GetObjectItemCaseSensitive(data, "output");
-	const char *call = str_field(data, "tool_call_id");
+	const char *call = tc_run_str(data, "tool_call_id");
 	cJSON *msg = cJSON_IsObject(out) ? cJSON_Duplicate(out, true) : cJSON_CreateObject();
 	if (!cJSON_IsObject(out)) {
 		if (cJSON_IsString(out)) {
@@ -381,7 +291,7 @@ static void emit_tool_message(struct tc_runfmt *f, const char *ns, const char *n
 	if (!cJSON_IsString(mid)) {
 		/* Chunks are assembled by id: one the tool call makes unique. */
 		char id[160];
-		snprintf(id, sizeof(id), "tool-%.128s", call ? call : f->run_id);
+		snprintf(id, sizeof(id), "tool-%.128s", call ? call : f->fw.run_id);
 		if (mid)
 			cJSON_DeleteItemFromObjectCaseSensitive(msg, "id");
 		cJSON_AddStringToObject(msg, "id", id);
@@ -394,150 +304,126 @@ static void emit_tool_message(struct tc_runfmt *f, const char *ns, const char *n
 }
 
 /* values with the run's interrupts, as LangGraph shows them: "__interrupt__". */
-static cJSON *values_with_interrupts(struct tc_runfmt *t)
+static cJSON *values_with_interrupts(const struct tc_runfmt *f)
 {
-	cJSON *v = t->values && cJSON_IsObject(t->values) ? cJSON_Duplicate(t->values, true) : cJSON_CreateObject();
-	if (t->interrupts && cJSON_GetArraySize(t->interrupts))
-		cJSON_AddItemToObject(v, "__interrupt__", cJSON_Duplicate(t->interrupts, true));
+	cJSON *v = f->values && cJSON_IsObject(f->values) ? cJSON_Duplicate(f->values, true) : cJSON_CreateObject();
+	if (f->interrupts && cJSON_GetArraySize(f->interrupts))
+		cJSON_AddItemToObject(v, "__interrupt__", cJSON_Duplicate(f->interrupts, true));
 	return v;
 }
 
-/* One protocol event of the thread (its WebSocket frame, spelled 0.0.21). */
-bool tc_runfmt_event(struct tc_runfmt *f, const char *frame, size_t len)
+/* The run's end: a failed run says why. */
+static void run_end(struct tc_runfmt *f, const struct tc_run_ev *e)
 {
-	struct tc_runfmt *t = f;
-	if (t->ended)
-		return true;
-	cJSON *ev = cJSON_ParseWithLength(frame, len);
-	const char *method = str_field(ev, "method");
-	const cJSON *seqv = cJSON_GetObjectItemCaseSensitive(ev, "seq");
-	const cJSON *params = cJSON_GetObjectItemCaseSensitive(ev, "params");
-	const cJSON *nsv = cJSON_GetObjectItemCaseSensitive(params, "namespace");
-	const cJSON *data = cJSON_GetObjectItemCaseSensitive(params, "data");
-	if (!method || !cJSON_IsArray(nsv) || !cJSON_IsNumber(seqv) || seqv->valuedouble < 0 ||
-	    seqv->valuedouble > (double)TC_JS_MAX_SAFE) {
-		cJSON_Delete(ev);
-		return false;
+	if (strcmp(e->status, "failed"))
+		return;
+	const char *why = tc_run_str(e->data, "error");
+	f->error = cJSON_CreateObject();
+	cJSON_AddStringToObject(f->error, "error", why && !strcmp(why, "cancelled") ? "CancelledError" : "Error");
+	cJSON_AddStringToObject(f->error, "message", why ? why : "the run failed");
+	emit(f, "error", "", f->error);
+}
+
+/* An interrupt: kept for the wait's answer, shown as "__interrupt__" in updates and values. */
+static void interrupt(struct tc_runfmt *f, const cJSON *data)
+{
+	cJSON *i = cJSON_CreateObject();
+	const cJSON *payload = cJSON_GetObjectItemCaseSensitive(data, "payload");
+	cJSON_AddItemToObject(i, "value", payload ? cJSON_Duplicate(payload, true) : cJSON_CreateNull());
+	const char *iid = tc_run_str(data, "interrupt_id");
+	if (iid)
+		cJSON_AddStringToObject(i, "id", iid);
+	if (!f->interrupts)
+		f->interrupts = cJSON_CreateArray();
+	if (cJSON_GetArraySize(f->interrupts) < 64)
+		cJSON_AddItemToArray(f->interrupts, i);
+	else
+		cJSON_Delete(i);
+	if (f->modes & TC_MODE_UPDATES) {
+		cJSON *u = cJSON_CreateObject();
+		cJSON_AddItemToObject(u, "__interrupt__", cJSON_Duplicate(f->interrupts, true));
+		emit(f, "updates", "", u);
+		cJSON_Delete(u);
 	}
-	f->cur_seq = (uint64_t)seqv->valuedouble;
-	f->cur_k = 0;
-	bool root = cJSON_GetArraySize(nsv) == 0;
-	const char *status = !strcmp(method, "lifecycle") ? str_field(data, "event") : NULL;
-	if (root && status && !strcmp(status, "started")) {
-		const char *rid = str_field(data, "run_id");
-		if (!t->in_run && rid && !strcmp(rid, f->run_id)) {
-			t->in_run = true;
-		} else if (t->in_run && rid && strcmp(rid, f->run_id)) {
-			t->ended = true; /* the next run began: ours is over */
-			cJSON_Delete(ev);
-			return true;
-		}
+	if (f->modes & TC_MODE_VALUES) {
+		cJSON *v = values_with_interrupts(f);
+		emit(f, "values", "", v);
+		cJSON_Delete(v);
 	}
-	if (status && !root) {
-		char *sub = ns_join(nsv);
-		if (!is_subgraph(f, sub) && f->nsubgraphs < SUBGRAPHS)
-			f->subgraphs_seen[f->nsubgraphs++] = sub;
-		else
-			free(sub);
-	}
-	if (!t->in_run) {
-		cJSON_Delete(ev);
-		return false;
-	}
-	char *ns = ns_join(nsv), node[128] = "";
-	if (!status) {
-		graph_ns(f, ns, node);
-		root = !*ns;
-	}
-	bool shown = root || t->subgraphs;
+}
+
+/* One of the run's events (not its end). */
+static void run_event(struct tc_runfmt *f, const struct tc_run_ev *e)
+{
+	const char *method = e->method, *ns = e->ns;
+	const cJSON *data = e->data;
+	bool root = !*ns, shown = root || f->subgraphs;
 	if (!strcmp(method, "values")) {
 		if (root) {
-			cJSON_Delete(t->values);
-			t->values = cJSON_Duplicate(data, true);
+			cJSON_Delete(f->values);
+			f->values = cJSON_Duplicate(data, true);
 		}
-		if (shown && (t->modes & TC_MODE_VALUES))
+		if (shown && (f->modes & TC_MODE_VALUES))
 			emit(f, "values", ns, data);
 	} else if (!strcmp(method, "updates")) {
-		if (shown && (t->modes & TC_MODE_UPDATES)) {
-			const char *by = str_field(data, "node");
+		if (shown && (f->modes & TC_MODE_UPDATES)) {
+			const char *by = tc_run_str(data, "node");
 			const cJSON *vals = cJSON_GetObjectItemCaseSensitive(data, "values");
 			cJSON *u = cJSON_CreateObject();
-			if (!by && *node)
-				by = node;
+			if (!by && *e->node)
+				by = e->node;
 			if (by)
 				cJSON_AddItemToObject(u, by, cJSON_Duplicate(vals, true));
 			emit(f, "updates", ns, by ? u : vals);
 			cJSON_Delete(u);
 		}
 	} else if (!strcmp(method, "messages")) {
-		if (shown && (t->modes & TC_MODE_MESSAGES))
-			tr_messages(f, ns, node, params, data);
+		if (shown && (f->modes & TC_MODE_MESSAGES))
+			tr_messages(f, e);
 	} else if (!strcmp(method, "tools")) {
 		/* A tool's result is a message of its own (a ToolMessage) in LangGraph's messages mode. */
-		const char *te = str_field(data, "event");
-		if (shown && (t->modes & TC_MODE_MESSAGES) && te && !strcmp(te, "tool-finished"))
-			emit_tool_message(f, ns, node, data);
+		const char *te = tc_run_str(data, "event");
+		if (shown && (f->modes & TC_MODE_MESSAGES) && te && !strcmp(te, "tool-finished"))
+			emit_tool_message(f, ns, e->node, data);
 	} else if (!strcmp(method, "custom")) {
-		if (shown && (t->modes & TC_MODE_CUSTOM))
+		if (shown && (f->modes & TC_MODE_CUSTOM))
 			emit(f, "custom", ns, cJSON_GetObjectItemCaseSensitive(data, "payload"));
 	} else if (!strcmp(method, "tasks")) {
-		if (shown && (t->modes & TC_MODE_TASKS))
+		if (shown && (f->modes & TC_MODE_TASKS))
 			emit(f, "tasks", ns, data);
 	} else if (!strcmp(method, "checkpoints")) {
-		if (shown && (t->modes & TC_MODE_CHECKPOINTS))
+		if (shown && (f->modes & TC_MODE_CHECKPOINTS))
 			emit(f, "checkpoints", ns, data);
 	} else if (!strcmp(method, "input.requested")) {
-		cJSON *i = cJSON_CreateObject();
-		const cJSON *payload = cJSON_GetObjectItemCaseSensitive(data, "payload");
-		cJSON_AddItemToObject(i, "value", payload ? cJSON_Duplicate(payload, true) : cJSON_CreateNull());
-		const char *iid = str_field(data, "interrupt_id");
-		if (iid)
-			cJSON_AddStringToObject(i, "id", iid);
-		if (!t->interrupts)
-			t->interrupts = cJSON_CreateArray();
-		if (cJSON_GetArraySize(t->interrupts) < 64)
-			cJSON_AddItemToArray(t->interrupts, i);
-		else
-			cJSON_Delete(i);
-		if (t->modes & TC_MODE_UPDATES) {
-			cJSON *u = cJSON_CreateObject();
-			cJSON_AddItemToObject(u, "__interrupt__", cJSON_Duplicate(t->interrupts, true));
-			emit(f, "updates", "", u);
-			cJSON_Delete(u);
-		}
-		if (t->modes & TC_MODE_VALUES) {
-			cJSON *v = values_with_interrupts(t);
-			emit(f, "values", "", v);
-			cJSON_Delete(v);
-		}
-	} else if (root && status &&
-		   (!strcmp(status, "completed") || !strcmp(status, "failed") || !strcmp(status, "interrupted"))) {
-		if (!strcmp(status, "failed")) {
-			const char *e = str_field(data, "error");
-			t->error = cJSON_CreateObject();
-			cJSON_AddStringToObject(t->error, "error", e && !strcmp(e, "cancelled") ? "CancelledError" : "Error");
-			cJSON_AddStringToObject(t->error, "message", e ? e : "the run failed");
-			emit(f, "error", "", t->error);
-		}
-		free(ns);
-		cJSON_Delete(ev);
-		t->ended = true;
-		return true;
+		interrupt(f, data);
 	}
-	free(ns);
-	cJSON_Delete(ev);
-	return false;
+}
+
+/* One protocol event of the thread (its WebSocket frame, spelled 0.0.21). */
+bool tc_runfmt_event(struct tc_runfmt *f, const char *frame, size_t len)
+{
+	struct tc_run_ev e;
+	enum tc_run_step step = tc_run_follow_step(&f->fw, frame, len, &e);
+	if ((step == TC_RUN_EVENT || step == TC_RUN_END) && e.seq >= 0) { /* ids need the seq */
+		f->cur_seq = (uint64_t)e.seq;
+		f->cur_k = 0;
+		if (step == TC_RUN_END)
+			run_end(f, &e);
+		else
+			run_event(f, &e);
+	}
+	tc_run_ev_clear(&e);
+	return f->fw.ended;
 }
 
 struct tc_runfmt *tc_runfmt_new(const char *run_id, const char *thread_id, unsigned modes, bool subgraphs,
 				bool in_run, uint64_t resume_id, tc_runfmt_emit *out, void *ctx)
 {
 	struct tc_runfmt *f = tc_xcalloc(1, sizeof(*f));
-	f->run_id = tc_xstrdup(run_id);
+	tc_run_follow_init(&f->fw, run_id, in_run);
 	f->thread = tc_xstrdup(thread_id);
 	f->modes = modes;
 	f->subgraphs = subgraphs;
-	f->in_run = in_run;
 	f->skip_seq = resume_id / TC_RUNFMT_IDS;
 	f->skip_k = (unsigned)(resume_id % TC_RUNFMT_IDS);
 	f->emit = out;
@@ -547,12 +433,12 @@ struct tc_runfmt *tc_runfmt_new(const char *run_id, const char *thread_id, unsig
 
 void tc_runfmt_assume_in_run(struct tc_runfmt *f)
 {
-	f->in_run = true;
+	f->fw.in_run = true;
 }
 
 bool tc_runfmt_ended(const struct tc_runfmt *f)
 {
-	return f->ended;
+	return f->fw.ended;
 }
 
 cJSON *tc_runfmt_result(const struct tc_runfmt *f)
@@ -562,5 +448,5 @@ cJSON *tc_runfmt_result(const struct tc_runfmt *f)
 		cJSON_AddItemToObject(body, "__error__", cJSON_Duplicate(f->error, true));
 		return body;
 	}
-	return values_with_interrupts((struct tc_runfmt *)f);
+	return values_with_interrupts(f);
 }

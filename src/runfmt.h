@@ -5,10 +5,9 @@
  * event frames in (the WebSocket frames of protocol 0.0.21, in seq order),
  * SSE text out through a callback, with the little state a stream needs.
  *
- * Which events are the run's: those from the root lifecycle "started" whose
- * run_id is the run's, to the run's end (the root lifecycle "completed",
- * "failed" or "interrupted", or another run's "started"). A stream resumed
- * after one of the run's own event ids starts inside the run.
+ * Which events are the run's, and which namespaces are subgraphs, is
+ * runfollow.h's: from the root lifecycle "started" whose run_id is the
+ * run's to its end (or another run's "started").
  *
  * The modes: values (the root's values events; "__interrupt__" added at an
  * interrupt), updates ({node: values}; {"__interrupt__": […]} at an
@@ -80,8 +79,5 @@ bool tc_runfmt_ended(const struct tc_runfmt *f);
  * message}} when it failed.
  */
 cJSON *tc_runfmt_result(const struct tc_runfmt *f);
-
-/** One SSE event (new text, *len bytes): id may be NULL, ns "" or NULL for none. */
-char *tc_runfmt_sse(const char *id, const char *mode, const char *ns, const cJSON *data, size_t *len);
 
 #endif

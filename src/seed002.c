@@ -31,11 +31,10 @@ struct block {
 };
 
 struct open_msg {
-	char *key;          /* ns "#" node; NULL: free slot */
+	struct tc_slot slot; /* key: ns "#" node */
 	bool ai;
 	char *id;
 	struct block b;
-	uint64_t used;
 };
 
 struct open_tool {
@@ -45,7 +44,7 @@ struct open_tool {
 };
 
 struct tc_seed002 {
-	struct tc_seed_follow fw;
+	struct tc_run_follow fw;
 	char *request_id, *thread_id, *agent_id;
 	tc_seedfmt_emit *emit;
 	void *ctx;
@@ -114,7 +113,7 @@ static void put(struct tc_seed002 *f, cJSON *b)
 	cJSON_AddStringToObject(b, "timestamp", ts);
 	if (f->emit) {
 		size_t len;
-		char *text = tc_seed_sse(NULL, cJSON_GetObjectItemCaseSensitive(b, "event")->valuestring, b, &len);
+		char *text = tc_sse_event(NULL, cJSON_GetObjectItemCaseSensitive(b, "event")->valuestring, b, &len);
 		f->emit(f->ctx, text, len);
 		free(text);
 	}
@@ -164,9 +163,9 @@ static void block_start(struct tc_seed002 *f, struct open_msg *m, const char *ki
 	*b = (struct block){ .open = true, .index = f->nblocks++ };
 	snprintf(b->kind, sizeof(b->kind), "%s", kind);
 	const char *s;
-	if ((s = tc_seed_str(content, "id")))
+	if ((s = tc_run_str(content, "id")))
 		b->call = tc_xstrdup(s);
-	if ((s = tc_seed_str(content, "name")))
+	if ((s = tc_run_str(content, "name")))
 		b->name = tc_xstrdup(s);
 	cJSON *e = stage(f, m, "start");
 	cJSON_AddNumberToObject(e, "blockIndex", b->index);
@@ -195,7 +194,7 @@ static void block_stop(struct tc_seed002 *f, struct open_msg *m, const cJSON *fi
 	cJSON *c = cJSON_CreateObject();
 	const char *text = b->text ? b->text : "";
 	if (!strcmp(b->kind, "tool_call")) {
-		const cJSON *args = tc_seed_get(final, "args");
+		const cJSON *args = tc_run_get(final, "args");
 		cJSON *input = cJSON_IsObject(args) ? cJSON_Duplicate(args, true) : cJSON_Parse(text);
 		if (!input)
 			input = cJSON_CreateObject();
@@ -218,34 +217,34 @@ static void block_stop(struct tc_seed002 *f, struct open_msg *m, const cJSON *fi
 	*b = (struct block){ 0 };
 }
 
-static void msg_clear(struct open_msg *m)
+/* Frees what the message holds; its slot stays. */
+static void msg_free(struct open_msg *m)
 {
-	free(m->key);
 	free(m->id);
 	free(m->b.text);
 	free(m->b.call);
 	free(m->b.name);
-	*m = (struct open_msg){ 0 };
+	m->id = NULL;
+	m->b = (struct block){ 0 };
+	m->ai = false;
 }
 
+static void msg_clear(struct open_msg *m)
+{
+	msg_free(m);
+	tc_slot_clear(&m->slot);
+}
+
+/* The message open in key; a new one (taken as an AI message until it says) closes what it evicts. */
 static struct open_msg *msg_slot(struct tc_seed002 *f, const char *key)
 {
-	struct open_msg *free_slot = NULL, *oldest = &f->msgs[0];
-	for (int i = 0; i < OPEN_MESSAGES; i++) {
-		struct open_msg *m = &f->msgs[i];
-		if (m->key && !strcmp(m->key, key)) {
-			m->used = ++f->clock;
-			return m;
-		}
-		if (!m->key && !free_slot)
-			free_slot = m;
-		if (m->used < oldest->used)
-			oldest = m;
+	bool fresh;
+	struct open_msg *m = tc_slot_find(f->msgs, OPEN_MESSAGES, sizeof(f->msgs[0]), &f->clock, key, true, &fresh);
+	if (fresh) {
+		block_stop(f, m, NULL);
+		msg_free(m);
+		m->ai = true;
 	}
-	struct open_msg *m = free_slot ? free_slot : oldest;
-	block_stop(f, m, NULL);
-	msg_clear(m);
-	*m = (struct open_msg){ .key = tc_xstrdup(key), .ai = true, .used = ++f->clock };
 	return m;
 }
 
@@ -279,9 +278,9 @@ static void usage_add(struct tc_seed002 *f, const cJSON *u)
 	}
 }
 
-static void on_messages(struct tc_seed002 *f, const struct tc_seed_ev *ev)
+static void on_messages(struct tc_seed002 *f, const struct tc_run_ev *ev)
 {
-	const char *e = tc_seed_str(ev->data, "event");
+	const char *e = tc_run_str(ev->data, "event");
 	if (!e)
 		return;
 	size_t kl = strlen(ev->ns) + strlen(ev->node) + 2;
@@ -290,7 +289,7 @@ static void on_messages(struct tc_seed002 *f, const struct tc_seed_ev *ev)
 	struct open_msg *m = msg_slot(f, key);
 	free(key);
 	if (!strcmp(e, "message-start")) {
-		const char *role = tc_seed_str(ev->data, "role"), *id = tc_seed_str(ev->data, "id");
+		const char *role = tc_run_str(ev->data, "role"), *id = tc_run_str(ev->data, "id");
 		block_stop(f, m, NULL);
 		free(m->id);
 		m->id = id ? tc_xstrdup(id) : NULL;
@@ -303,7 +302,7 @@ static void on_messages(struct tc_seed002 *f, const struct tc_seed_ev *ev)
 	}
 	if (!strcmp(e, "message-finish") || !strcmp(e, "error")) {
 		if (m->ai)
-			usage_add(f, tc_seed_get(ev->data, "usage"));
+			usage_add(f, tc_run_get(ev->data, "usage"));
 		block_stop(f, m, NULL);
 		msg_clear(m);
 		return;
@@ -312,8 +311,8 @@ static void on_messages(struct tc_seed002 *f, const struct tc_seed_ev *ev)
 		return;
 	if (!strcmp(e, "content-block-start") || !strcmp(e, "content-block-finish")) {
 		bool finish = e[14] == 'f';
-		const cJSON *block = tc_seed_get(ev->data, "content");
-		const char *kind = kind_of(tc_seed_str(block, "type"));
+		const cJSON *block = tc_run_get(ev->data, "content");
+		const char *kind = kind_of(tc_run_str(block, "type"));
 		if (!kind)
 			return;
 		if (!finish || !m->b.open || strcmp(m->b.kind, kind)) { /* a finish alone: the whole block */
@@ -321,21 +320,21 @@ static void on_messages(struct tc_seed002 *f, const struct tc_seed_ev *ev)
 			block_start(f, m, kind, block);
 		}
 		if (!strcmp(kind, "tool_call")) {
-			const cJSON *args = tc_seed_get(block, "args");
+			const cJSON *args = tc_run_get(block, "args");
 			if (cJSON_IsString(args) && (!finish || !m->b.deltas))
 				block_delta(f, m, args->valuestring);
 		} else if (!finish || !m->b.deltas) {
-			block_delta(f, m, tc_seed_str(block, !strcmp(kind, "text") ? "text" : "reasoning"));
+			block_delta(f, m, tc_run_str(block, !strcmp(kind, "text") ? "text" : "reasoning"));
 		}
 		if (finish)
 			block_stop(f, m, block);
 	} else if (!strcmp(e, "content-block-delta")) {
-		const cJSON *delta = tc_seed_get(ev->data, "delta");
-		const char *type = tc_seed_str(delta, "type");
+		const cJSON *delta = tc_run_get(ev->data, "delta");
+		const char *type = tc_run_str(delta, "type");
 		const cJSON *fields = NULL;
 		if (type && !strcmp(type, "block-delta")) {
-			fields = tc_seed_get(delta, "fields");
-			type = tc_seed_str(fields, "type");
+			fields = tc_run_get(delta, "fields");
+			type = tc_run_str(fields, "type");
 		}
 		const char *kind = kind_of(type);
 		if (!kind)
@@ -345,9 +344,9 @@ static void on_messages(struct tc_seed002 *f, const struct tc_seed_ev *ev)
 			block_start(f, m, kind, fields);
 		}
 		if (fields)
-			block_delta(f, m, tc_seed_str(fields, "args"));
+			block_delta(f, m, tc_run_str(fields, "args"));
 		else
-			block_delta(f, m, tc_seed_str(delta, !strcmp(kind, "text") ? "text" : "reasoning"));
+			block_delta(f, m, tc_run_str(delta, !strcmp(kind, "text") ? "text" : "reasoning"));
 	}
 }
 
@@ -388,10 +387,10 @@ static char *summary(const cJSON *out)
 	return s;
 }
 
-static void on_tools(struct tc_seed002 *f, const struct tc_seed_ev *ev)
+static void on_tools(struct tc_seed002 *f, const struct tc_run_ev *ev)
 {
-	const char *e = tc_seed_str(ev->data, "event");
-	const char *call = tc_seed_str(ev->data, "tool_call_id");
+	const char *e = tc_run_str(ev->data, "event");
+	const char *call = tc_run_str(ev->data, "tool_call_id");
 	if (!e || !call)
 		return;
 	bool started = !strcmp(e, "tool-started");
@@ -400,7 +399,7 @@ static void on_tools(struct tc_seed002 *f, const struct tc_seed_ev *ev)
 	if (!t)
 		return;
 	if (!t->call) {
-		const char *name = tc_seed_str(ev->data, "tool_name");
+		const char *name = tc_run_str(ev->data, "tool_name");
 		*t = (struct open_tool){ .call = tc_xstrdup(call), .name = name ? tc_xstrdup(name) : NULL,
 					 .index = f->nblocks++ };
 		cJSON *b = tool_stage(f, t, "start");
@@ -408,7 +407,7 @@ static void on_tools(struct tc_seed002 *f, const struct tc_seed_ev *ev)
 		put(f, b);
 	}
 	if (!strcmp(e, "tool-output-delta")) {
-		const char *d = tc_seed_str(ev->data, "delta");
+		const char *d = tc_run_str(ev->data, "delta");
 		if (d && *d) {
 			cJSON *b = tool_stage(f, t, "delta");
 			cJSON_AddStringToObject(b, "delta", d);
@@ -417,8 +416,8 @@ static void on_tools(struct tc_seed002 *f, const struct tc_seed_ev *ev)
 		}
 	} else if (end) {
 		bool ok = e[5] == 'f';
-		char *sum = ok ? summary(tc_seed_get(ev->data, "output")) : NULL;
-		const char *msg = tc_seed_str(ev->data, "message");
+		char *sum = ok ? summary(tc_run_get(ev->data, "output")) : NULL;
+		const char *msg = tc_run_str(ev->data, "message");
 		cJSON *b = tool_stage(f, t, "stop");
 		cJSON_AddNumberToObject(b, "blockIndex", t->index);
 		cJSON_AddStringToObject(b, "status", ok ? "success" : "error");
@@ -503,19 +502,19 @@ bool tc_seed002_event(struct tc_seed002 *f, const char *frame, size_t len)
 {
 	if (f->ended)
 		return true;
-	struct tc_seed_ev ev;
-	enum tc_seed_step step = tc_seed_follow(&f->fw, frame, len, &ev);
-	if (step == TC_SEED_SKIP)
+	struct tc_run_ev ev;
+	enum tc_run_step step = tc_run_follow_step(&f->fw, frame, len, &ev);
+	if (step == TC_RUN_SKIP)
 		return false;
-	if (step == TC_SEED_CUT) {
+	if (step == TC_RUN_CUT) {
 		terminal_error(f, "internal_error", "the run's events ended without its end: another run started");
 		return true;
 	}
 	f->last_ts = ev.timestamp;
 	metadata(f);
 	bool root = !*ev.ns;
-	if (step == TC_SEED_END) {
-		const char *err = tc_seed_str(ev.data, "error");
+	if (step == TC_RUN_END) {
+		const char *err = tc_run_str(ev.data, "error");
 		if (!strcmp(ev.status, "failed") && err && !strcmp(err, "cancelled"))
 			terminal_aborted(f, "cancelled");
 		else if (!strcmp(ev.status, "failed"))
@@ -527,9 +526,9 @@ bool tc_seed002_event(struct tc_seed002 *f, const char *frame, size_t len)
 	} else if (root && !strcmp(ev.method, "tools")) {
 		on_tools(f, &ev);
 	} else if (!strcmp(ev.method, "input.requested")) {
-		const char *iid = tc_seed_str(ev.data, "interrupt_id");
-		const cJSON *payload = tc_seed_get(ev.data, "payload");
-		const char *kind = tc_seed_str(payload, "kind");
+		const char *iid = tc_run_str(ev.data, "interrupt_id");
+		const cJSON *payload = tc_run_get(ev.data, "payload");
+		const char *kind = tc_run_str(payload, "kind");
 		cJSON *b = body(f, "continuation");
 		cJSON_AddStringToObject(b, "actionId", iid ? iid : "");
 		cJSON_AddStringToObject(b, "kind", kind ? kind : "input");
@@ -537,7 +536,7 @@ bool tc_seed002_event(struct tc_seed002 *f, const char *frame, size_t len)
 		f->continued = true;
 		put(f, b);
 	}
-	tc_seed_ev_clear(&ev);
+	tc_run_ev_clear(&ev);
 	return f->ended;
 }
 
@@ -555,7 +554,7 @@ struct tc_seed002 *tc_seed002_new(const char *run_id, const char *request_id, co
 				  const char *agent_id, bool in_run, tc_seedfmt_emit *emit, void *ctx)
 {
 	struct tc_seed002 *f = tc_xcalloc(1, sizeof(*f));
-	tc_seed_follow_init(&f->fw, run_id, in_run);
+	tc_run_follow_init(&f->fw, run_id, in_run);
 	f->request_id = tc_xstrdup(request_id ? request_id : "");
 	f->thread_id = tc_xstrdup(thread_id ? thread_id : "");
 	f->agent_id = tc_xstrdup(agent_id ? agent_id : "");
@@ -569,7 +568,7 @@ void tc_seed002_free(struct tc_seed002 *f)
 {
 	if (!f)
 		return;
-	tc_seed_follow_clear(&f->fw);
+	tc_run_follow_clear(&f->fw);
 	for (int i = 0; i < OPEN_MESSAGES; i++)
 		msg_clear(&f->msgs[i]);
 	for (int i = 0; i < OPEN_TOOLS; i++) {

@@ -16,10 +16,9 @@
 
 /* A message being streamed by one node of one graph. */
 struct open_msg {
-	char *key;      /* ns "#" node; NULL: free slot */
+	struct tc_slot slot; /* key: ns "#" node */
 	bool ai;        /* an AI message: its text and reasoning are chunks */
 	bool streamed;  /* the current block had deltas */
-	uint64_t used;
 };
 
 /* A graph of the run (the root: ns ""), its last values and its type. */
@@ -31,7 +30,7 @@ struct graph {
 };
 
 struct tc_seed004 {
-	struct tc_seed_follow fw;
+	struct tc_run_follow fw;
 	char *agent_type;
 	tc_seedfmt_emit *emit;
 	void *ctx;
@@ -52,7 +51,7 @@ static void out(struct tc_seed004 *f, cJSON *body)
 		char id[24];
 		size_t len;
 		snprintf(id, sizeof(id), "%llu", (unsigned long long)n);
-		char *text = tc_seed_sse(id, NULL, body, &len);
+		char *text = tc_sse_event(id, NULL, body, &len);
 		f->emit(f->ctx, text, len);
 		free(text);
 	}
@@ -109,40 +108,30 @@ static void out_chunk(struct tc_seed004 *f, cJSON *c)
 
 static void msg_clear(struct open_msg *m)
 {
-	free(m->key);
-	*m = (struct open_msg){ 0 };
+	tc_slot_clear(&m->slot);
+	m->ai = m->streamed = false;
 }
 
+/* The message open in key (with create: a new one, taken as an AI message until it says). */
 static struct open_msg *msg_slot(struct tc_seed004 *f, const char *key, bool create)
 {
-	struct open_msg *free_slot = NULL, *oldest = &f->msgs[0];
-	for (int i = 0; i < OPEN_MESSAGES; i++) {
-		struct open_msg *m = &f->msgs[i];
-		if (m->key && !strcmp(m->key, key)) {
-			m->used = ++f->clock;
-			return m;
-		}
-		if (!m->key && !free_slot)
-			free_slot = m;
-		if (m->used < oldest->used)
-			oldest = m;
+	bool fresh;
+	struct open_msg *m = tc_slot_find(f->msgs, OPEN_MESSAGES, sizeof(f->msgs[0]), &f->clock, key, create, &fresh);
+	if (fresh) {
+		m->ai = true;
+		m->streamed = false;
 	}
-	if (!create)
-		return NULL;
-	struct open_msg *m = free_slot ? free_slot : oldest;
-	msg_clear(m);
-	*m = (struct open_msg){ .key = tc_xstrdup(key), .ai = true, .used = ++f->clock };
 	return m;
 }
 
-static void text_chunk(struct tc_seed004 *f, const struct tc_seed_ev *ev, const char *text)
+static void text_chunk(struct tc_seed004 *f, const struct tc_run_ev *ev, const char *text)
 {
 	cJSON *c = chunk(f, "text_delta", ev->ns, ev->timestamp);
 	cJSON_AddStringToObject(c, "delta", text);
 	out_chunk(f, c);
 }
 
-static void thinking_chunk(struct tc_seed004 *f, const struct tc_seed_ev *ev, const char *text, bool complete)
+static void thinking_chunk(struct tc_seed004 *f, const struct tc_run_ev *ev, const char *text, bool complete)
 {
 	cJSON *c = chunk(f, "thinking", ev->ns, ev->timestamp);
 	cJSON_AddStringToObject(c, "content", text);
@@ -150,9 +139,9 @@ static void thinking_chunk(struct tc_seed004 *f, const struct tc_seed_ev *ev, co
 	out_chunk(f, c);
 }
 
-static void on_messages(struct tc_seed004 *f, const struct tc_seed_ev *ev)
+static void on_messages(struct tc_seed004 *f, const struct tc_run_ev *ev)
 {
-	const char *e = tc_seed_str(ev->data, "event");
+	const char *e = tc_run_str(ev->data, "event");
 	if (!e)
 		return;
 	size_t kl = strlen(ev->ns) + strlen(ev->node) + 2;
@@ -160,15 +149,15 @@ static void on_messages(struct tc_seed004 *f, const struct tc_seed_ev *ev)
 	snprintf(key, kl, "%s#%s", ev->ns, ev->node);
 	if (!strcmp(e, "message-start")) {
 		struct open_msg *m = msg_slot(f, key, true);
-		const char *role = tc_seed_str(ev->data, "role");
+		const char *role = tc_run_str(ev->data, "role");
 		m->ai = !role || !strcmp(role, "ai") || !strcmp(role, "assistant");
 		m->streamed = false;
 		free(key);
 		return;
 	}
 	if (!strcmp(e, "error")) {
-		const char *msg = tc_seed_str(ev->data, "message");
-		const char *code = tc_seed_str(ev->data, "code");
+		const char *msg = tc_run_str(ev->data, "message");
+		const char *code = tc_run_str(ev->data, "code");
 		cJSON *c = chunk(f, "error", ev->ns, ev->timestamp);
 		cJSON_AddStringToObject(c, "error", msg ? msg : "error");
 		if (code)
@@ -192,20 +181,20 @@ static void on_messages(struct tc_seed004 *f, const struct tc_seed_ev *ev)
 		return;
 	if (!strcmp(e, "content-block-start") || !strcmp(e, "content-block-finish")) {
 		bool finish = e[14] == 'f';
-		const cJSON *block = tc_seed_get(ev->data, "content");
-		const char *type = tc_seed_str(block, "type");
+		const cJSON *block = tc_run_get(ev->data, "content");
+		const char *type = tc_run_str(block, "type");
 		if (!finish)
 			m->streamed = false;
 		if (!type)
 			return;
 		if (!strcmp(type, "text")) {
-			const char *text = tc_seed_str(block, "text");
+			const char *text = tc_run_str(block, "text");
 			if (text && *text && !m->streamed)
 				text_chunk(f, ev, text);
 			if (text && *text)
 				m->streamed = true;
 		} else if (!strcmp(type, "reasoning")) {
-			const char *text = tc_seed_str(block, "reasoning");
+			const char *text = tc_run_str(block, "reasoning");
 			if (!finish && text && *text) {
 				thinking_chunk(f, ev, text, false);
 				m->streamed = true;
@@ -217,18 +206,18 @@ static void on_messages(struct tc_seed004 *f, const struct tc_seed_ev *ev)
 		if (finish)
 			m->streamed = false;
 	} else if (!strcmp(e, "content-block-delta")) {
-		const cJSON *delta = tc_seed_get(ev->data, "delta");
-		const char *type = tc_seed_str(delta, "type");
+		const cJSON *delta = tc_run_get(ev->data, "delta");
+		const char *type = tc_run_str(delta, "type");
 		if (!type)
 			return;
 		if (!strcmp(type, "text-delta")) {
-			const char *text = tc_seed_str(delta, "text");
+			const char *text = tc_run_str(delta, "text");
 			if (text && *text) {
 				m->streamed = true;
 				text_chunk(f, ev, text);
 			}
 		} else if (!strcmp(type, "reasoning-delta")) {
-			const char *text = tc_seed_str(delta, "reasoning");
+			const char *text = tc_run_str(delta, "reasoning");
 			if (text && *text) {
 				m->streamed = true;
 				thinking_chunk(f, ev, text, false);
@@ -237,15 +226,15 @@ static void on_messages(struct tc_seed004 *f, const struct tc_seed_ev *ev)
 	}
 }
 
-static void on_tools(struct tc_seed004 *f, const struct tc_seed_ev *ev)
+static void on_tools(struct tc_seed004 *f, const struct tc_run_ev *ev)
 {
-	const char *e = tc_seed_str(ev->data, "event");
-	const char *call = tc_seed_str(ev->data, "tool_call_id");
+	const char *e = tc_run_str(ev->data, "event");
+	const char *call = tc_run_str(ev->data, "tool_call_id");
 	if (!e || !call)
 		return;
 	if (!strcmp(e, "tool-started")) {
-		const char *name = tc_seed_str(ev->data, "tool_name");
-		const cJSON *input = tc_seed_get(ev->data, "input");
+		const char *name = tc_run_str(ev->data, "tool_name");
+		const cJSON *input = tc_run_get(ev->data, "input");
 		cJSON *c = chunk(f, "tool_start", ev->ns, ev->timestamp);
 		cJSON_AddStringToObject(c, "toolCallId", call);
 		cJSON_AddStringToObject(c, "toolName", name ? name : "");
@@ -253,13 +242,13 @@ static void on_tools(struct tc_seed004 *f, const struct tc_seed_ev *ev)
 		out_chunk(f, c);
 	} else if (!strcmp(e, "tool-finished") || !strcmp(e, "tool-error")) {
 		bool ok = e[5] == 'f';
-		const cJSON *output = tc_seed_get(ev->data, "output");
+		const cJSON *output = tc_run_get(ev->data, "output");
 		cJSON *c = chunk(f, "tool_end", ev->ns, ev->timestamp);
 		cJSON_AddStringToObject(c, "toolCallId", call);
 		cJSON_AddItemToObject(c, "result", ok && output ? cJSON_Duplicate(output, true) : cJSON_CreateNull());
 		cJSON_AddBoolToObject(c, "success", ok);
 		if (!ok) {
-			const char *msg = tc_seed_str(ev->data, "message");
+			const char *msg = tc_run_str(ev->data, "message");
 			cJSON_AddStringToObject(c, "error", msg ? msg : "the tool failed");
 		}
 		out_chunk(f, c);
@@ -333,7 +322,7 @@ static cJSON *diff(const cJSON *old, const cJSON *now)
 	return patches;
 }
 
-static void on_values(struct tc_seed004 *f, const struct tc_seed_ev *ev)
+static void on_values(struct tc_seed004 *f, const struct tc_run_ev *ev)
 {
 	if (!cJSON_IsObject(ev->data))
 		return;
@@ -353,7 +342,7 @@ static void on_values(struct tc_seed004 *f, const struct tc_seed_ev *ev)
 }
 
 /* A subgraph's lifecycle: its start and its end are a sub-agent's. */
-static void on_subgraph(struct tc_seed004 *f, const struct tc_seed_ev *ev)
+static void on_subgraph(struct tc_seed004 *f, const struct tc_run_ev *ev)
 {
 	bool start = !strcmp(ev->status, "started");
 	bool end = !strcmp(ev->status, "completed") || !strcmp(ev->status, "failed") ||
@@ -361,7 +350,7 @@ static void on_subgraph(struct tc_seed004 *f, const struct tc_seed_ev *ev)
 	if (!start && !end)
 		return;
 	struct graph *g = graph_of(f, ev->ns, true);
-	const char *gname = tc_seed_str(ev->data, "graph_name");
+	const char *gname = tc_run_str(ev->data, "graph_name");
 	const char *last = strrchr(ev->ns, '|');
 	last = last ? last + 1 : ev->ns;
 	char type[128];
@@ -383,12 +372,12 @@ static void on_subgraph(struct tc_seed004 *f, const struct tc_seed_ev *ev)
 	char *sub = agent_id(f, ev->ns);
 	cJSON_AddStringToObject(c, "subSessionId", sub);
 	free(sub);
-	const char *call = tc_seed_str(tc_seed_get(ev->data, "cause"), "tool_call_id");
+	const char *call = tc_run_str(tc_run_get(ev->data, "cause"), "tool_call_id");
 	if (g && call && !g->call)
 		g->call = tc_xstrdup(call);
 	cJSON_AddStringToObject(c, "callId", g && g->call ? g->call : call ? call : "");
 	if (end) {
-		const char *err = tc_seed_str(ev->data, "error");
+		const char *err = tc_run_str(ev->data, "error");
 		cJSON *result;
 		if (!strcmp(ev->status, "failed")) {
 			result = cJSON_CreateObject();
@@ -401,7 +390,7 @@ static void on_subgraph(struct tc_seed004 *f, const struct tc_seed_ev *ev)
 	out_chunk(f, c);
 }
 
-static void on_event(struct tc_seed004 *f, const struct tc_seed_ev *ev)
+static void on_event(struct tc_seed004 *f, const struct tc_run_ev *ev)
 {
 	const char *m = ev->method;
 	if (!strcmp(m, "messages")) {
@@ -411,16 +400,16 @@ static void on_event(struct tc_seed004 *f, const struct tc_seed_ev *ev)
 	} else if (!strcmp(m, "values")) {
 		on_values(f, ev);
 	} else if (!strcmp(m, "custom")) {
-		const char *name = tc_seed_str(ev->data, "name");
-		const cJSON *payload = tc_seed_get(ev->data, "payload");
+		const char *name = tc_run_str(ev->data, "name");
+		const cJSON *payload = tc_run_get(ev->data, "payload");
 		cJSON *c = chunk(f, "custom", ev->ns, ev->timestamp);
 		cJSON_AddStringToObject(c, "eventName", name ? name : "");
 		cJSON_AddItemToObject(c, "data", payload ? cJSON_Duplicate(payload, true) : cJSON_CreateNull());
 		out_chunk(f, c);
 	} else if (!strcmp(m, "input.requested")) {
 		/* An interrupt: a custom "interrupt" chunk, and "__interrupt__" in the output. */
-		const char *iid = tc_seed_str(ev->data, "interrupt_id");
-		const cJSON *payload = tc_seed_get(ev->data, "payload");
+		const char *iid = tc_run_str(ev->data, "interrupt_id");
+		const cJSON *payload = tc_run_get(ev->data, "payload");
 		cJSON *i = cJSON_CreateObject();
 		cJSON_AddItemToObject(i, "value", payload ? cJSON_Duplicate(payload, true) : cJSON_CreateNull());
 		if (iid)
@@ -436,7 +425,7 @@ static void on_event(struct tc_seed004 *f, const struct tc_seed_ev *ev)
 			cJSON_Delete(i);
 		out_chunk(f, c);
 	} else if (!strcmp(m, "checkpoints")) {
-		const cJSON *step = tc_seed_get(ev->data, "step");
+		const cJSON *step = tc_run_get(ev->data, "step");
 		if (!*ev->ns && cJSON_IsNumber(step))
 			f->step = step->valuedouble;
 	} else if (!strcmp(m, "lifecycle") && *ev->ns && ev->status) {
@@ -453,10 +442,10 @@ static void fail(struct tc_seed004 *f, const char *error)
 	out(f, body);
 }
 
-static void on_end(struct tc_seed004 *f, const struct tc_seed_ev *ev)
+static void on_end(struct tc_seed004 *f, const struct tc_run_ev *ev)
 {
 	if (!strcmp(ev->status, "failed")) {
-		const char *err = tc_seed_str(ev->data, "error");
+		const char *err = tc_run_str(ev->data, "error");
 		cJSON *c = chunk(f, "error", "", ev->timestamp);
 		cJSON_AddStringToObject(c, "error", err ? err : "the run failed");
 		cJSON_AddBoolToObject(c, "recoverable", false);
@@ -483,20 +472,20 @@ bool tc_seed004_event(struct tc_seed004 *f, const char *frame, size_t len)
 {
 	if (f->status != ACTIVE)
 		return true;
-	struct tc_seed_ev ev;
-	switch (tc_seed_follow(&f->fw, frame, len, &ev)) {
-	case TC_SEED_SKIP:
+	struct tc_run_ev ev;
+	switch (tc_run_follow_step(&f->fw, frame, len, &ev)) {
+	case TC_RUN_SKIP:
 		return false;
-	case TC_SEED_CUT:
+	case TC_RUN_CUT:
 		fail(f, "the run's events ended without its end: another run started");
 		return true;
-	case TC_SEED_EVENT:
+	case TC_RUN_EVENT:
 		on_event(f, &ev);
-		tc_seed_ev_clear(&ev);
+		tc_run_ev_clear(&ev);
 		return false;
-	case TC_SEED_END:
+	case TC_RUN_END:
 		on_end(f, &ev);
-		tc_seed_ev_clear(&ev);
+		tc_run_ev_clear(&ev);
 		return true;
 	}
 	return false;
@@ -524,7 +513,7 @@ struct tc_seed004 *tc_seed004_new(const char *run_id, const char *agent_type, bo
 				  tc_seedfmt_emit *emit, void *ctx)
 {
 	struct tc_seed004 *f = tc_xcalloc(1, sizeof(*f));
-	tc_seed_follow_init(&f->fw, run_id, in_run);
+	tc_run_follow_init(&f->fw, run_id, in_run);
 	f->agent_type = agent_type ? tc_xstrdup(agent_type) : NULL;
 	f->skip = skip_through;
 	f->emit = emit;
@@ -536,7 +525,7 @@ void tc_seed004_free(struct tc_seed004 *f)
 {
 	if (!f)
 		return;
-	tc_seed_follow_clear(&f->fw);
+	tc_run_follow_clear(&f->fw);
 	for (int i = 0; i < OPEN_MESSAGES; i++)
 		msg_clear(&f->msgs[i]);
 	for (size_t i = 0; i < f->ngraphs; i++) {

@@ -9,10 +9,8 @@
  * Pure, like runfmt.h: event frames in (the WebSocket frames of protocol
  * 0.0.21, in seq order), complete wire units out through a callback (an SSE
  * event with its blank line; one NDJSON line with its "\n"), with the small
- * state a stream needs. The run is followed as runfmt follows it: its events
- * run from the root lifecycle "started" whose run_id is the run's to the
- * root "completed", "failed" or "interrupted" — or to another run's
- * "started", which cuts the stream. Whatever the input, each stream ends
+ * state a stream needs. The run is followed as runfmt follows it
+ * (runfollow.h): another run's "started" cuts the stream. Whatever the input, each stream ends
  * with exactly one terminal frame: the run's own end, a cut, or the
  * caller's tc_seed*_finish (a gateway giving up, a client cancelling).
  * After it nothing more is emitted.
@@ -27,6 +25,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "runfollow.h"
 
 /** Receives one complete wire unit (an SSE event, an NDJSON line). */
 typedef void tc_seedfmt_emit(void *ctx, const char *text, size_t len);
@@ -80,48 +80,8 @@ bool tc_seed002_retryable(const char *code);
 
 /* seed 003 (NDJSON with an envelope, a final reply line): not built yet. */
 
-/* ---- shared by the translators (seedfmt.c) ---- */
+/* ---- shared by the translators (seedfmt.c; the run follower is runfollow.h's) ---- */
 
-#define TC_SEED_SUBGRAPHS 256 /* subgraph namespaces a stream knows */
-
-/* Following one run through a thread's events. */
-struct tc_seed_follow {
-	char *run_id;
-	bool in_run, ended;
-	char *subgraphs[TC_SEED_SUBGRAPHS]; /* joined namespaces with lifecycle events */
-	size_t nsubgraphs;
-};
-
-/* What one frame is to the run. */
-enum tc_seed_step {
-	TC_SEED_SKIP,  /* not the run's, or not an event: nothing to do */
-	TC_SEED_EVENT, /* one of the run's events (ev filled) */
-	TC_SEED_END,   /* the run's root completed / failed / interrupted (ev filled) */
-	TC_SEED_CUT,   /* another run started before the run's end */
-};
-
-/* One of the run's events, parsed. */
-struct tc_seed_ev {
-	cJSON *frame;
-	const char *method;
-	const cJSON *params, *data;
-	double timestamp;   /* params.timestamp (ms), 0 when absent */
-	char *ns;           /* the graph namespace: real subgraphs only, joined with "|"; "" the root */
-	char node[128];     /* params.node, or the name of the node task the event came from */
-	const char *status; /* a lifecycle event's status */
-};
-
-void tc_seed_follow_init(struct tc_seed_follow *fw, const char *run_id, bool in_run);
-void tc_seed_follow_clear(struct tc_seed_follow *fw);
-/** Classifies a frame; for EVENT and END, ev is filled (tc_seed_ev_clear it). */
-enum tc_seed_step tc_seed_follow(struct tc_seed_follow *fw, const char *frame, size_t len, struct tc_seed_ev *ev);
-void tc_seed_ev_clear(struct tc_seed_ev *ev);
-/** A string member by its protocol name, in either spelling (NULL: absent). */
-const char *tc_seed_str(const cJSON *o, const char *name);
-/** A member by its protocol name, in either spelling. */
-const cJSON *tc_seed_get(const cJSON *o, const char *name);
-/** Text as an SSE event ("id: …\n" when id, "event: …\n" when event, "data: …\n\n"). */
-char *tc_seed_sse(const char *id, const char *event, const cJSON *data, size_t *len);
 /** Appends s to a bounded text (*text grows, at most max bytes kept). */
 void tc_seed_append(char **text, size_t *len, const char *s, size_t max);
 

@@ -1,0 +1,195 @@
+/*
+ * runfollow.c — following one run through a thread's events (runfollow.h).
+ */
+#include "runfollow.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "spell.h"
+#include "util.h"
+
+const cJSON *tc_run_get(const cJSON *o, const char *name)
+{
+	return cJSON_IsObject(o) ? tc_spell_get(o, name, TC_SPELL_021) : NULL;
+}
+
+const char *tc_run_str(const cJSON *o, const char *name)
+{
+	const cJSON *v = tc_run_get(o, name);
+	return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+void tc_run_follow_init(struct tc_run_follow *fw, const char *run_id, bool in_run)
+{
+	*fw = (struct tc_run_follow){ .run_id = tc_xstrdup(run_id ? run_id : ""), .in_run = in_run };
+}
+
+void tc_run_follow_clear(struct tc_run_follow *fw)
+{
+	for (size_t i = 0; i < fw->nsubgraphs; i++)
+		free(fw->subgraphs[i]);
+	free(fw->run_id);
+	*fw = (struct tc_run_follow){ 0 };
+}
+
+void tc_run_ev_clear(struct tc_run_ev *ev)
+{
+	cJSON_Delete(ev->frame);
+	free(ev->ns);
+	*ev = (struct tc_run_ev){ 0 };
+}
+
+/* "a|b" from ["a", "b"] (caller frees). */
+static char *ns_join(const cJSON *ns)
+{
+	size_t n = 1;
+	const cJSON *it;
+	cJSON_ArrayForEach(it, ns)
+		if (cJSON_IsString(it))
+			n += strlen(it->valuestring) + 1;
+	char *s = tc_xmalloc(n), *p = s;
+	*p = '\0';
+	cJSON_ArrayForEach(it, ns) {
+		if (!cJSON_IsString(it))
+			continue;
+		if (p != s)
+			*p++ = '|';
+		size_t l = strlen(it->valuestring);
+		memcpy(p, it->valuestring, l);
+		p += l;
+		*p = '\0';
+	}
+	return s;
+}
+
+static bool is_subgraph(const struct tc_run_follow *fw, const char *ns)
+{
+	for (size_t i = 0; i < fw->nsubgraphs; i++)
+		if (!strcmp(fw->subgraphs[i], ns))
+			return true;
+	return false;
+}
+
+/* Drops the node tasks from a joined namespace: node gets the innermost one's name. */
+static void graph_ns(const struct tc_run_follow *fw, char *joined, char node[128])
+{
+	for (;;) {
+		if (!*joined || is_subgraph(fw, joined))
+			return;
+		char *bar = strrchr(joined, '|');
+		char *seg = bar ? bar + 1 : joined;
+		if (!node[0])
+			snprintf(node, 128, "%.*s", (int)strcspn(seg, ":"), seg);
+		if (bar)
+			*bar = '\0';
+		else
+			*joined = '\0';
+	}
+}
+
+enum tc_run_step tc_run_follow_step(struct tc_run_follow *fw, const char *frame, size_t len, struct tc_run_ev *ev)
+{
+	*ev = (struct tc_run_ev){ 0 };
+	if (fw->ended || !frame)
+		return TC_RUN_SKIP;
+	cJSON *j = cJSON_ParseWithLength(frame, len);
+	const char *method = tc_run_str(j, "method");
+	const cJSON *params = cJSON_GetObjectItemCaseSensitive(j, "params");
+	const cJSON *nsv = cJSON_GetObjectItemCaseSensitive(params, "namespace");
+	const cJSON *data = cJSON_GetObjectItemCaseSensitive(params, "data");
+	if (!method || !cJSON_IsArray(nsv)) {
+		cJSON_Delete(j);
+		return TC_RUN_SKIP;
+	}
+	bool root = cJSON_GetArraySize(nsv) == 0;
+	const char *status = !strcmp(method, "lifecycle") ? tc_run_str(data, "event") : NULL;
+	if (root && status && !strcmp(status, "started")) {
+		const char *rid = tc_run_str(data, "run_id");
+		if (!fw->in_run && rid && !strcmp(rid, fw->run_id)) {
+			fw->in_run = true;
+		} else if (fw->in_run && rid && strcmp(rid, fw->run_id)) {
+			fw->ended = true;
+			cJSON_Delete(j);
+			return TC_RUN_CUT;
+		}
+	}
+	if (status && !root) {
+		char *sub = ns_join(nsv);
+		if (!is_subgraph(fw, sub) && fw->nsubgraphs < TC_RUN_SUBGRAPHS)
+			fw->subgraphs[fw->nsubgraphs++] = sub;
+		else
+			free(sub);
+	}
+	if (!fw->in_run) {
+		cJSON_Delete(j);
+		return TC_RUN_SKIP;
+	}
+	ev->frame = j;
+	ev->method = method;
+	ev->params = params;
+	ev->data = data;
+	const cJSON *seq = cJSON_GetObjectItemCaseSensitive(j, "seq");
+	ev->seq = cJSON_IsNumber(seq) && seq->valuedouble >= 0 && seq->valuedouble <= (double)TC_JS_MAX_SAFE ?
+			  seq->valuedouble : -1;
+	const cJSON *ts = cJSON_GetObjectItemCaseSensitive(params, "timestamp");
+	ev->timestamp = cJSON_IsNumber(ts) ? ts->valuedouble : 0;
+	ev->status = status;
+	ev->ns = ns_join(nsv);
+	const char *node = tc_run_str(params, "node");
+	if (node)
+		snprintf(ev->node, sizeof(ev->node), "%s", node);
+	if (!status)
+		graph_ns(fw, ev->ns, ev->node);
+	if (root && status &&
+	    (!strcmp(status, "completed") || !strcmp(status, "failed") || !strcmp(status, "interrupted"))) {
+		fw->ended = true;
+		return TC_RUN_END;
+	}
+	return TC_RUN_EVENT;
+}
+
+char *tc_sse_event(const char *id, const char *event, const cJSON *data, size_t *len)
+{
+	char *json = data ? cJSON_PrintUnformatted(data) : tc_xstrdup("null");
+	size_t cap = strlen(json) + (event ? strlen(event) : 0) + (id ? strlen(id) : 0) + 32;
+	char *buf = tc_xmalloc(cap);
+	int n = snprintf(buf, cap, "%s%s%s%s%s%sdata: %s\n\n", id ? "id: " : "", id ? id : "", id ? "\n" : "",
+			 event ? "event: " : "", event ? event : "", event ? "\n" : "", json);
+	free(json);
+	*len = (size_t)n;
+	return buf;
+}
+
+void *tc_slot_find(void *entries, size_t n, size_t size, uint64_t *clock, const char *key, bool create,
+		   bool *fresh)
+{
+	struct tc_slot *free_slot = NULL, *oldest = entries;
+	*fresh = false;
+	for (size_t i = 0; i < n; i++) {
+		struct tc_slot *s = (struct tc_slot *)((char *)entries + i * size);
+		if (s->key && !strcmp(s->key, key)) {
+			s->used = ++*clock;
+			return s;
+		}
+		if (!s->key && !free_slot)
+			free_slot = s;
+		if (s->used < oldest->used)
+			oldest = s;
+	}
+	if (!create)
+		return NULL;
+	struct tc_slot *s = free_slot ? free_slot : oldest;
+	free(s->key);
+	s->key = tc_xstrdup(key);
+	s->used = ++*clock;
+	*fresh = true;
+	return s;
+}
+
+void tc_slot_clear(struct tc_slot *s)
+{
+	free(s->key);
+	*s = (struct tc_slot){ 0 };
+}
