@@ -357,9 +357,11 @@ export async function serve(opts = {}) {
       clearInterval(renew);
     }
     try {
-      const report = ctl.rest ? await restOutcome(ctl, status, error) : null;
+      // A REST run's record is over before its stream says so: a client whose
+      // stream just ended finds the run finished (else the SDK reconnects, to
+      // a stateless run's records deleted meanwhile).
+      if (ctl.rest) await restCall('run.finished', await restOutcome(ctl, status, error));
       await relay.end(status, extra);
-      if (report) await restCall('run.finished', report);
       // A stateless run's thread (temporary, on_completion "delete"): its checkpoints go with it.
       if (ctl.dispose) await Promise.all([saver.deleteThread(thread), cmd.del(keys.run(thread), keys.undo(thread))]);
       else await cmd.hset(keys.run(thread), 'status', 'done');
