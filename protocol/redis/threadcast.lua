@@ -420,6 +420,100 @@ redis.register_function('threadcast_append_batch', guarded(append_batch))
 redis.register_function('threadcast_register', guarded(register))
 redis.register_function('threadcast_submit', guarded(submit))
 
+-- ==== shared by threadcast_store and threadcast_rest: HTTP answers, JSON text, time ====
+
+local HTTP_FAIL = 'threadcast-http:'
+
+-- An HTTP error reply (status, {"detail": msg}), carried out of nested calls
+-- by error() as a string.
+local function http(status, msg)
+  error(HTTP_FAIL .. status .. ':' .. msg, 0)
+end
+
+-- A member that is not there (nil, or JSON null).
+local function absent(v) return v == nil or v == cjson.null end
+
+-- handler(...)'s {status, body[, extra]}, or the {status, {"detail"}} an
+-- http() in it gave; anything else it raised is a Redis error (a bug).
+local function answered(handler, ...)
+  local ok, res = pcall(handler, ...)
+  if ok then return res end
+  if type(res) == 'string' and string.sub(res, 1, #HTTP_FAIL) == HTTP_FAIL then
+    local status, msg = string.match(string.sub(res, #HTTP_FAIL + 1), '^(%d+):(.*)$')
+    return { tonumber(status), cjson.encode({ detail = msg }) }
+  end
+  error(res, 0)
+end
+
+-- ms since the epoch as ISO-8601 UTC with milliseconds (Redis' Lua has no os.date).
+local function iso(ms)
+  ms = math.floor(tonumber(ms) or 0)
+  local s = math.floor(ms / 1000)
+  local days = math.floor(s / 86400)
+  local rem = s - days * 86400
+  -- days since 1970-01-01 to a civil date (the proleptic Gregorian calendar)
+  local z = days + 719468
+  local era = math.floor(z / 146097)
+  local doe = z - era * 146097
+  local yoe = math.floor((doe - math.floor(doe / 1460) + math.floor(doe / 36524) - math.floor(doe / 146096)) / 365)
+  local doy = doe - (365 * yoe + math.floor(yoe / 4) - math.floor(yoe / 100))
+  local mp = math.floor((5 * doy + 2) / 153)
+  local d = doy - math.floor((153 * mp + 2) / 5) + 1
+  local m = mp < 10 and mp + 3 or mp - 9
+  local y = yoe + era * 400 + (m <= 2 and 1 or 0)
+  return string.format('%04d-%02d-%02dT%02d:%02d:%02d.%03dZ', y, m, d, math.floor(rem / 3600),
+                       math.floor(rem % 3600 / 60), rem % 60, ms - s * 1000)
+end
+
+-- The end of the JSON value that starts at i, in a text cjson has accepted.
+local function value_end(s, i)
+  local c = string.byte(s, i)
+  if c == 34 then -- a string
+    local j = i + 1
+    while true do
+      local q = string.find(s, '["\\]', j)
+      if string.byte(s, q) == 92 then j = q + 2 else return q end
+    end
+  elseif c == 123 or c == 91 then -- an object or an array
+    local depth, j = 0, i
+    while true do
+      local q = string.find(s, '["{}%[%]]', j)
+      local b = string.byte(s, q)
+      if b == 34 then
+        q = value_end(s, q)
+      elseif b == 123 or b == 91 then
+        depth = depth + 1
+      else
+        depth = depth - 1
+        if depth == 0 then return q end
+      end
+      j = q + 1
+    end
+  end
+  local _, e = string.find(s, '^[^,}%]%s]+', i) -- a number, true, false or null
+  return e
+end
+
+-- The members of a JSON object text cjson has accepted: name -> the value's
+-- own text, and the names in order.
+local function members(s)
+  local out, order = {}, {}
+  local i = string.find(s, '{', 1, true) + 1
+  while true do
+    i = string.find(s, '[^%s,]', i)
+    if string.byte(s, i) == 125 then break end -- '}'
+    local ke = value_end(s, i)
+    local key = string.sub(s, i + 1, ke - 1)
+    if string.find(key, '\\', 1, true) then key = cjson.decode(string.sub(s, i, ke)) end
+    local vs = string.find(s, '[^%s:]', ke + 1)
+    local ve = value_end(s, vs)
+    if out[key] == nil then order[#order + 1] = key end
+    out[key] = string.sub(s, vs, ve)
+    i = ve + 1
+  end
+  return out, order
+end
+
 -- ==== threadcast_store: the Agent Protocol store (/store/*) ============================
 --
 --   FCALL threadcast_store 1 {tc:store} <op> <args-json>   -> {status, body-json}
@@ -458,82 +552,8 @@ local STORE_MAX_SCAN = 10000
 local STORE_MAX_TTL = 5256000 -- minutes: ten years
 local STORE_SWEEP = 200
 local STORE_CHUNK = 256
-local STORE_REJECT = 'threadcast-store-reject:'
 
--- An HTTP error reply, carried out of nested calls as a string.
-local function reject(status, msg)
-  error(STORE_REJECT .. status .. ':' .. msg, 0)
-end
-local function invalid(msg) reject(422, msg) end
-
--- ms since the epoch as ISO-8601 UTC with milliseconds (Redis' Lua has no
--- os.date): the civil date from a day count, in the proleptic Gregorian
--- calendar, by eras of 400 years.
-local function iso_ms(ms)
-  local floor = math.floor
-  local secs = floor(ms / 1000)
-  local days = floor(secs / 86400)
-  local sod = secs - days * 86400
-  local z = days + 719468
-  local era = floor(z / 146097)
-  local doe = z - era * 146097
-  local yoe = floor((doe - floor(doe / 1460) + floor(doe / 36524) - floor(doe / 146096)) / 365)
-  local doy = doe - (365 * yoe + floor(yoe / 4) - floor(yoe / 100))
-  local mp = floor((5 * doy + 2) / 153)
-  local d = doy - floor((153 * mp + 2) / 5) + 1
-  local m = mp < 10 and mp + 3 or mp - 9
-  local y = yoe + era * 400 + (m <= 2 and 1 or 0)
-  return string.format('%04d-%02d-%02dT%02d:%02d:%02d.%03dZ', y, m, d, floor(sod / 3600),
-                       floor(sod % 3600 / 60), sod % 60, ms % 1000)
-end
-
--- Index of the last character of the JSON value that starts at i in s, a
--- text already known to be valid JSON.
-local function json_value_end(s, i)
-  local c = string.sub(s, i, i)
-  if c == '"' then
-    local j = i + 1
-    while true do
-      local q = string.find(s, '["\\]', j)
-      if string.sub(s, q, q) == '"' then return q end
-      j = q + 2
-    end
-  elseif c == '{' or c == '[' then
-    local depth, j = 0, i
-    while true do
-      local q = string.find(s, '[%[%]{}"]', j)
-      local d = string.sub(s, q, q)
-      if d == '"' then
-        q = json_value_end(s, q)
-      elseif d == '{' or d == '[' then
-        depth = depth + 1
-      else
-        depth = depth - 1
-        if depth == 0 then return q end
-      end
-      j = q + 1
-    end
-  end
-  local _, e = string.find(s, '^[^,}%]%s]+', i)
-  return e
-end
-
--- Start and end of the raw text of member `name` of the JSON object whose
--- '{' is at i (the last one when the name repeats, as cjson decodes), or nil.
-local function json_member(s, i, name)
-  local found_s, found_e
-  local j = string.find(s, '[^%s]', i + 1)
-  while string.sub(s, j, j) ~= '}' do
-    if string.sub(s, j, j) == ',' then j = string.find(s, '[^%s]', j + 1) end
-    local ke = json_value_end(s, j)
-    local key = cjson.decode(string.sub(s, j, ke))
-    local v = string.find(s, '[^%s]', string.find(s, ':', ke + 1, true) + 1)
-    local ve = json_value_end(s, v)
-    if key == name then found_s, found_e = v, ve end
-    j = string.find(s, '[^%s]', ve + 1)
-  end
-  return found_s, found_e
-end
+local function invalid(msg) http(422, msg) end
 
 local function decode_ns(enc)
   local ns = {}
@@ -572,10 +592,9 @@ local function check_key(key, field)
 end
 
 -- JSON null and absence are alike for optional fields.
-local function given(v) return v ~= nil and v ~= cjson.null end
 
 local function check_int(v, field, default, min, max)
-  if not given(v) then return default end
+  if absent(v) then return default end
   if type(v) ~= 'number' or v ~= math.floor(v) or not (v >= min and v <= (max or math.huge)) then
     invalid(field .. ' must be an integer ' .. (max and ('from ' .. min .. ' to ' .. max) or ('>= ' .. min)))
   end
@@ -583,7 +602,7 @@ local function check_int(v, field, default, min, max)
 end
 
 local function check_bool(v, field)
-  if not given(v) then return true end
+  if absent(v) then return true end
   if type(v) ~= 'boolean' then invalid(field .. ' must be true, false or null') end
   return v
 end
@@ -617,7 +636,7 @@ local function is_operators(cond)
 end
 
 local function check_filter(filter)
-  if not given(filter) then return nil end
+  if absent(filter) then return nil end
   if not is_json_object(filter) then invalid('filter must be a JSON object') end
   for field, cond in pairs(filter) do
     if is_operators(cond) then
@@ -714,7 +733,7 @@ end
 local function item_json(member, h, now, refresh)
   if refresh and h[6] then set_expiry(member, now + ttl_ms(tonumber(h[6]))) end
   return '{"namespace":' .. h[1] .. ',"key":' .. cjson.encode(h[2]) .. ',"value":' .. h[3] ..
-         ',"created_at":"' .. iso_ms(tonumber(h[4])) .. '","updated_at":"' .. iso_ms(tonumber(h[5])) .. '"}'
+         ',"created_at":"' .. iso(tonumber(h[4])) .. '","updated_at":"' .. iso(tonumber(h[5])) .. '"}'
 end
 
 local function body_object(a)
@@ -729,20 +748,18 @@ local function store_put(a, raw, now)
   -- The value's own text, found in the call's JSON: body.value.
   local value
   if type(body.value) == 'table' then
-    local bs = json_member(raw, string.find(raw, '{', 1, true), 'body')
-    local vs, ve = json_member(raw, bs, 'value')
-    value = string.sub(raw, vs, ve)
+    value = members(members(raw).body).value
   end
   if not value or string.sub(value, 1, 1) ~= '{' then invalid('value must be a JSON object') end
   if #value > STORE_MAX_VALUE then
     invalid('value is ' .. #value .. ' bytes of JSON; the limit is ' .. STORE_MAX_VALUE)
   end
   local index = body.index
-  if given(index) and index ~= false and not is_array_of_strings(index) then
+  if not absent(index) and index ~= false and not is_array_of_strings(index) then
     invalid('index must be false, null or an array of field paths')
   end
   local ttl = body.ttl
-  if given(ttl) and (type(ttl) ~= 'number' or not (ttl > 0 and ttl <= STORE_MAX_TTL)) then
+  if not absent(ttl) and (type(ttl) ~= 'number' or not (ttl > 0 and ttl <= STORE_MAX_TTL)) then
     invalid('ttl must be a number of minutes greater than 0 and at most ' .. STORE_MAX_TTL .. ', or null')
   end
   store_sweep(now)
@@ -754,7 +771,7 @@ local function store_put(a, raw, now)
   if old[2] and tonumber(old[2]) <= now then created = nil end
   redis.call('HSET', hk, 'namespace', cjson.encode(ns), 'key', key, 'value', value,
              'created_at', created or now, 'updated_at', now)
-  if given(ttl) then
+  if not absent(ttl) then
     redis.call('HSET', hk, 'ttl', ttl)
     set_expiry(member, now + ttl_ms(ttl))
   else
@@ -805,7 +822,7 @@ local function store_get(a, _, now)
   local member = encode_ns(ns) .. '\n' .. key
   local h = store_load(member, now)
   if not h then
-    reject(404, 'no item with key ' .. cjson.encode(key) .. ' in namespace ' .. cjson.encode(ns))
+    http(404, 'no item with key ' .. cjson.encode(key) .. ' in namespace ' .. cjson.encode(ns))
   end
   return { 200, item_json(member, h, now, refresh) }
 end
@@ -846,12 +863,12 @@ end
 local function store_search(a, _, now)
   local body = body_object(a)
   local prefix = body.namespace_prefix
-  if not given(prefix) then prefix = {} end
+  if absent(prefix) then prefix = {} end
   check_labels(prefix, 'namespace_prefix', 0)
   local filter = check_filter(body.filter)
   local limit = check_int(body.limit, 'limit', 10, 1, STORE_MAX_LIMIT)
   local offset = check_int(body.offset, 'offset', 0, 0)
-  if given(body.query) and type(body.query) ~= 'string' then invalid('query must be a string or null') end
+  if not absent(body.query) and type(body.query) ~= 'string' then invalid('query must be a string or null') end
   local refresh = check_bool(body.refresh_ttl, 'refresh_ttl')
   store_sweep(now)
   local out, matched, budget = {}, 0, STORE_MAX_SCAN
@@ -892,8 +909,8 @@ end
 local function store_namespaces(a, _, now)
   local body = body_object(a)
   local prefix, suffix = body.prefix, body.suffix
-  prefix = given(prefix) and check_labels(prefix, 'prefix', 0) or {}
-  suffix = given(suffix) and check_labels(suffix, 'suffix', 0) or {}
+  prefix = not absent(prefix) and check_labels(prefix, 'prefix', 0) or {}
+  suffix = not absent(suffix) and check_labels(suffix, 'suffix', 0) or {}
   local max_depth = check_int(body.max_depth, 'max_depth', nil, 1)
   local limit = check_int(body.limit, 'limit', 100, 1, STORE_MAX_LIMIT)
   local offset = check_int(body.offset, 'offset', 0, 0)
@@ -954,13 +971,7 @@ local function store_call(keys, args)
   if not ok or not is_json_object(a) then fail('args must be a JSON object') end
   local now = a.now
   if type(now) == 'number' and now >= 0 then now = math.floor(now) else now = now_ms() end
-  local done, res = pcall(op, a, raw, now)
-  if done then return res end
-  if type(res) == 'string' and string.sub(res, 1, #STORE_REJECT) == STORE_REJECT then
-    local status, msg = string.match(res, '^(%d+):(.*)$', #STORE_REJECT + 1)
-    return { tonumber(status), cjson.encode({ detail = msg }) }
-  end
-  error(res, 0)
+  return answered(op, a, raw, now)
 end
 
 redis.register_function('threadcast_store', guarded(store_call))
@@ -986,7 +997,6 @@ redis.register_function('threadcast_store', guarded(store_call))
 -- number, so re-encoding would change them.
 
 local K = '{tc:commands}'
-local REST_FAIL = 'threadcast-rest:'
 local MAX_LIMIT = 1000
 local MAX_EXAMINE = 10000
 local MAX_IDS = 1000
@@ -1002,85 +1012,11 @@ local STRATEGIES = { reject = true, interrupt = true, rollback = true, enqueue =
 local STREAM_MODES = { values = true, messages = true, ['messages-tuple'] = true, updates = true,
                        events = true, debug = true, custom = true, tasks = true, checkpoints = true }
 
--- An HTTP error reply, carried out of nested calls by error() as a string.
-local function http(status, msg)
-  error(REST_FAIL .. status .. ':' .. msg, 0)
-end
-
 -- A Lua string as a JSON string (cjson is not there while the library loads).
 local function jstr(s) return cjson.encode(s) end
 
 local function tkey(tid) return K .. ':t:' .. tid end
 local function rkey(rid) return K .. ':r:' .. rid end
-
--- ms since the epoch as ISO-8601 UTC with milliseconds (Redis' Lua has no os.date).
-local function iso(ms)
-  ms = math.floor(tonumber(ms) or 0)
-  local s = math.floor(ms / 1000)
-  local days = math.floor(s / 86400)
-  local rem = s - days * 86400
-  -- days since 1970-01-01 to a civil date (the proleptic Gregorian calendar)
-  local z = days + 719468
-  local era = math.floor(z / 146097)
-  local doe = z - era * 146097
-  local yoe = math.floor((doe - math.floor(doe / 1460) + math.floor(doe / 36524) - math.floor(doe / 146096)) / 365)
-  local doy = doe - (365 * yoe + math.floor(yoe / 4) - math.floor(yoe / 100))
-  local mp = math.floor((5 * doy + 2) / 153)
-  local d = doy - math.floor((153 * mp + 2) / 5) + 1
-  local m = mp < 10 and mp + 3 or mp - 9
-  local y = yoe + era * 400 + (m <= 2 and 1 or 0)
-  return string.format('%04d-%02d-%02dT%02d:%02d:%02d.%03dZ', y, m, d, math.floor(rem / 3600),
-                       math.floor(rem % 3600 / 60), rem % 60, ms - s * 1000)
-end
-
--- The end of the JSON value that starts at i, in a text cjson has accepted.
-local function value_end(s, i)
-  local c = string.byte(s, i)
-  if c == 34 then -- a string
-    local j = i + 1
-    while true do
-      local q = string.find(s, '["\\]', j)
-      if string.byte(s, q) == 92 then j = q + 2 else return q end
-    end
-  elseif c == 123 or c == 91 then -- an object or an array
-    local depth, j = 0, i
-    while true do
-      local q = string.find(s, '["{}%[%]]', j)
-      local b = string.byte(s, q)
-      if b == 34 then
-        q = value_end(s, q)
-      elseif b == 123 or b == 91 then
-        depth = depth + 1
-      else
-        depth = depth - 1
-        if depth == 0 then return q end
-      end
-      j = q + 1
-    end
-  end
-  local _, e = string.find(s, '^[^,}%]%s]+', i) -- a number, true, false or null
-  return e
-end
-
--- The members of a JSON object text cjson has accepted: name -> the value's
--- own text, and the names in order.
-local function members(s)
-  local out, order = {}, {}
-  local i = string.find(s, '{', 1, true) + 1
-  while true do
-    i = string.find(s, '[^%s,]', i)
-    if string.byte(s, i) == 125 then break end -- '}'
-    local ke = value_end(s, i)
-    local key = string.sub(s, i + 1, ke - 1)
-    if string.find(key, '\\', 1, true) then key = cjson.decode(string.sub(s, i, ke)) end
-    local vs = string.find(s, '[^%s:]', ke + 1)
-    local ve = value_end(s, vs)
-    if out[key] == nil then order[#order + 1] = key end
-    out[key] = string.sub(s, vs, ve)
-    i = ve + 1
-  end
-  return out, order
-end
 
 -- Object text from names (in order) and their values' texts.
 local function object(order, vals)
@@ -1122,7 +1058,6 @@ end
 -- matters, the text is checked too).
 local function is_object(v) return type(v) == 'table' and v[1] == nil end
 local function is_object_text(s) return type(s) == 'string' and string.byte(s, 1) == 123 end
-local function absent(v) return v == nil or v == cjson.null end
 
 local is_strings = is_array_of_strings
 
@@ -1979,14 +1914,7 @@ local function rest(keys, args)
   local handler = op and REST_OPS[op]
   if not handler then fail('unknown op ' .. tostring(op) .. ' for threadcast_rest') end
   if type(args[2]) ~= 'string' then fail('args-json is required') end
-  local c = request(args[2])
-  local ok, res = pcall(handler, c)
-  if ok then return res end
-  if type(res) == 'string' and string.sub(res, 1, #REST_FAIL) == REST_FAIL then
-    local status, msg = string.match(string.sub(res, #REST_FAIL + 1), '^(%d+):(.*)$')
-    return { tonumber(status), cjson.encode({ detail = msg }) }
-  end
-  error(res, 0)
+  return answered(handler, request(args[2]))
 end
 
 redis.register_function('threadcast_rest', guarded(rest))
