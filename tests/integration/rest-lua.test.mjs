@@ -5,16 +5,13 @@
 // strategies, thread statuses, stateless runs, search, bad input and TTLs.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
-import path from 'node:path';
-import { startRedis, stopAll, redisClient, repoRoot, sleep } from './lib/harness.mjs';
+import { startRedis, stopAll, redisClient, loadLibrary, sleep } from './lib/harness.mjs';
 
 let redis, rc;
 before(async () => {
   redis = await startRedis();
   rc = redisClient(redis.port);
-  const lib = readFileSync(path.join(repoRoot, 'protocol/redis/threadcast.lua'), 'utf8');
-  assert.equal(await rc.cmd('FUNCTION', 'LOAD', 'REPLACE', lib), 'threadcast');
+  await loadLibrary(rc);
 });
 after(async () => {
   rc.close();

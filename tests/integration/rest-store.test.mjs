@@ -6,16 +6,13 @@
 // 1.15.0's Client.store sends (client/store/index.js).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
-import path from 'node:path';
-import { startRedis, stopAll, redisClient, repoRoot, sleep } from './lib/harness.mjs';
+import { startRedis, startThreadcast, stopAll, redisClient, loadLibrary, sleep } from './lib/harness.mjs';
 
 let redis, rc;
 before(async () => {
   redis = await startRedis();
   rc = redisClient(redis.port);
-  const lib = readFileSync(path.join(repoRoot, 'protocol/redis/threadcast.lua'), 'utf8');
-  assert.equal(await rc.cmd('FUNCTION', 'LOAD', 'REPLACE', lib), 'threadcast');
+  await loadLibrary(rc);
 });
 after(async () => {
   rc.close();
@@ -380,38 +377,12 @@ test('search examines at most 10,000 items of its prefix', async () => {
   assert.deepEqual((await namespaces({ prefix: ['big'] }))[1].namespaces, [['big']]);
 });
 
-// What the gateway does, at its smallest: route, query string (repeated
-// keys as arrays), parsed body, one FCALL, the reply written back. Enough for
-// @langchain/langgraph-sdk's Client.store to drive the function with the
-// requests it really makes.
-async function storeAdapter() {
-  const { createServer } = await import('node:http');
-  const routes = {
-    'PUT /store/items': 'store.put', 'GET /store/items': 'store.get', 'DELETE /store/items': 'store.delete',
-    'POST /store/items/search': 'store.search', 'POST /store/namespaces': 'store.namespaces',
-  };
-  const server = createServer(async (req, res) => {
-    const url = new URL(req.url, 'http://x');
-    const op = routes[`${req.method} ${url.pathname}`];
-    const chunks = [];
-    for await (const c of req) chunks.push(c);
-    const query = {};
-    for (const [k, v] of url.searchParams) query[k] = k in query ? [].concat(query[k], v) : v;
-    const text = Buffer.concat(chunks).toString();
-    const r = await rc.cmd('FCALL', 'threadcast_store', 1, '{tc:store}', op,
-      JSON.stringify({ query, body: text ? JSON.parse(text) : null }));
-    res.writeHead(r[0], r[1] ? { 'content-type': 'application/json' } : {});
-    res.end(r[1]);
-  });
-  await new Promise((r) => server.listen(0, '127.0.0.1', r));
-  return server;
-}
-
-test('the SDK Client.store against the function: put, get, search, listNamespaces, delete, and its errors', async () => {
+test('the SDK Client.store through a gateway: put, get, search, listNamespaces, delete, and its errors', async () => {
   const { Client } = await import('@langchain/langgraph-sdk');
-  const server = await storeAdapter();
+  const tc = await startThreadcast({ redisUrl: redis.url });
+  await tc.ready();
   try {
-    const client = new Client({ apiUrl: `http://127.0.0.1:${server.address().port}`, callerOptions: { maxRetries: 0 } });
+    const client = new Client({ apiUrl: `http://127.0.0.1:${tc.port}`, callerOptions: { maxRetries: 0 } });
     const ns = ['sdk', 'user-7'];
     assert.equal(await client.store.putItem(ns, 'profile', { name: 'Ada', langs: ['en', 'fr'], n: 3 }), undefined);
     await client.store.putItem(ns, 'session', { name: 'S', n: 9 }, { ttl: 5, index: false });
@@ -433,6 +404,8 @@ test('the SDK Client.store against the function: put, get, search, listNamespace
     await assert.rejects(client.store.putItem(['sdk', ''], 'k', {}), /422.*namespace\[1\] is empty/s);
     await assert.rejects(client.store.searchItems(['sdk'], { limit: 5000 }), /422.*limit must be an integer from 1 to 1000/s);
   } finally {
-    server.close();
+    const reports = tc.sanitizerReports();
+    await tc.stop();
+    assert.deepEqual(reports, [], tc.stderr);
   }
 });

@@ -9,24 +9,9 @@
 #include <string.h>
 
 #include "runfmt.h"
+#include "sink.h"
 #include "util.h"
 
-/* What a formatter emitted, one SSE event after the other. */
-struct sink {
-	char text[16384];
-	size_t len;
-	int events;
-};
-
-static void collect(void *ctx, const char *text, size_t len)
-{
-	struct sink *s = ctx;
-	assert_true(s->len + len < sizeof(s->text));
-	memcpy(s->text + s->len, text, len);
-	s->len += len;
-	s->text[s->len] = '\0';
-	s->events++;
-}
 
 static int seq;
 
@@ -71,7 +56,7 @@ static void only_the_run(void **state)
 	assert_false(feed(f, "values", "[]", "\"data\":{\"n\":0}"));                 /* an earlier run */
 	assert_false(feed(f, "lifecycle", "[]", "\"data\":{\"event\":\"started\",\"run_id\":\"r0\"}"));
 	assert_false(feed(f, "values", "[]", "\"data\":{\"n\":1}"));
-	assert_int_equal(s.events, 0);
+	assert_int_equal(s.units, 0);
 	assert_false(feed(f, "lifecycle", "[]", "\"data\":{\"event\":\"started\",\"run_id\":\"r1\"}"));
 	assert_false(feed(f, "values", "[]", "\"data\":{\"n\":2}"));
 	assert_false(feed(f, "values", "[\"sub:1\"]", "\"data\":{\"n\":3}"));        /* no subgraphs */
@@ -94,7 +79,7 @@ static void next_run_ends_it(void **state)
 	assert_false(feed(f, "values", "[]", "\"data\":{\"n\":1}"));
 	assert_true(feed(f, "lifecycle", "[]", "\"data\":{\"event\":\"started\",\"runId\":\"r2\"}"));
 	assert_true(tc_runfmt_ended(f));
-	assert_int_equal(s.events, 1);
+	assert_int_equal(s.units, 1);
 	tc_runfmt_free(f);
 }
 
@@ -126,7 +111,7 @@ static void message_tuples(void **state)
 	feed(f, "messages", "[]", "\"data\":{\"event\":\"content-block-finish\",\"index\":1,\"content\":{\"type\":\"tool_call\",\"id\":\"c1\",\"name\":\"search\",\"args\":{\"q\":\"x\"}}}");
 	feed(f, "messages", "[]", "\"data\":{\"event\":\"message-finish\"}");
 	/* three chunks: "Hel", "lo" (the finished text is not sent again), the tool call */
-	assert_int_equal(s.events, 3);
+	assert_int_equal(s.units, 3);
 	char *p = s.text;
 	assert_non_null(strstr(p, "event: messages\ndata: [{\"content\":\"Hel\""));
 	assert_non_null(strstr(p, "\"type\":\"AIMessageChunk\""));
@@ -159,7 +144,7 @@ static void tool_results_are_messages(void **state)
 	feed(f, "tools", "[\"tools:3\"]", "\"data\":{\"event\":\"tool-started\",\"tool_call_id\":\"c1\",\"tool_name\":\"search\"}");
 	feed(f, "tools", "[\"tools:3\"]", "\"data\":{\"event\":\"tool-finished\",\"tool_call_id\":\"c1\",\"output\":{\"content\":\"42\",\"type\":\"tool\"}}");
 	feed(f, "tools", "[\"tools:3\"]", "\"data\":{\"event\":\"tool-finished\",\"tool_call_id\":\"c2\",\"output\":\"plain\"}");
-	assert_int_equal(s.events, 2);
+	assert_int_equal(s.units, 2);
 	assert_non_null(strstr(s.text, "event: messages\ndata: [{\"content\":\"42\",\"type\":\"tool\",\"tool_call_id\":\"c1\",\"id\":\"tool-c1\"},{\"langgraph_node\":\"tools\""));
 	assert_non_null(strstr(s.text, "[{\"content\":\"plain\",\"type\":\"tool\",\"tool_call_id\":\"c2\""));
 	tc_runfmt_free(f);
@@ -184,7 +169,7 @@ static void whole_tool_message(void **state)
 	struct tc_runfmt *f = fmt(&s, "[\"messages\"]", false, true);
 	feed(f, "messages", "[]", "\"data\":{\"event\":\"message-start\",\"role\":\"tool\",\"id\":\"m2\",\"tool_call_id\":\"c1\"}");
 	feed(f, "messages", "[]", "\"data\":{\"event\":\"content-block-finish\",\"index\":0,\"content\":{\"type\":\"text\",\"text\":\"42\"}}");
-	assert_int_equal(s.events, 1);
+	assert_int_equal(s.units, 1);
 	assert_non_null(strstr(s.text, "\"content\":\"42\""));
 	assert_non_null(strstr(s.text, "\"type\":\"tool\""));
 	assert_non_null(strstr(s.text, "\"tool_call_id\":\"c1\""));
@@ -249,7 +234,7 @@ static void resume_within_an_event(void **state)
 	feed(f, "values", "[]", "\"data\":{\"n\":7}");  /* read again, not sent again */
 	feed(f, "updates", "[]", "\"data\":{\"values\":{\"n\":7}}");
 	feed(f, "input.requested", "[]", "\"data\":{\"interrupt_id\":\"i1\",\"payload\":1}");
-	assert_int_equal(s.events, 1);
+	assert_int_equal(s.units, 1);
 	assert_true(strncmp(s.text, "id: 25\nevent: values\n", 21) == 0);
 	assert_non_null(strstr(s.text, "{\"n\":7,\"__interrupt__\""));
 	tc_runfmt_free(f);
@@ -266,7 +251,7 @@ static void garbage(void **state)
 					   "{\"method\":\"lifecycle\",\"params\":{\"namespace\":[],\"data\":{\"event\":5}}}" };
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		assert_false(tc_runfmt_event(f, bad[i], strlen(bad[i])));
-	assert_int_equal(s.events, 0);
+	assert_int_equal(s.units, 0);
 	tc_runfmt_free(f);
 }
 

@@ -9,24 +9,9 @@
 #include <string.h>
 
 #include "seedfmt.h"
+#include "sink.h"
 #include "util.h"
 
-/* What a translator emitted, one wire unit after the other. */
-struct sink {
-	char text[32768];
-	size_t len;
-	int units;
-};
-
-static void collect(void *ctx, const char *text, size_t len)
-{
-	struct sink *s = ctx;
-	assert_true(s->len + len < sizeof(s->text));
-	memcpy(s->text + s->len, text, len);
-	s->len += len;
-	s->text[s->len] = '\0';
-	s->units++;
-}
 
 /* How many times needle occurs in hay. */
 static int count(const char *hay, const char *needle)

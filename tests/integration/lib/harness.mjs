@@ -3,7 +3,7 @@
 // commands by id. Every process started here is stopped by stopAll(), which
 // the tests call from `after()`, so nothing outlives a failing test.
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -310,6 +310,12 @@ export async function sse(url, init = {}) {
 }
 
 /** A raw RESP client for assertions on Redis state: redis.cmd('XLEN', key). */
+/** Loads protocol/redis/threadcast.lua into the Redis rc talks to (tests that call its functions without a gateway). */
+export async function loadLibrary(rc) {
+  const lib = readFileSync(path.join(repoRoot, 'protocol/redis/threadcast.lua'), 'utf8');
+  assert.equal(await rc.cmd('FUNCTION', 'LOAD', 'REPLACE', lib), 'threadcast');
+}
+
 export function redisClient(port) {
   const sock = net.createConnection({ port, host: '127.0.0.1' });
   let buf = Buffer.alloc(0);
