@@ -1,10 +1,8 @@
 #include "bridge.h"
 
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "log.h"
 #include "metrics.h"
@@ -418,18 +416,12 @@ enum tc_err tc_bridge_submit_method(struct tc_bridge *b, struct tc_bridge_caller
 static void random_hex(char *out, size_t n)
 {
 	static const char hex[] = "0123456789abcdef";
-	unsigned char buf[16] = { 0 };
-	int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-	if (fd < 0 || read(fd, buf, sizeof(buf)) != (ssize_t)sizeof(buf))
-		for (size_t i = 0; i < sizeof(buf); i++)
-			buf[i] = (unsigned char)rand();
-	if (fd >= 0)
-		close(fd);
+	unsigned char buf[16];
+	tc_random_bytes(buf, sizeof(buf));
 	for (size_t i = 0; i < n; i++)
 		out[i] = hex[buf[i % sizeof(buf)] >> (i & 1 ? 0 : 4) & 15];
 	out[n] = '\0';
 }
-
 struct tc_bridge *tc_bridge_new(uv_loop_t *loop, const struct tc_config *cfg, struct tc_redis *redis)
 {
 	struct tc_bridge *b = tc_xcalloc(1, sizeof(*b));

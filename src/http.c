@@ -598,7 +598,7 @@ static int serve_rest(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss
 		return rc;
 	if (tc__rest_writes(rq->m->id, rq->method) && !g.commands)
 		return tc__http_detail(wsi, 403, "this token may not change anything (its \"commands\" claim is not true)");
-	rc = tc__rest_request(srv, wsi, pss, rq->m->id, rq->method, rq->m, &g, &pending);
+	rc = tc__rest_request(srv, wsi, pss, rq->m->id, rq->method, rq->m, &pending);
 	if (pending) {
 		rc = expect_body(srv, wsi, pss, BODY_REST, rq);
 		if (pss->body)
@@ -615,17 +615,16 @@ static int serve_rest(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss
 static const struct route_handler {
 	int (*serve)(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss, const struct request *rq);
 	const char *allowed;  /* the 405 message: what the route serves */
-	bool thread_access;   /* Origin and token are checked for the thread first, before a 405 */
 } handlers[TC_ROUTE_COUNT] = {
-	[TC_ROUTE_HEALTHZ] = { serve_healthz, "only GET is served here", false },
-	[TC_ROUTE_READYZ] = { serve_readyz, "only GET is served here", false },
-	[TC_ROUTE_METRICS] = { serve_metrics, "only GET is served here", false },
-	[TC_ROUTE_STREAM] = { serve_stream, "GET (WebSocket or SSE) or POST (SSE)", true },
-	[TC_ROUTE_STREAM_EVENTS] = { serve_stream, "GET (WebSocket or SSE) or POST (SSE)", true },
-	[TC_ROUTE_COMMANDS] = { serve_commands, "POST one command as JSON", true },
-	[TC_ROUTE_STATE] = { serve_rest, "GET (the state) or POST (an update)", true },
+	[TC_ROUTE_HEALTHZ] = { serve_healthz, "only GET is served here" },
+	[TC_ROUTE_READYZ] = { serve_readyz, "only GET is served here" },
+	[TC_ROUTE_METRICS] = { serve_metrics, "only GET is served here" },
+	[TC_ROUTE_STREAM] = { serve_stream, "GET (WebSocket or SSE) or POST (SSE)" },
+	[TC_ROUTE_STREAM_EVENTS] = { serve_stream, "GET (WebSocket or SSE) or POST (SSE)" },
+	[TC_ROUTE_COMMANDS] = { serve_commands, "POST one command as JSON" },
+	[TC_ROUTE_STATE] = { serve_rest, "GET (the state) or POST (an update)" },
 #define TC__REST_HANDLER(e, methods, pattern) \
-	[TC_ROUTE_##e] = { serve_rest, "this method is not served here", false },
+	[TC_ROUTE_##e] = { serve_rest, "this method is not served here" },
 	TC_REST_ROUTE_MAP(TC__REST_HANDLER)
 };
 
@@ -652,12 +651,10 @@ int tc__http_request(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss,
 	rq.sp = asked_spelling(wsi);
 	if (m.id == TC_ROUTE_STREAM || m.id == TC_ROUTE_STREAM_EVENTS)
 		rq.sp = (int)route_spelling(m.id, rq.sp);
-	if (h->thread_access || (h->serve == serve_rest && tc_route_param(&m, "thread_id"))) {
-		rq.thread = tc_route_param(&m, "thread_id");
-		assert(rq.thread);
-		if (check_access_or_reply(srv, wsi, rq.thread, &rq.grant, &rc))
-			return rc;
-	}
+	/* A route about a thread checks Origin and token for it first, before a 405. */
+	rq.thread = tc_route_param(&m, "thread_id");
+	if (rq.thread && check_access_or_reply(srv, wsi, rq.thread, &rq.grant, &rc))
+		return rc;
 	if (found == TC_MATCH_METHOD)
 		return tc__http_error(wsi, 405, "method_not_allowed", h->allowed);
 	return h->serve(srv, wsi, pss, &rq);

@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 #include "bridge.h"
 #include "http.h"
@@ -90,12 +89,6 @@ static const struct rest_op *op_of(int route, unsigned method)
 	return NULL;
 }
 
-bool tc__rest_route(int route)
-{
-	return op_of(route, TC_HTTP_GET) || op_of(route, TC_HTTP_POST) || op_of(route, TC_HTTP_PUT) ||
-	       op_of(route, TC_HTTP_PATCH) || op_of(route, TC_HTTP_DELETE);
-}
-
 bool tc__rest_writes(int route, unsigned method)
 {
 	const struct rest_op *o = op_of(route, method);
@@ -111,16 +104,15 @@ struct tc_rest {
 	const struct rest_op *op;
 	char thread[TC_THREAD_ID_MAX + 1];
 	char run_id[TC_ROUTE_VALUE_MAX + 1];
-	char path_json[1024];        /* {"thread_id":…, …}: the path's parameters */
+	cJSON *path;                 /* {"thread_id":…, …}: the path's parameters */
 	cJSON *query;
 	cJSON *body;
 	char leid[128];              /* Last-Event-ID, "" when none */
 	char fresh_run[40], fresh_thread[40];
 	uint64_t after_seq;
-	/* a join: its run's kwargs, where it starts, whether that is inside the run, or it is over */
+	/* a join: its run's kwargs, and where it starts */
 	char *kwargs;
 	uint64_t join_from;          /* a join from now: the id up to which nothing is sent */
-	bool join_over;
 	/* the response */
 	enum rest_out out;
 	unsigned status;
@@ -136,6 +128,7 @@ static void unref(struct tc_rest *r)
 {
 	if (--r->refs > 0)
 		return;
+	cJSON_Delete(r->path);
 	cJSON_Delete(r->query);
 	cJSON_Delete(r->body);
 	free(r->kwargs);
@@ -160,19 +153,6 @@ void tc__rest_drop(struct tc_rest *r)
 {
 	if (r)
 		unref(r);
-}
-
-static void uuid4(char out[40])
-{
-	unsigned char b[16];
-	if (getrandom(b, sizeof(b), 0) != (ssize_t)sizeof(b))
-		for (size_t i = 0; i < sizeof(b); i++)
-			b[i] = (unsigned char)rand();
-	b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
-	b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
-	snprintf(out, 40, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-		 b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
-		 b[14], b[15]);
 }
 
 /* ==== answering ================================================================================== */
@@ -256,12 +236,13 @@ static void on_reply(struct tc_redis *redis, redisReply *reply, void *priv)
 	struct tc_rest *r = k->r;
 	reply_fn *fn = k->fn;
 	free(k);
-	if (r->conn)
+	if (r->conn && fn)
 		fn(r, reply);
 	unref(r);
 }
 
-static void call(struct tc_rest *r, reply_fn *fn, const char *const *argv)
+/* Sends argv; fn (NULL: none) gets the reply if the client is still there. 0, or -1 having answered 503. */
+static int call(struct tc_rest *r, reply_fn *fn, const char *const *argv)
 {
 	struct call *k = tc_xmalloc(sizeof(*k));
 	*k = (struct call){ .r = r, .fn = fn };
@@ -270,14 +251,16 @@ static void call(struct tc_rest *r, reply_fn *fn, const char *const *argv)
 		free(k);
 		r->refs--;
 		answer_detail(r, 503, TC_MSG_REDIS_DOWN);
+		return -1;
 	}
+	return 0;
 }
 
 /* The function's arguments: path, query, body, fresh ids, after_seq. */
 static char *args_json(struct tc_rest *r)
 {
 	cJSON *a = cJSON_CreateObject();
-	cJSON *path = cJSON_Parse(r->path_json);
+	cJSON *path = cJSON_Duplicate(r->path, true);
 	if (r->op->stateless)
 		cJSON_AddStringToObject(path, "thread_id", r->fresh_thread);
 	cJSON_AddItemToObject(a, "path", path);
@@ -299,15 +282,11 @@ static char *args_json(struct tc_rest *r)
 
 static void fcall(struct tc_rest *r, const char *op, reply_fn *fn)
 {
+	struct tc_store_cmd c;
 	char *args = args_json(r);
-	const char *argv[] = { "FCALL", r->op->store ? "threadcast_store" : "threadcast_rest", "1",
-			       r->op->store ? "{tc:store}" : "{tc:commands}", op, args, NULL };
-	call(r, fn, argv);
+	tc_store_rest_call(&c, r->op->store, op, args);
+	call(r, fn, c.argv);
 	free(args);
-}
-
-static void cancel_sent(struct tc_rest *r, redisReply *reply)
-{
 }
 
 /*
@@ -332,16 +311,12 @@ static void cancel_on_disconnect(struct tc_rest *r)
 	cJSON_AddNullToObject(a, "body");
 	char *args = cJSON_PrintUnformatted(a);
 	cJSON_Delete(a);
-	const char *argv[] = { "FCALL", "threadcast_rest", "1", "{tc:commands}", "runs.cancel", args, NULL };
-	struct call *k = tc_xmalloc(sizeof(*k));
-	*k = (struct call){ .r = r, .fn = cancel_sent };
-	r->refs++;
-	if (tc_redis_cmd(r->srv->redis, on_reply, k, argv)) {
-		free(k);
-		r->refs--;
-	}
+	struct tc_store_cmd c;
+	tc_store_rest_call(&c, false, "runs.cancel", args);
+	if (!call(r, NULL, c.argv))
+		tc_log(TC_LOG_INFO, "run cancelled: its client went away", TC_LS("thread", r->thread),
+		       TC_LS("run", r->run_id));
 	free(args);
-	tc_log(TC_LOG_INFO, "run cancelled: its client went away", TC_LS("thread", r->thread), TC_LS("run", r->run_id));
 }
 
 /* The function's {status, body[, extra]}: 0, or -1 having answered 500. */
@@ -374,6 +349,16 @@ static void lua_answered(struct tc_rest *r, redisReply *reply)
 		answer(r, status, body, len);
 }
 
+/* The body kept for later (a cancel's, a copy's) is the answer now. */
+static void answer_saved(struct tc_rest *r)
+{
+	struct tc_buf *b = r->saved;
+	r->saved = NULL;
+	r->status = r->saved_status;
+	r->out = OUT_JSON;
+	tc_bufq_push(&r->conn->out, b);
+	tc__conn_request_write(r->conn);
+}
 
 /* The run is over: a stream ends, a wait answers. */
 static void run_ended(struct tc_rest *r)
@@ -388,12 +373,7 @@ static void run_ended(struct tc_rest *r)
 	/* A wait: the run's last values (or its error), unless a cancel waits to answer its own.
 	 * (The session stays until the conn goes: this runs inside its fan-out.) */
 	if (r->saved) {
-		struct tc_buf *b = r->saved;
-		r->saved = NULL;
-		r->status = r->saved_status;
-		r->out = OUT_JSON;
-		tc_bufq_push(&c->out, b);
-		tc__conn_request_write(c);
+		answer_saved(r);
 		return;
 	}
 	cJSON *body = tc_runfmt_result(r->fmt);
@@ -489,11 +469,6 @@ static void follow_run(struct tc_rest *r, enum rest_out out, const cJSON *modes,
 	 */
 	r->fmt = tc_runfmt_new(r->run_id, r->thread, tc_runfmt_modes(modes), subgraphs, false,
 			       from ? from : r->join_from, out == OUT_STREAM ? stream_emit : NULL, r);
-	if (out == OUT_STREAM) {
-		c->kind = TC_CONN_SSE;
-		srv->nsse++;
-		snprintf(r->location, sizeof(r->location), "/threads/%s/runs/%s/stream", r->thread, r->run_id);
-	}
 	snprintf(r->content_location, sizeof(r->content_location), "/threads/%s/runs/%s", r->thread, r->run_id);
 	c->session = tc_session_new(srv->env, r->thread, &run_io, c);
 	tc_session_set_spelling(c->session, TC_SPELL_021);
@@ -504,7 +479,20 @@ static void follow_run(struct tc_rest *r, enum rest_out out, const cJSON *modes,
 	for (size_t i = 0; i < sizeof(channels) / sizeof(channels[0]); i++)
 		cJSON_AddItemToArray(ch, cJSON_CreateString(channels[i]));
 	cJSON_AddNumberToObject(req, "since", (double)r->after_seq);
-	if (out == OUT_STREAM && beginning) {
+	int refused = tc_session_open_stream(c->session, req, NULL, &err);
+	cJSON_Delete(req);
+	if (refused) {
+		r->out = OUT_JSON;
+		answer_detail(r, 422, err.message);
+		return;
+	}
+	if (out != OUT_STREAM)
+		return;
+	/* The replay's events come from the loop, after this: metadata goes first. */
+	c->kind = TC_CONN_SSE;
+	srv->nsse++;
+	snprintf(r->location, sizeof(r->location), "/threads/%s/runs/%s/stream", r->thread, r->run_id);
+	if (beginning) {
 		cJSON *meta = cJSON_CreateObject();
 		cJSON_AddStringToObject(meta, "run_id", r->run_id);
 		cJSON_AddStringToObject(meta, "thread_id", r->thread);
@@ -516,13 +504,6 @@ static void follow_run(struct tc_rest *r, enum rest_out out, const cJSON *modes,
 		free(text);
 		cJSON_Delete(meta);
 	}
-	if (tc_session_open_stream(c->session, req, NULL, &err)) {
-		cJSON_Delete(req);
-		r->out = OUT_JSON;
-		answer_detail(r, 422, err.message);
-		return;
-	}
-	cJSON_Delete(req);
 }
 
 /* ==== the flows ===================================================================================== */
@@ -580,8 +561,6 @@ static void join(struct tc_rest *r)
 	enum rest_out out = r->saved ? OUT_WAIT : r->op->out;
 	follow_run(r, out, q ? q : tc_run_get(kwargs, "stream_mode"), subgraphs);
 	cJSON_Delete(kwargs);
-	if (r->join_over)
-		run_ended(r);
 }
 
 /* A running run joined from now: the thread's head, and whether the run's events began. */
@@ -624,9 +603,13 @@ static void run_read(struct tc_rest *r, redisReply *reply)
 	 * A wait always follows the whole run.
 	 */
 	if (!r->saved && r->op->out == OUT_STREAM && !r->leid[0]) {
-		if (!live) {
-			r->join_over = true;
-		} else if (!strcmp(status, "running")) {
+		if (!live) { /* over: the stream is only its metadata */
+			join(r);
+			if (r->out == OUT_STREAM) /* (else refused, and answered) */
+				run_ended(r);
+			return;
+		}
+		if (!strcmp(status, "running")) {
 			struct tc_store_cmd head;
 			tc_store_read_head(&head, r->thread);
 			call(r, head_for_join, head.argv);
@@ -638,10 +621,9 @@ static void run_read(struct tc_rest *r, redisReply *reply)
 
 static void read_run(struct tc_rest *r)
 {
-	char key[TC_ROUTE_VALUE_MAX + 32];
-	snprintf(key, sizeof(key), "{tc:commands}:r:%s", r->run_id);
-	const char *argv[] = { "HMGET", key, "thread_id", "after_seq", "kwargs", "status", NULL };
-	call(r, run_read, argv);
+	struct tc_store_cmd c;
+	tc_store_read_rest_run(&c, r->run_id);
+	call(r, run_read, c.argv);
 }
 
 /* runs.cancel answered; with wait, the answer waits for the run's end. */
@@ -676,12 +658,7 @@ static void worker_answer(struct tc_bridge_caller *caller, struct tc_buf *frame)
 	const char *type = tc_run_str(f, "type");
 	if (type && !strcmp(type, "success")) {
 		if (r->saved) { /* a copy: the new thread's record */
-			struct tc_buf *b = r->saved;
-			r->saved = NULL;
-			r->status = r->saved_status;
-			r->out = OUT_JSON;
-			tc_bufq_push(&r->conn->out, b);
-			tc__conn_request_write(r->conn);
+			answer_saved(r);
 		} else {
 			const cJSON *res = cJSON_GetObjectItemCaseSensitive(f, "result");
 			if (res)
@@ -712,18 +689,16 @@ static void worker_release(struct tc_bridge_caller *caller)
 static cJSON *worker_params(struct tc_rest *r, const char *method)
 {
 	cJSON *p = r->body && cJSON_IsObject(r->body) ? cJSON_Duplicate(r->body, true) : cJSON_CreateObject();
-	cJSON *path = cJSON_Parse(r->path_json);
 	const cJSON *it;
 	cJSON_ArrayForEach(it, r->query)
 		if (!cJSON_GetObjectItemCaseSensitive(p, it->string))
 			cJSON_AddItemToObject(p, it->string, cJSON_Duplicate(it, true));
-	const char *ck = tc_run_str(path, "checkpoint_id");
+	const char *ck = tc_run_str(r->path, "checkpoint_id");
 	if (ck)
 		cJSON_AddStringToObject(p, "checkpoint_id", ck);
 	if (!strcmp(method, "rest.copy"))
 		cJSON_AddStringToObject(p, "new_thread_id", r->fresh_thread);
 	cJSON_AddStringToObject(p, "thread_id", r->thread);
-	cJSON_Delete(path);
 	return p;
 }
 
@@ -750,20 +725,18 @@ static void ask_worker(struct tc_rest *r, const char *method, const char *assist
 static void state_answered(void *ctx, enum tc_err code, const char *message, cJSON *result, uint64_t head)
 {
 	struct tc_rest *r = ctx; /* its conn is alive: a query is cancelled with its conn */
-	if (r->conn) {
-		r->conn->query = NULL; /* over when it reports */
-		if (code) {
-			/* Both error shapes: the REST API's and the one this route had before it. */
-			cJSON *e = cJSON_CreateObject();
-			bool missing = code == TC_ERR_NO_SUCH_RUN;
-			cJSON_AddStringToObject(e, "detail", message);
-			cJSON_AddStringToObject(e, "error", missing ? "not_found" : "unavailable");
-			cJSON_AddStringToObject(e, "message", message);
-			answer_json(r, missing ? 404 : 503, e);
-			cJSON_Delete(e);
-		} else {
-			answer_json(r, 200, result);
-		}
+	r->conn->query = NULL;   /* over when it reports */
+	if (code) {
+		/* Both error shapes: the REST API's and the one this route had before it. */
+		cJSON *e = cJSON_CreateObject();
+		bool missing = code == TC_ERR_NO_SUCH_RUN;
+		cJSON_AddStringToObject(e, "detail", message);
+		cJSON_AddStringToObject(e, "error", missing ? "not_found" : "unavailable");
+		cJSON_AddStringToObject(e, "message", message);
+		answer_json(r, missing ? 404 : 503, e);
+		cJSON_Delete(e);
+	} else {
+		answer_json(r, 200, result);
 	}
 	cJSON_Delete(result);
 }
@@ -802,22 +775,21 @@ static void thread_checked(struct tc_rest *r, redisReply *reply)
 	const char *assistant = tc_run_str(meta, "assistant_id");
 	if (!assistant)
 		assistant = tc_run_str(meta, "graph_id");
-	if (r->op->kind == K_COPY) {
-		const char *tid = tc_run_str(t, "thread_id");
-		if (tid && strlen(tid) < sizeof(r->fresh_thread))
-			snprintf(r->fresh_thread, sizeof(r->fresh_thread), "%s", tid);
+	if (r->op->kind == K_COPY) { /* the new thread (ids.thread_id), answered once its checkpoints are copied */
 		r->saved = tc_buf_copy(body, len);
 		r->saved_status = status;
 	}
-	if (!assistant && (r->op->kind == K_STATE || r->op->route == TC_ROUTE_R_HISTORY)) {
-		/* No run yet: no graph has a checkpoint of it. */
-		if (r->op->kind == K_STATE)
-			answer_empty_state(r);
-		else
-			answer(r, 200, "[]", 2);
-	} else {
+	/* No run yet: no graph has a checkpoint of it. */
+	if (assistant)
 		ask_worker(r, r->op->kind == K_COPY ? "rest.copy" : r->op->op, assistant);
-	}
+	else if (r->op->kind == K_COPY)
+		answer_saved(r);
+	else if (r->op->kind == K_STATE)
+		answer_empty_state(r);
+	else if (r->op->route == TC_ROUTE_R_HISTORY)
+		answer(r, 200, "[]", 2);
+	else
+		ask_worker(r, r->op->op, NULL);
 	cJSON_Delete(t);
 }
 
@@ -908,38 +880,32 @@ static int start(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss, str
 }
 
 int tc__rest_request(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss, int route,
-		     unsigned method, const struct tc_route_match *m, const struct tc_grant *g,
-		     struct tc_rest **pending)
+		     unsigned method, const struct tc_route_match *m, struct tc_rest **pending)
 {
 	const struct rest_op *op = op_of(route, method);
 	*pending = NULL;
 	if (!op)
-		return tc__http_error(wsi, 405, "method_not_allowed", "this method is not served here");
+		return tc__http_detail(wsi, 405, "this method is not served here");
 	struct tc_rest *r = tc_xcalloc(1, sizeof(*r));
 	r->srv = srv;
 	r->refs = 1;
 	r->op = op;
-	cJSON *path = cJSON_CreateObject();
+	r->path = cJSON_CreateObject();
 	for (size_t i = 0; i < m->nparams; i++) {
 		char name[32];
 		snprintf(name, sizeof(name), "%.*s", (int)m->params[i].name_len, m->params[i].name);
-		cJSON_AddStringToObject(path, name, m->params[i].value);
+		cJSON_AddStringToObject(r->path, name, m->params[i].value);
 		if (!strcmp(name, "thread_id"))
 			snprintf(r->thread, sizeof(r->thread), "%s", m->params[i].value);
 		else if (!strcmp(name, "run_id"))
 			snprintf(r->run_id, sizeof(r->run_id), "%s", m->params[i].value);
 	}
-	char *pj = cJSON_PrintUnformatted(path);
-	snprintf(r->path_json, sizeof(r->path_json), "%s", pj);
-	free(pj);
-	cJSON_Delete(path);
 	r->query = query_of(wsi);
 	char leid[128];
 	if (tc__sse_last_event_id(wsi, leid, sizeof(leid)))
 		snprintf(r->leid, sizeof(r->leid), "%s", leid);
-	uuid4(r->fresh_run);
-	uuid4(r->fresh_thread);
-	(void)g;
+	tc_uuid4(r->fresh_run);
+	tc_uuid4(r->fresh_thread);
 	if (method == TC_HTTP_POST || method == TC_HTTP_PUT || method == TC_HTTP_PATCH ||
 	    (method == TC_HTTP_DELETE && op->store)) {
 		*pending = r;

@@ -33,8 +33,7 @@ struct tc_rest;
  * what the callback returns; *pending is set when a body is expected.
  */
 int tc__rest_request(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss, int route,
-		     unsigned method, const struct tc_route_match *m, const struct tc_grant *g,
-		     struct tc_rest **pending);
+		     unsigned method, const struct tc_route_match *m, struct tc_rest **pending);
 
 /** The body of a pending exchange is complete: starts it (taking it over). */
 int tc__rest_body(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss, struct tc_rest *r,
@@ -43,8 +42,7 @@ int tc__rest_body(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss, st
 /** A pending exchange whose body never completed. */
 void tc__rest_drop(struct tc_rest *r);
 
-/** Whether the route is the REST API's (and which need the "commands" right). */
-bool tc__rest_route(int route);
+/** Whether the route and method change something (they need the token's "commands" right). */
 bool tc__rest_writes(int route, unsigned method);
 
 /** LWS_CALLBACK_HTTP_WRITEABLE for a REST exchange. -1: close. */

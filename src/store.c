@@ -183,6 +183,18 @@ bool tc_store_assistant_valid(const char *s, size_t len)
 	return true;
 }
 
+void tc_store_read_rest_run(struct tc_store_cmd *c, const char *run_id)
+{
+	snprintf(c->key, sizeof(c->key), "{tc:commands}:r:%s", run_id);
+	set_argv(c, (const char *[]){ "HMGET", c->key, "thread_id", "after_seq", "kwargs", "status", NULL });
+}
+
+void tc_store_rest_call(struct tc_store_cmd *c, bool store, const char *op, const char *args)
+{
+	set_argv(c, (const char *[]){ "FCALL", store ? "threadcast_store" : "threadcast_rest", "1",
+				      store ? "{tc:store}" : "{tc:commands}", op, args, NULL });
+}
+
 static const redisReply *field(const redisReply *r, size_t i);
 
 void tc_store_read_route(struct tc_store_cmd *c, const char *thread)

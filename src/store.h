@@ -152,6 +152,17 @@ void tc_store_submit(struct tc_store_cmd *c, const struct tc_store_command *cmd)
 void tc_store_register(struct tc_store_cmd *c, const char *assistant, const char *worker, long live_ms);
 /** Whether s[0..len) can be an assistant id (1 to 128 printable bytes, no spaces). */
 bool tc_store_assistant_valid(const char *s, size_t len);
+/**
+ * HMGET {tc:commands}:r:<run> thread_id after_seq kwargs status: what a
+ * join of a REST run needs of its record (threadcast.lua's threadcast_rest).
+ */
+void tc_store_read_rest_run(struct tc_store_cmd *c, const char *run_id);
+/**
+ * FCALL threadcast_rest 1 {tc:commands} <op> <args> (or, store: threadcast_store
+ * 1 {tc:store}): one REST request (rest.h); args must outlive c.
+ */
+void tc_store_rest_call(struct tc_store_cmd *c, bool store, const char *op, const char *args);
+
 /** HMGET meta seq epoch assistant_id: where the thread stands and the graph it runs. */
 void tc_store_read_route(struct tc_store_cmd *c, const char *thread);
 /**

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 
 static void oom(size_t n)
@@ -167,4 +168,24 @@ char *tc_base64url_decode(const char *s, size_t len, size_t *out_len)
 	out[o] = '\0';
 	*out_len = o;
 	return out;
+}
+
+void tc_random_bytes(void *buf, size_t n)
+{
+	unsigned char *b = buf;
+	if (getrandom(b, n, 0) == (ssize_t)n)
+		return;
+	for (size_t i = 0; i < n; i++)
+		b[i] = (unsigned char)rand();
+}
+
+void tc_uuid4(char out[37])
+{
+	unsigned char b[16];
+	tc_random_bytes(b, sizeof(b));
+	b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
+	b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
+	snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+		 b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+		 b[14], b[15]);
 }

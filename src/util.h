@@ -35,6 +35,11 @@ int64_t tc_wall_ms(void);
 /** Largest integer a JavaScript number holds exactly (the CDDL's js-uint). */
 #define TC_JS_MAX_SAFE 9007199254740991LL
 
+/** n random bytes: the kernel's (getrandom), else rand() (ids only, never secrets). */
+void tc_random_bytes(void *buf, size_t n);
+/** A random (v4) UUID in lowercase hex, NUL-terminated (37 bytes). */
+void tc_uuid4(char out[37]);
+
 /**
  * True when s[0..len) is a valid thread id: 1 to 128 characters of
  * [A-Za-z0-9._:-]. Braces are excluded so a thread id is always safe inside a

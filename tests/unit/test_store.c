@@ -86,6 +86,12 @@ static void command_builders(void **state)
 	assert_string_equal(words(&c), "FCALL threadcast_register 2 {tc:commands}:w:* {tc:commands}:assistants * w1 10000");
 	tc_store_read_route(&c, "t1");
 	assert_string_equal(words(&c), "HMGET tc:{t1}:meta seq epoch assistant_id");
+	tc_store_read_rest_run(&c, "r-1");
+	assert_string_equal(words(&c), "HMGET {tc:commands}:r:r-1 thread_id after_seq kwargs status");
+	tc_store_rest_call(&c, false, "runs.get", "{}");
+	assert_string_equal(words(&c), "FCALL threadcast_rest 1 {tc:commands} runs.get {}");
+	tc_store_rest_call(&c, true, "store.get", "{}");
+	assert_string_equal(words(&c), "FCALL threadcast_store 1 {tc:store} store.get {}");
 	assert_true(tc_store_assistant_valid("agent", 5));
 	assert_false(tc_store_assistant_valid("a b", 3));
 	assert_false(tc_store_assistant_valid("", 0));

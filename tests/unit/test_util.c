@@ -140,6 +140,24 @@ static void cluster_slots(void **state)
 	assert_int_equal(tc_slot_of("t1", 2), tc_slot_of("tc:{t1}:meta", 12));
 }
 
+/* Version 4 UUIDs: lowercase hex in 8-4-4-4-12, the version and variant bits set, never twice the same. */
+static void uuid4s(void **state)
+{
+	char a[37], b[37];
+	tc_uuid4(a);
+	tc_uuid4(b);
+	assert_int_equal(strlen(a), 36);
+	for (int i = 0; i < 36; i++) {
+		if (i == 8 || i == 13 || i == 18 || i == 23)
+			assert_int_equal(a[i], '-');
+		else
+			assert_true((a[i] >= '0' && a[i] <= '9') || (a[i] >= 'a' && a[i] <= 'f'));
+	}
+	assert_int_equal(a[14], '4');
+	assert_non_null(strchr("89ab", a[19]));
+	assert_string_not_equal(a, b);
+}
+
 int main(void)
 {
 	tc_cjson_init();
@@ -151,6 +169,7 @@ int main(void)
 		cmocka_unit_test(bufq_fifo_and_bytes),
 		cmocka_unit_test(bufq_shrinks_when_empty),
 		cmocka_unit_test(cluster_slots),
+		cmocka_unit_test(uuid4s),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
