@@ -242,6 +242,15 @@ static void on_sync(struct tc_redis *r, redisReply *reply, void *privdata)
 		new_epoch(t, "thread vanished from Redis");
 		return;
 	}
+	if (!*e && t->heard > s) {
+		/* The thread began while this was read: read again, for its epoch.
+		 * Filling from the stream instead would deliver events of a history
+		 * whose epoch the hub does not know. Only a later doorbell asks
+		 * again: a thread deleted as soon as it began is read once more. */
+		t->heard = s;
+		sync_thread(t);
+		return;
+	}
 	tc_log(TC_LOG_DEBUG, "thread synced", TC_LS("thread", t->id), TC_LI("seq", s),
 	       TC_LI("head", t->head), TC_LS("epoch", e));
 	snprintf(t->epoch, sizeof(t->epoch), "%s", e);

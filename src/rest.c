@@ -411,7 +411,7 @@ static void run_started(void *ctx, bool restored, bool has_missed, uint64_t miss
 
 /*
  * The stream's session gave up (the thread's history was reset under it,
- * e.g. its first epoch seen late; a slow client): a stream just ends, and
+ * the client was too slow): a stream just ends, and
  * the SDK, seeing no end of the run, reconnects with its Last-Event-ID and
  * resumes; a wait cannot, and says why.
  */

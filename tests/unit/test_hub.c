@@ -320,6 +320,53 @@ static void first_event_adopts_epoch(void **state)
 	assert_int_equal(fx->a.nlost, 0);
 }
 
+/*
+ * The thread begins while the hub reads where it stands: the read finds no
+ * history, the first doorbell came before it. The hub must learn the epoch
+ * (read again) rather than fill from the stream without one, or the next
+ * doorbell looks like a new history (found by the REST run streams).
+ */
+static void thread_begins_during_the_first_sync(void **state)
+{
+	struct fixture *fx = *state;
+	struct rec *m = &fx->a;
+	tc_hub_attach(fx->hub, "t1", &m->m);
+	assert_string_equal(fake_take_sub(fx->redis), "SSUBSCRIBE " CH);
+	fake_push(fx->redis, "ssubscribe", CH, NULL);
+	assert_string_equal(fake_peek(fx->redis), "HMGET tc:{t1}:meta seq epoch");
+	fake_push(fx->redis, "smessage", CH, doorbell("e5", 1)); /* before the read's answer */
+	fake_reply(fx->redis, rr_arr(2, rr_nil(), rr_nil()));   /* read before the first append */
+	assert_string_equal(fake_peek(fx->redis), "HMGET tc:{t1}:meta seq epoch");
+	fake_reply(fx->redis, rr_arr(2, rr_str("1"), rr_str("e5")));
+	assert_int_equal(m->nready, 1);
+	assert_string_equal(tc_thread_epoch(m->m.thread), "e5");
+	assert_int_equal(tc_hub_go_live(&m->m), TC_LIVE_BEHIND); /* it reads seq 1 from the stream itself */
+	tc_hub_advance(&m->m, 1);
+	assert_int_equal(tc_hub_go_live(&m->m), TC_LIVE);
+	fake_push(fx->redis, "smessage", CH, doorbell("e5", 2));
+	assert_int_equal(m->nlost, 0);
+	assert_int_equal(m->nsent, 1);
+	assert_int_equal(m->seqs[0], 2);
+}
+
+/* A thread that began and was deleted during the first sync: read once more,
+ * then the hub is ready with no history (no loop of reads). */
+static void thread_begins_and_goes_during_the_first_sync(void **state)
+{
+	struct fixture *fx = *state;
+	struct rec *m = &fx->a;
+	tc_hub_attach(fx->hub, "t1", &m->m);
+	assert_string_equal(fake_take_sub(fx->redis), "SSUBSCRIBE " CH);
+	fake_push(fx->redis, "ssubscribe", CH, NULL);
+	fake_push(fx->redis, "smessage", CH, doorbell("e5", 1));
+	fake_reply(fx->redis, rr_arr(2, rr_nil(), rr_nil()));
+	assert_string_equal(fake_peek(fx->redis), "HMGET tc:{t1}:meta seq epoch");
+	fake_reply(fx->redis, rr_arr(2, rr_nil(), rr_nil()));
+	assert_null(fake_peek(fx->redis));
+	assert_int_equal(m->nready, 1);
+	assert_int_equal(m->nlost, 0);
+}
+
 /* A batch doorbell (one append call, several events) delivers each in order,
  * skips what was already delivered, and fills a gap before it. */
 static void batch_doorbells(void **state)
@@ -384,6 +431,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(go_live_waits_for_the_hub, setup, teardown),
 		cmocka_unit_test_setup_teardown(out_of_order_confirmations, setup, teardown),
 		cmocka_unit_test_setup_teardown(unasked_unsubscribe_resubscribes, setup, teardown),
+		cmocka_unit_test_setup_teardown(thread_begins_during_the_first_sync, setup, teardown),
+		cmocka_unit_test_setup_teardown(thread_begins_and_goes_during_the_first_sync, setup, teardown),
 		cmocka_unit_test_setup_teardown(first_event_adopts_epoch, setup, teardown),
 		cmocka_unit_test_setup_teardown(batch_doorbells, setup, teardown),
 		cmocka_unit_test_setup_teardown(malformed_doorbells_are_ignored, setup, teardown),
