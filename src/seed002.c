@@ -49,6 +49,7 @@ struct tc_seed002 {
 	tc_seedfmt_emit *emit;
 	void *ctx;
 	bool meta_sent, ended, continued;
+	uint64_t seq, skip;  /* units given out; the last one the client has */
 	int nblocks;
 	double last_ts;
 	char *message_id;   /* the last AI message's */
@@ -111,9 +112,12 @@ static void put(struct tc_seed002 *f, cJSON *b)
 	char ts[32];
 	iso(f->last_ts, ts);
 	cJSON_AddStringToObject(b, "timestamp", ts);
-	if (f->emit) {
+	uint64_t n = ++f->seq;
+	if (f->emit && n > f->skip) {
 		size_t len;
-		char *text = tc_sse_event(NULL, cJSON_GetObjectItemCaseSensitive(b, "event")->valuestring, b, &len);
+		char id[24];
+		snprintf(id, sizeof(id), "%llu", (unsigned long long)n);
+		char *text = tc_sse_event(id, cJSON_GetObjectItemCaseSensitive(b, "event")->valuestring, b, &len);
 		f->emit(f->ctx, text, len);
 		free(text);
 	}
@@ -457,6 +461,20 @@ static void close_all(struct tc_seed002 *f)
 	}
 }
 
+cJSON *tc_seed002_error_event(const char *request_id, const char *code, const char *message, double ms)
+{
+	cJSON *b = cJSON_CreateObject();
+	cJSON_AddStringToObject(b, "event", "error");
+	cJSON_AddStringToObject(b, "requestId", request_id);
+	cJSON_AddStringToObject(b, "code", code);
+	cJSON_AddStringToObject(b, "message", message);
+	cJSON_AddBoolToObject(b, "retryable", tc_seed002_retryable(code));
+	char ts[32];
+	iso(ms, ts);
+	cJSON_AddStringToObject(b, "timestamp", ts);
+	return b;
+}
+
 static void terminal_error(struct tc_seed002 *f, const char *code, const char *message)
 {
 	metadata(f);
@@ -515,7 +533,9 @@ bool tc_seed002_event(struct tc_seed002 *f, const char *frame, size_t len)
 	bool root = !*ev.ns;
 	if (step == TC_RUN_END) {
 		const char *err = tc_run_str(ev.data, "error");
-		if (!strcmp(ev.status, "failed") && err && !strcmp(err, "cancelled"))
+		bool cancelled = (!strcmp(ev.status, "failed") && err && !strcmp(err, "cancelled")) ||
+				 cJSON_IsTrue(tc_run_get(ev.data, "cancelled")); /* (a REST cancel: interrupted) */
+		if (cancelled)
 			terminal_aborted(f, "cancelled");
 		else if (!strcmp(ev.status, "failed"))
 			terminal_error(f, "agent_error", err ? err : "the run failed");
@@ -550,11 +570,18 @@ void tc_seed002_finish(struct tc_seed002 *f, const char *code, const char *messa
 		terminal_aborted(f, message ? message : "client_cancelled");
 }
 
+void tc_seed002_assume_in_run(struct tc_seed002 *f)
+{
+	f->fw.in_run = true;
+}
+
 struct tc_seed002 *tc_seed002_new(const char *run_id, const char *request_id, const char *thread_id,
-				  const char *agent_id, bool in_run, tc_seedfmt_emit *emit, void *ctx)
+				  const char *agent_id, bool in_run, uint64_t skip_through, tc_seedfmt_emit *emit,
+				  void *ctx)
 {
 	struct tc_seed002 *f = tc_xcalloc(1, sizeof(*f));
 	tc_run_follow_init(&f->fw, run_id, in_run);
+	f->skip = skip_through;
 	f->request_id = tc_xstrdup(request_id ? request_id : "");
 	f->thread_id = tc_xstrdup(thread_id ? thread_id : "");
 	f->agent_id = tc_xstrdup(agent_id ? agent_id : "");

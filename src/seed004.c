@@ -504,6 +504,11 @@ const char *tc_seed004_status(const struct tc_seed004 *f)
 	return f->status == ACTIVE ? "active" : f->status == ENDED ? "ended" : "failed";
 }
 
+void tc_seed004_assume_in_run(struct tc_seed004 *f)
+{
+	f->fw.in_run = true;
+}
+
 uint64_t tc_seed004_sequence(const struct tc_seed004 *f)
 {
 	return f->seq;

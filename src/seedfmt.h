@@ -50,6 +50,8 @@ bool tc_seed004_event(struct tc_seed004 *f, const char *frame, size_t len);
 void tc_seed004_finish(struct tc_seed004 *f, const char *error);
 /** The stream's status: "active", "ended" or "failed". */
 const char *tc_seed004_status(const struct tc_seed004 *f);
+/** The history before the first event is gone: the events are taken as the run's. */
+void tc_seed004_assume_in_run(struct tc_seed004 *f);
 /** The last sequence given out (emitted or skipped). */
 uint64_t tc_seed004_sequence(const struct tc_seed004 *f);
 void tc_seed004_free(struct tc_seed004 *f);
@@ -60,10 +62,14 @@ struct tc_seed002;
 
 /**
  * request_id, thread_id, agent_id: the metadata event's fields (and
- * requestId on every event). in_run as above.
+ * requestId on every event). in_run as above. Each event has an "id:", its
+ * number in the stream from 1 (metadata), counted as seed 004's sequences
+ * are, so skip_through (the last id the client has, 0: none) resumes.
  */
 struct tc_seed002 *tc_seed002_new(const char *run_id, const char *request_id, const char *thread_id,
-				  const char *agent_id, bool in_run, tc_seedfmt_emit *emit, void *ctx);
+				  const char *agent_id, bool in_run, uint64_t skip_through, tc_seedfmt_emit *emit,
+				  void *ctx);
+void tc_seed002_assume_in_run(struct tc_seed002 *f);
 bool tc_seed002_event(struct tc_seed002 *f, const char *frame, size_t len);
 /**
  * Ends the stream now if it has not ended: code NULL: "aborted" (the client
@@ -75,6 +81,8 @@ void tc_seed002_free(struct tc_seed002 *f);
 int tc_seed002_http_status(const char *code);
 /** Whether a client may retry after an error with that code. */
 bool tc_seed002_retryable(const char *code);
+/** An error event (new object) for a request refused before its stream: the response's body; ms its time. */
+cJSON *tc_seed002_error_event(const char *request_id, const char *code, const char *message, double ms);
 /** The keepalive comment to send every 15 s. */
 #define TC_SEED002_HEARTBEAT ": heartbeat\n\n"
 

@@ -41,6 +41,8 @@ static void out004(void *ctx, const char *t, size_t len)
 
 static void out002(void *ctx, const char *t, size_t len)
 {
+	must(!strncmp(t, "id: ", 4));
+	t = strchr(t, '\n') + 1;
 	take(ctx, t, len, !strncmp(t, "event: done\n", 12) || !strncmp(t, "event: error\n", 13) ||
 				  !strncmp(t, "event: aborted\n", 15));
 }
@@ -106,7 +108,7 @@ int FUZZ_ENTRY(const uint8_t *data, size_t size)
 	free(part.text);
 
 	struct out o = { 0 };
-	struct tc_seed002 *c = tc_seed002_new("r1", "req", "th", "agent", in_run, out002, &o);
+	struct tc_seed002 *c = tc_seed002_new("r1", "req", "th", "agent", in_run, 0, out002, &o);
 	lines(data, size, ev002, c);
 	tc_seed002_finish(c, NULL, NULL);
 	must(o.terminals == 1 && !o.after);

@@ -293,14 +293,22 @@ static void s004_garbage(void **state)
 /*
  * A compact trace of seed 002 events: "event[:stage:index]" each, the index
  * the blockIndex of a start or stop, the deltaIndex of a delta. Checks that
- * each unit is "event: X\ndata: {…"event":"X"…}\n\n".
+ * each unit is "id: N\nevent: X\ndata: {…"event":"X"…}\n\n", the ids
+ * consecutive.
  */
 static void trace002(const char *text, char *out, size_t cap)
 {
 	out[0] = '\0';
+	unsigned long long last = 0;
 	for (const char *p = text; *p;) {
 		const char *end = strstr(p, "\n\n");
 		assert_non_null(end);
+		char *after;
+		assert_true(strncmp(p, "id: ", 4) == 0);
+		unsigned long long id = strtoull(p + 4, &after, 10);
+		assert_true(*after == '\n' && (!last || id == last + 1));
+		last = id;
+		p = after + 1;
 		assert_true(strncmp(p, "event: ", 7) == 0);
 		const char *data = strstr(p, "\ndata: ");
 		assert_true(data && data < end);
@@ -334,14 +342,14 @@ static void s002_completed(void **state)
 {
 	struct sink s = { 0 };
 	char tr[2048];
-	struct tc_seed002 *f = tc_seed002_new("r1", "req-1", "th-1", "agent", false, collect, &s);
+	struct tc_seed002 *f = tc_seed002_new("r1", "req-1", "th-1", "agent", false, 0, collect, &s);
 	assert_true(whole_run(feed002, f, "{\"data\":{\"event\":\"completed\"}"));
 	trace002(s.text, tr, sizeof(tr));
 	assert_string_equal(tr, "metadata thinking:start:0 thinking:delta:0 thinking:stop:0 "
 				"tool_call:start:1 tool_call:delta:0 tool_call:delta:1 tool_call:stop:1 "
 				"tool_result:start:2 tool_result:delta:0 tool_result:stop:2 "
 				"text:start:3 text:delta:0 text:delta:1 text:stop:3 done");
-	assert_ptr_equal(strstr(s.text, "event: metadata\ndata: {\"event\":\"metadata\",\"requestId\":\"req-1\",\"threadId\":\"th-1\",\"agentId\":\"agent\",\"runId\":\"r1\",\"timestamp\":\"1970-01-01T00:00:01.004Z\"}\n\n"), s.text);
+	assert_ptr_equal(strstr(s.text, "id: 1\nevent: metadata\ndata: {\"event\":\"metadata\",\"requestId\":\"req-1\",\"threadId\":\"th-1\",\"agentId\":\"agent\",\"runId\":\"r1\",\"timestamp\":\"1970-01-01T00:00:01.004Z\"}\n\n"), s.text);
 	assert_non_null(strstr(s.text, "{\"event\":\"text\",\"requestId\":\"req-1\",\"messageId\":\"m3\",\"blockId\":\"b3\",\"stage\":\"delta\",\"delta\":\"It is \",\"deltaIndex\":0,"));
 	assert_non_null(strstr(s.text, "\"stage\":\"stop\",\"blockIndex\":3,\"text\":\"It is 42.\""));
 	assert_non_null(strstr(s.text, "{\"event\":\"tool_call\",\"requestId\":\"req-1\",\"messageId\":\"m1\",\"blockId\":\"b1\",\"stage\":\"stop\",\"toolCallId\":\"c1\",\"toolName\":\"search\",\"blockIndex\":1,\"input\":{\"q\":\"x\"}"));
@@ -365,12 +373,13 @@ static void s002_terminals(void **state)
 	static const struct { const char *end; const char *want; } cases[] = {
 		{ "{\"data\":{\"event\":\"failed\",\"error\":\"boom\"}", "event: error\ndata: {\"event\":\"error\",\"requestId\":\"req-1\",\"code\":\"agent_error\",\"message\":\"boom\",\"retryable\":false," },
 		{ "{\"data\":{\"event\":\"failed\",\"error\":\"cancelled\"}", "event: aborted\ndata: {\"event\":\"aborted\",\"requestId\":\"req-1\",\"reason\":\"cancelled\"," },
+		{ "{\"data\":{\"event\":\"interrupted\",\"cancelled\":true}", "event: aborted\ndata: {\"event\":\"aborted\",\"requestId\":\"req-1\",\"reason\":\"cancelled\"," },
 		{ "{\"data\":{\"event\":\"started\",\"run_id\":\"r2\"}", "event: error\ndata: {\"event\":\"error\",\"requestId\":\"req-1\",\"code\":\"internal_error\",\"message\":\"the run's events ended without its end: another run started\",\"retryable\":true," },
 		{ "{\"data\":{\"event\":\"interrupted\"}", "\"finishReason\":\"action_required\"" },
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		struct sink s = { 0 };
-		struct tc_seed002 *f = tc_seed002_new("r1", "req-1", "th-1", "agent", false, collect, &s);
+		struct tc_seed002 *f = tc_seed002_new("r1", "req-1", "th-1", "agent", false, 0, collect, &s);
 		assert_true(whole_run(feed002, f, cases[i].end));
 		tc_seed002_finish(f, "stream_timeout", "late");
 		char tr[2048];
@@ -381,7 +390,7 @@ static void s002_terminals(void **state)
 	}
 	/* the caller's: a client cancel mid-block closes the block, then aborted */
 	struct sink s = { 0 };
-	struct tc_seed002 *f = tc_seed002_new("r1", "req-1", "th-1", "agent", true, collect, &s);
+	struct tc_seed002 *f = tc_seed002_new("r1", "req-1", "th-1", "agent", true, 0, collect, &s);
 	seq = 0;
 	feed(feed002, f, "messages", "[]", MSG_START("ai", "m1"));
 	feed(feed002, f, "messages", "[]", TEXT_DELTA("par")); /* no block start seen: opened by the delta */
@@ -394,7 +403,7 @@ static void s002_terminals(void **state)
 	tc_seed002_free(f);
 	/* nothing of the run yet: metadata, then the error */
 	memset(&s, 0, sizeof(s));
-	f = tc_seed002_new("r1", "req-1", "th-1", "agent", false, collect, &s);
+	f = tc_seed002_new("r1", "req-1", "th-1", "agent", false, 0, collect, &s);
 	tc_seed002_finish(f, "stream_timeout", "no events");
 	trace002(s.text, tr, sizeof(tr));
 	assert_string_equal(tr, "metadata error");
@@ -406,7 +415,7 @@ static void s002_terminals(void **state)
 static void s002_continuation(void **state)
 {
 	struct sink s = { 0 };
-	struct tc_seed002 *f = tc_seed002_new("r1", "req-1", "th-1", "agent", true, collect, &s);
+	struct tc_seed002 *f = tc_seed002_new("r1", "req-1", "th-1", "agent", true, 0, collect, &s);
 	seq = 0;
 	feed(feed002, f, "input.requested", "[\"tools:1\"]", "\"data\":{\"interrupt_id\":\"i1\",\"payload\":{\"kind\":\"approval\",\"tool\":\"rm\"}}");
 	feed(feed002, f, "input.requested", "[]", "\"data\":{\"interrupt_id\":\"i2\",\"payload\":\"name?\"}");
@@ -418,6 +427,27 @@ static void s002_continuation(void **state)
 	assert_non_null(strstr(s.text, "\"actionId\":\"i2\",\"kind\":\"input\",\"payload\":\"name?\""));
 	assert_non_null(strstr(s.text, "\"content\":[],\"usage\":{\"inputTokens\":0,\"outputTokens\":0,\"totalTokens\":0},\"finishReason\":\"action_required\""));
 	tc_seed002_free(f);
+}
+
+/* Resumed after each id: exactly what followed it, ids and all. */
+static void s002_resume(void **state)
+{
+	static struct sink all, part;
+	struct tc_seed002 *f = tc_seed002_new("r1", "req-1", "th-1", "agent", false, 0, collect, &all);
+	assert_true(whole_run(feed002, f, "{\"data\":{\"event\":\"completed\"}"));
+	tc_seed002_free(f);
+	int units = count(all.text, "\n\n");
+	assert_true(units > 10);
+	const char *from = all.text;
+	for (int k = 0; k <= units; k++) {
+		memset(&part, 0, sizeof(part));
+		f = tc_seed002_new("r1", "req-1", "th-1", "agent", false, (uint64_t)k, collect, &part);
+		whole_run(feed002, f, "{\"data\":{\"event\":\"completed\"}");
+		tc_seed002_free(f);
+		assert_string_equal(part.text, from);
+		if (*from)
+			from = strstr(from, "\n\n") + 2;
+	}
 }
 
 /* The seed's HTTP statuses and retry guidance. */
@@ -441,7 +471,7 @@ static void s002_codes(void **state)
 static void s002_garbage(void **state)
 {
 	struct sink s = { 0 };
-	struct tc_seed002 *f = tc_seed002_new("r1", "req-1", "th-1", "agent", true, collect, &s);
+	struct tc_seed002 *f = tc_seed002_new("r1", "req-1", "th-1", "agent", true, 0, collect, &s);
 	for (size_t i = 0; i < sizeof(garbage_frames) / sizeof(garbage_frames[0]); i++)
 		assert_false(tc_seed002_event(f, garbage_frames[i], strlen(garbage_frames[i])));
 	char tr[512];
@@ -464,6 +494,7 @@ int main(void)
 		cmocka_unit_test(s002_completed),
 		cmocka_unit_test(s002_terminals),
 		cmocka_unit_test(s002_continuation),
+		cmocka_unit_test(s002_resume),
 		cmocka_unit_test(s002_codes),
 		cmocka_unit_test(s002_garbage),
 	};
