@@ -78,7 +78,27 @@ bool tc_seed002_retryable(const char *code);
 /** The keepalive comment to send every 15 s. */
 #define TC_SEED002_HEARTBEAT ": heartbeat\n\n"
 
-/* seed 003 (NDJSON with an envelope, a final reply line): not built yet. */
+/* ---- seed 003: NDJSON lines with an envelope, then one reply line ---- */
+
+struct tc_seed003;
+
+/**
+ * session_id: the thread id; agent: the graph name (NULL: none); message:
+ * the user's message text of the run (NULL: none); in_run as above;
+ * skip_through: the last event_id the client has (0: none) — nothing up to
+ * it is emitted. event_ids count the lines from the run's start (1, 2, …),
+ * so a stream fed the run's events from its start again reproduces them.
+ */
+struct tc_seed003 *tc_seed003_new(const char *run_id, const char *session_id, const char *agent,
+				  const char *message, bool in_run, uint64_t skip_through,
+				  tc_seedfmt_emit *emit, void *ctx);
+/** Takes one event frame; true once the stream has ended. */
+bool tc_seed003_event(struct tc_seed003 *f, const char *frame, size_t len);
+/** Ends the stream now if it has not ended: a reply line with status "failed" and error. */
+void tc_seed003_finish(struct tc_seed003 *f, const char *error);
+/** The last event_id given out (emitted or skipped). */
+uint64_t tc_seed003_event_id(const struct tc_seed003 *f);
+void tc_seed003_free(struct tc_seed003 *f);
 
 /* ---- shared by the translators (seedfmt.c; the run follower is runfollow.h's) ---- */
 
