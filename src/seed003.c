@@ -62,7 +62,7 @@ struct tc_seed003 {
 	char *reply_node; /* the node_id of the span it came in (NULL: none) */
 };
 
-/* A line of a type, its envelope filled (node_id: the span's, NULL for none); sent by send(). */
+/* A line of a type, its envelope filled (node_id: the span's, NULL for none); sent by put_line(). */
 static cJSON *line(struct tc_seed003 *f, const char *type, const struct span *sp)
 {
 	cJSON *o = cJSON_CreateObject();
@@ -70,13 +70,12 @@ static cJSON *line(struct tc_seed003 *f, const char *type, const struct span *sp
 	if (sp)
 		cJSON_AddStringToObject(o, "node_id", sp->id);
 	cJSON_AddNumberToObject(o, "event_id", (double)(f->seq + 1));
-	if (type)
-		cJSON_AddStringToObject(o, "type", type);
+	cJSON_AddStringToObject(o, "type", type);
 	return o;
 }
 
 /* Gives out a line's event_id; emits it (with "namespace" for a subgraph's) when past the skip. */
-static void send(struct tc_seed003 *f, cJSON *o, const char *ns)
+static void put_line(struct tc_seed003 *f, cJSON *o, const char *ns)
 {
 	uint64_t n = ++f->seq;
 	if (ns && *ns)
@@ -114,7 +113,7 @@ static void node_exit(struct tc_seed003 *f, struct span *s, const char *err)
 		cJSON_AddStringToObject(cJSON_AddObjectToObject(o, "result"), "Err", err);
 	else
 		cJSON_AddStringToObject(o, "result", "Ok");
-	send(f, o, NULL);
+	put_line(f, o, NULL);
 	span_free(s);
 	tc_slot_clear(&s->slot);
 }
@@ -131,7 +130,7 @@ static void node_enter(struct tc_seed003 *f, const char *task, const char *name)
 		cJSON_AddStringToObject(o, "id", s->name);
 		cJSON_AddStringToObject(cJSON_AddObjectToObject(o, "result"), "Err",
 					"no longer followed: too many nodes running at once");
-		send(f, o, NULL);
+		put_line(f, o, NULL);
 		span_free(s);
 	}
 	s->name = tc_xstrdup(name);
@@ -141,7 +140,7 @@ static void node_enter(struct tc_seed003 *f, const char *task, const char *name)
 	snprintf(s->id, n, "%s:%s:%llu", f->fw.run_id, name, (unsigned long long)s->k);
 	cJSON *o = line(f, "node_enter", s);
 	cJSON_AddStringToObject(o, "id", name);
-	send(f, o, NULL);
+	put_line(f, o, NULL);
 }
 
 /* The latest span open of a node (NULL: none). */
@@ -157,8 +156,8 @@ static struct span *span_named(struct tc_seed003 *f, const char *name)
 /*
  * The span an event belongs to: the root node task it came from (the first
  * segment of its namespace, "<node>:<task id>"), else the latest span of its
- * node (params.node; an update's data.node); an event of no node (root values, checkpoints, …) is
- * in the span open when there is exactly one.
+ * node (params.node; an update's data.node); an event of no node (root
+ * values, checkpoints, …) is in the span open when there is exactly one.
  */
 static struct span *span_of(struct tc_seed003 *f, const struct tc_run_ev *ev)
 {
@@ -281,7 +280,7 @@ static void text_chunk(struct tc_seed003 *f, const struct tc_run_ev *ev, const s
 	cJSON *o = line(f, "message_chunk", sp);
 	cJSON_AddStringToObject(o, "content", text);
 	cJSON_AddStringToObject(o, "id", ev->node);
-	send(f, o, ev->ns);
+	put_line(f, o, ev->ns);
 	if (*ev->ns)
 		return;
 	if (!f->reply_key) /* resumed mid-message */
@@ -318,7 +317,7 @@ static void args_chunk(struct tc_seed003 *f, const struct tc_run_ev *ev, const s
 	if (m->name)
 		cJSON_AddStringToObject(o, "name", m->name);
 	cJSON_AddStringToObject(o, "arguments_delta", delta);
-	send(f, o, ev->ns);
+	put_line(f, o, ev->ns);
 }
 
 /* A tool call block's finish: the whole call, its arguments an object (the block's, else the deltas'). */
@@ -342,7 +341,7 @@ static void tool_call(struct tc_seed003 *f, const struct tc_run_ev *ev, const st
 		cJSON_AddStringToObject(o, "call_id", m->call);
 	cJSON_AddStringToObject(o, "name", m->name ? m->name : "");
 	cJSON_AddItemToObject(o, "arguments", a);
-	send(f, o, ev->ns);
+	put_line(f, o, ev->ns);
 	tool_block_free(m);
 }
 
@@ -357,7 +356,7 @@ static void usage(struct tc_seed003 *f, const struct tc_run_ev *ev, const struct
 	cJSON_AddNumberToObject(l, "prompt_tokens", i);
 	cJSON_AddNumberToObject(l, "completion_tokens", o);
 	cJSON_AddNumberToObject(l, "total_tokens", cJSON_IsNumber(total) ? total->valuedouble : i + o);
-	send(f, l, ev->ns);
+	put_line(f, l, ev->ns);
 }
 
 static bool is_tool_type(const char *type)
@@ -504,7 +503,7 @@ static void on_tools(struct tc_seed003 *f, const struct tc_run_ev *ev, const str
 		cJSON_AddBoolToObject(o, "is_error", !ok);
 		free(text);
 	}
-	send(f, o, ev->ns);
+	put_line(f, o, ev->ns);
 	if (end && t) {
 		free(t->name);
 		t->name = NULL;
@@ -543,7 +542,7 @@ static void on_event(struct tc_seed003 *f, const struct tc_run_ev *ev)
 				cJSON_AddStringToObject(o, "agent", f->agent);
 			if (f->message)
 				cJSON_AddStringToObject(o, "message", f->message);
-			send(f, o, NULL);
+			put_line(f, o, NULL);
 		}
 		return; /* a subgraph's start and end make no line */
 	}
@@ -607,7 +606,7 @@ static void on_event(struct tc_seed003 *f, const struct tc_run_ev *ev)
 		cJSON_AddItemToObject(o, "arguments", args);
 	}
 	if (o)
-		send(f, o, ev->ns);
+		put_line(f, o, ev->ns);
 }
 
 /*
@@ -636,7 +635,7 @@ static void reply(struct tc_seed003 *f, const char *status, const char *exit_err
 		cJSON_AddStringToObject(o, "error", error);
 	f->ended = true;
 	f->fw.ended = true;
-	send(f, o, NULL);
+	put_line(f, o, NULL);
 }
 
 static void fail(struct tc_seed003 *f, const char *error)
