@@ -3,8 +3,8 @@
  * agent event protocols the project was made from (issue 18): seed 004's
  * resumable typed chunks (SSE, "id:" = sequence, then an end or fail
  * sentinel), seed 002's agent event protocol (SSE, the start/delta/stop
- * stage pattern, exactly one terminal event); seed 003's streaming output
- * (NDJSON lines with an envelope, then a reply line) is still to come.
+ * stage pattern, exactly one terminal event), seed 003's streaming output
+ * (NDJSON lines with an envelope, then a reply line).
  *
  * Pure, like runfmt.h: event frames in (the WebSocket frames of protocol
  * 0.0.21, in seq order), complete wire units out through a callback (an SSE
@@ -86,7 +86,29 @@ cJSON *tc_seed002_error_event(const char *request_id, const char *code, const ch
 /** The keepalive comment to send every 15 s. */
 #define TC_SEED002_HEARTBEAT ": heartbeat\n\n"
 
-/* seed 003 (NDJSON with an envelope, a final reply line): not built yet. */
+/* ---- seed 003: NDJSON lines with an envelope, then one reply line ---- */
+
+struct tc_seed003;
+
+/**
+ * session_id: the thread id; agent: the graph name (NULL: none); message:
+ * the user's message text of the run (NULL: none); in_run as above;
+ * skip_through: the last event_id the client has (0: none) — nothing up to
+ * it is emitted. event_ids count the lines from the run's start (1, 2, …),
+ * so a stream fed the run's events from its start again reproduces them.
+ */
+struct tc_seed003 *tc_seed003_new(const char *run_id, const char *session_id, const char *agent,
+				  const char *message, bool in_run, uint64_t skip_through,
+				  tc_seedfmt_emit *emit, void *ctx);
+/** Takes one event frame; true once the stream has ended. */
+bool tc_seed003_event(struct tc_seed003 *f, const char *frame, size_t len);
+/** Ends the stream now if it has not ended: a reply line with status "failed" and error. */
+void tc_seed003_finish(struct tc_seed003 *f, const char *error);
+/** The history before the first event is gone: the events are taken as the run's. */
+void tc_seed003_assume_in_run(struct tc_seed003 *f);
+/** The last event_id given out (emitted or skipped). */
+uint64_t tc_seed003_event_id(const struct tc_seed003 *f);
+void tc_seed003_free(struct tc_seed003 *f);
 
 /* ---- shared by the translators (seedfmt.c; the run follower is runfollow.h's) ---- */
 

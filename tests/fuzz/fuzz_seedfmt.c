@@ -1,11 +1,14 @@
 /*
  * libFuzzer target: the seed formats' translators (seedfmt.h). The input is
  * event frames, one a line; the first byte picks where the stream starts
- * (inside the run or not) and a resume point for seed 004. Properties: each
- * translator emits exactly one terminal unit once finished, nothing after
- * it, every unit complete (an SSE event ending in its blank line); and seed
- * 004 resumed after sequence k emits exactly what followed k the first time.
+ * (inside the run or not) and a resume point for seeds 004 and 003.
+ * Properties: each translator emits exactly one terminal unit once
+ * finished, nothing after it, every unit complete (an SSE event ending in
+ * its blank line; for seed 003 one JSON object on one line, its event_id
+ * the next); and seeds 004 and 003 resumed after k emit exactly what
+ * followed k the first time.
  */
+#include <cjson/cJSON.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,11 +22,11 @@ struct out {
 	size_t len;
 	int terminals, units;
 	bool after; /* something came after a terminal */
+	uint64_t first; /* seed 003: the event_id of the first unit */
 };
 
 static void take(struct out *o, const char *t, size_t len, bool terminal)
 {
-	must(len >= 2 && t[len - 1] == '\n' && t[len - 2] == '\n');
 	if (o->terminals)
 		o->after = true;
 	o->terminals += terminal;
@@ -34,17 +37,41 @@ static void take(struct out *o, const char *t, size_t len, bool terminal)
 	o->text[o->len] = '\0';
 }
 
+/* An SSE event, ending in its blank line. */
+static void sse(const char *t, size_t len)
+{
+	must(len >= 2 && t[len - 1] == '\n' && t[len - 2] == '\n');
+}
+
 static void out004(void *ctx, const char *t, size_t len)
 {
+	sse(t, len);
 	take(ctx, t, len, strstr(t, "data: {\"type\":\"end\"}") || strstr(t, "data: {\"type\":\"fail\""));
 }
 
 static void out002(void *ctx, const char *t, size_t len)
 {
+	sse(t, len);
 	must(!strncmp(t, "id: ", 4));
-	t = strchr(t, '\n') + 1;
-	take(ctx, t, len, !strncmp(t, "event: done\n", 12) || !strncmp(t, "event: error\n", 13) ||
-				  !strncmp(t, "event: aborted\n", 15));
+	const char *ev = strchr(t, '\n') + 1;
+	take(ctx, t, len, !strncmp(ev, "event: done\n", 12) || !strncmp(ev, "event: error\n", 13) ||
+				  !strncmp(ev, "event: aborted\n", 15));
+}
+
+/* A seed 003 line: one JSON object, one "\n" at its end; the reply line is the terminal. */
+static void out003(void *ctx, const char *t, size_t len)
+{
+	struct out *o = ctx;
+	must(len >= 1 && t[len - 1] == '\n' && !memchr(t, '\n', len - 1));
+	cJSON *j = cJSON_ParseWithLength(t, len - 1);
+	must(cJSON_IsObject(j));
+	const cJSON *eid = cJSON_GetObjectItemCaseSensitive(j, "event_id");
+	must(cJSON_IsNumber(eid) && eid->valuedouble == (double)(o->first + (uint64_t)o->units));
+	must(cJSON_IsString(cJSON_GetObjectItemCaseSensitive(j, "session_id")));
+	bool reply = cJSON_GetObjectItemCaseSensitive(j, "reply") != NULL;
+	must(reply != cJSON_IsString(cJSON_GetObjectItemCaseSensitive(j, "type")));
+	cJSON_Delete(j);
+	take(o, t, len, reply);
 }
 
 /* Feeds every line of the input to fn. */
@@ -68,6 +95,22 @@ static bool ev004(void *f, const char *s, size_t n)
 static bool ev002(void *f, const char *s, size_t n)
 {
 	return tc_seed002_event(f, s, n);
+}
+
+static bool ev003(void *f, const char *s, size_t n)
+{
+	return tc_seed003_event(f, s, n);
+}
+
+/* What followed unit k of a stream (units ending in end), NULL when it has fewer. */
+static const char *after_unit(const char *text, uint64_t k, const char *end)
+{
+	const char *from = text;
+	for (uint64_t i = 0; i < k && from; i++) {
+		from = strstr(from, end);
+		from = from ? from + strlen(end) : NULL;
+	}
+	return from;
 }
 
 int FUZZ_ENTRY(const uint8_t *data, size_t size)
@@ -97,22 +140,48 @@ int FUZZ_ENTRY(const uint8_t *data, size_t size)
 	lines(data, size, ev004, b);
 	tc_seed004_finish(b, "closed");
 	/* what followed sequence skip the first time, exactly */
-	const char *from = all.text;
-	for (uint64_t k = 0; k < skip && from; k++) {
-		from = strstr(from, "\n\n");
-		from = from ? from + 2 : NULL;
-	}
+	const char *from = after_unit(all.text, skip, "\n\n");
 	must((skip >= n && part.units == 0) || (from && part.text && !strcmp(from, part.text)));
 	tc_seed004_free(b);
 	free(all.text);
 	free(part.text);
 
-	struct out o = { 0 };
+	struct out o = { 0 }, o2 = { 0 };
 	struct tc_seed002 *c = tc_seed002_new("r1", "req", "th", "agent", in_run, 0, out002, &o);
 	lines(data, size, ev002, c);
 	tc_seed002_finish(c, NULL, NULL);
 	must(o.terminals == 1 && !o.after);
 	tc_seed002_free(c);
+	/* resumed after id skip: what followed it the first time, exactly */
+	c = tc_seed002_new("r1", "req", "th", "agent", in_run, skip, out002, &o2);
+	lines(data, size, ev002, c);
+	tc_seed002_finish(c, NULL, NULL);
+	const char *rest = o.text;
+	for (uint64_t k = 0; k < skip && rest; k++) {
+		rest = strstr(rest, "\n\n");
+		rest = rest ? rest + 2 : NULL;
+	}
+	must((skip >= (uint64_t)o.units && o2.units == 0) || (rest && o2.text && !strcmp(rest, o2.text)));
+	tc_seed002_free(c);
 	free(o.text);
+	free(o2.text);
+
+	struct out all3 = { .first = 1 }, part3 = { .first = skip + 1 };
+	struct tc_seed003 *d = tc_seed003_new("r1", "th", "agent", "hi", in_run, 0, out003, &all3);
+	lines(data, size, ev003, d);
+	tc_seed003_finish(d, "closed");
+	must(all3.terminals == 1 && !all3.after);
+	n = tc_seed003_event_id(d);
+	must(n == (uint64_t)all3.units);
+	tc_seed003_free(d);
+	d = tc_seed003_new("r1", "th", "agent", "hi", in_run, skip, out003, &part3);
+	lines(data, size, ev003, d);
+	tc_seed003_finish(d, "closed");
+	must(tc_seed003_event_id(d) == n);
+	from = after_unit(all3.text, skip, "\n");
+	must((skip >= n && part3.units == 0) || (from && part3.text && !strcmp(from, part3.text)));
+	tc_seed003_free(d);
+	free(all3.text);
+	free(part3.text);
 	return 0;
 }

@@ -55,6 +55,29 @@ static bool feed(feed_fn *fn, void *f, const char *method, const char *ns, const
 	return fn(f, buf, n);
 }
 
+static bool feed003(void *f, const char *fr, size_t len)
+{
+	return tc_seed003_event(f, fr, len);
+}
+
+/*
+ * A root task's event (seed 003's node spans): data is the task's. It does
+ * not advance seq, so the timestamps the other formats' expectations show
+ * are those of the run without them (they make nothing in those formats).
+ */
+static void task(feed_fn *fn, void *f, const char *data)
+{
+	char buf[1024];
+	int n = snprintf(buf, sizeof(buf),
+			 "{\"type\":\"event\",\"seq\":%d,\"method\":\"tasks\",\"params\":{\"namespace\":[],"
+			 "\"timestamp\":%d,\"data\":%s}}",
+			 seq, 1000 + seq, data);
+	fn(f, buf, (size_t)n);
+}
+
+#define TASK(id, name) "{\"id\":\"" id "\",\"name\":\"" name "\",\"input\":{},\"triggers\":[\"branch:to:" name "\"],\"interrupts\":[]}"
+#define TASK_OK(id, name) "{\"id\":\"" id "\",\"name\":\"" name "\",\"result\":{},\"interrupts\":[],\"error\":null}"
+
 #define STARTED(run) "\"data\":{\"event\":\"started\",\"run_id\":\"" run "\"}"
 #define MSG_START(role, id) "\"node\":\"agent\",\"data\":{\"event\":\"message-start\",\"role\":\"" role "\",\"id\":\"" id "\"}"
 #define BLOCK_START_TEXT "\"node\":\"agent\",\"data\":{\"event\":\"content-block-start\",\"index\":0,\"content\":{\"type\":\"text\",\"text\":\"\"}}"
@@ -65,7 +88,7 @@ static bool feed(feed_fn *fn, void *f, const char *method, const char *ns, const
 /*
  * A whole run, as the example graph makes it: an earlier run's events, the
  * run's start, reasoning, a tool call, the tool, an answer, values, a
- * custom event, then the end given (completed / failed / interrupted / the
+ * custom event, each node a task (created, then its result), then the end given (completed / failed / interrupted / the
  * next run's start). Returns what the last feed returned.
  */
 static bool whole_run(feed_fn *fn, void *f, const char *end)
@@ -76,6 +99,7 @@ static bool whole_run(feed_fn *fn, void *f, const char *end)
 	feed(fn, f, "lifecycle", "[]", "\"data\":{\"event\":\"completed\"}");
 	feed(fn, f, "lifecycle", "[]", STARTED("r1"));
 	feed(fn, f, "values", "[]", "\"data\":{\"messages\":[\"q\"]}");
+	task(fn, f, TASK("1", "agent"));
 	feed(fn, f, "messages", "[\"agent:1\"]", MSG_START("ai", "m1"));
 	feed(fn, f, "messages", "[\"agent:1\"]", "\"node\":\"agent\",\"data\":{\"event\":\"content-block-start\",\"index\":0,\"content\":{\"type\":\"reasoning\",\"reasoning\":\"\"}}");
 	feed(fn, f, "messages", "[\"agent:1\"]", "\"node\":\"agent\",\"data\":{\"event\":\"content-block-delta\",\"index\":0,\"delta\":{\"type\":\"reasoning-delta\",\"reasoning\":\"hmm\"}}");
@@ -86,14 +110,18 @@ static bool whole_run(feed_fn *fn, void *f, const char *end)
 	feed(fn, f, "messages", "[\"agent:1\"]", "\"node\":\"agent\",\"data\":{\"event\":\"content-block-finish\",\"index\":1,\"content\":{\"type\":\"tool_call\",\"id\":\"c1\",\"name\":\"search\",\"args\":{\"q\":\"x\"}}}");
 	feed(fn, f, "messages", "[\"agent:1\"]", MSG_FINISH);
 	feed(fn, f, "updates", "[]", "\"data\":{\"node\":\"agent\",\"values\":{\"messages\":[\"call\"]}}");
+	task(fn, f, TASK_OK("1", "agent"));
 	feed(fn, f, "values", "[]", "\"data\":{\"messages\":[\"q\",\"call\"]}");
+	task(fn, f, TASK("2", "tools"));
 	feed(fn, f, "tools", "[\"tools:2\"]", "\"data\":{\"event\":\"tool-started\",\"tool_call_id\":\"c1\",\"tool_name\":\"search\",\"input\":{\"q\":\"x\"}}");
 	feed(fn, f, "tools", "[\"tools:2\"]", "\"data\":{\"event\":\"tool-output-delta\",\"tool_call_id\":\"c1\",\"delta\":\"work\"}");
 	feed(fn, f, "tools", "[\"tools:2\"]", "\"data\":{\"event\":\"tool-finished\",\"tool_call_id\":\"c1\",\"output\":{\"content\":\"42\",\"type\":\"tool\"}}");
 	feed(fn, f, "messages", "[\"tools:2\"]", "\"node\":\"tools\",\"data\":{\"event\":\"message-start\",\"role\":\"tool\",\"id\":\"m2\",\"tool_call_id\":\"c1\"}");
 	feed(fn, f, "messages", "[\"tools:2\"]", "\"node\":\"tools\",\"data\":{\"event\":\"content-block-finish\",\"index\":0,\"content\":{\"type\":\"text\",\"text\":\"42\"}}");
 	feed(fn, f, "messages", "[\"tools:2\"]", "\"node\":\"tools\",\"data\":{\"event\":\"message-finish\"}");
+	task(fn, f, TASK_OK("2", "tools"));
 	feed(fn, f, "values", "[]", "\"data\":{\"messages\":[\"q\",\"call\",\"42\"]}");
+	task(fn, f, TASK("3", "agent"));
 	feed(fn, f, "messages", "[\"agent:3\"]", MSG_START("ai", "m3"));
 	feed(fn, f, "messages", "[\"agent:3\"]", BLOCK_START_TEXT);
 	feed(fn, f, "messages", "[\"agent:3\"]", TEXT_DELTA("It is "));
@@ -101,6 +129,7 @@ static bool whole_run(feed_fn *fn, void *f, const char *end)
 	feed(fn, f, "messages", "[\"agent:3\"]", BLOCK_FINISH_TEXT("It is 42."));
 	feed(fn, f, "messages", "[\"agent:3\"]", MSG_FINISH);
 	feed(fn, f, "custom", "[\"agent:3\"]", "\"data\":{\"name\":\"progress\",\"payload\":{\"done\":1}}");
+	task(fn, f, TASK_OK("3", "agent"));
 	feed(fn, f, "values", "[]", "\"data\":{\"messages\":[\"q\",\"call\",\"42\",\"It is 42.\"],\"n\":1}");
 	return feed(fn, f, end[0] == '{' ? "lifecycle" : end, "[]", end[0] == '{' ? end + 1 : "\"data\":{}");
 }
@@ -480,6 +509,330 @@ static void s002_garbage(void **state)
 	tc_seed002_free(f);
 }
 
+/* ---- seed 003 ---- */
+
+/*
+ * Checks a seed 003 stream whole: every unit one JSON object on one line,
+ * session_id "th-1" on each, event_ids first_id, first_id + 1, …, a reply
+ * line last and only last. With spans (a stream from the run's start whose
+ * nodes run one at a time): node_enter and node_exit pair up with one
+ * node_id, which every line between them carries. Returns the lines.
+ */
+static int check003(const char *text, double first_id, bool spans)
+{
+	int n = 0;
+	bool replied = false;
+	char open_span[256] = "";
+	for (const char *p = text; *p; n++) {
+		const char *nl = strchr(p, '\n');
+		assert_non_null(nl);
+		cJSON *j = cJSON_ParseWithLength(p, (size_t)(nl - p));
+		assert_true(cJSON_IsObject(j));
+		assert_false(replied); /* nothing after the reply */
+		assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(j, "session_id")), "th-1");
+		const cJSON *eid = cJSON_GetObjectItem(j, "event_id");
+		assert_true(cJSON_IsNumber(eid) && eid->valuedouble == first_id + n);
+		const char *type = cJSON_GetStringValue(cJSON_GetObjectItem(j, "type"));
+		const char *node = cJSON_GetStringValue(cJSON_GetObjectItem(j, "node_id"));
+		if (!type) {
+			assert_true(cJSON_IsString(cJSON_GetObjectItem(j, "reply")));
+			const char *st = cJSON_GetStringValue(cJSON_GetObjectItem(j, "status"));
+			assert_true(st && (!strcmp(st, "completed") || !strcmp(st, "interrupted") || !strcmp(st, "failed")));
+			assert_true((strcmp(st, "failed") == 0) == cJSON_IsString(cJSON_GetObjectItem(j, "error")));
+			replied = true;
+		} else if (spans && !strcmp(type, "node_enter")) {
+			assert_string_equal(open_span, "");
+			assert_non_null(node);
+			snprintf(open_span, sizeof(open_span), "%s", node);
+		} else if (spans && !strcmp(type, "node_exit")) {
+			assert_non_null(node);
+			assert_string_equal(node, open_span);
+			open_span[0] = '\0';
+		} else if (spans && open_span[0]) {
+			assert_non_null(node);
+			assert_string_equal(node, open_span);
+		} else if (spans) {
+			assert_null(node);
+		}
+		cJSON_Delete(j);
+		p = nl + 1;
+	}
+	assert_true(replied);
+	if (spans)
+		assert_string_equal(open_span, "");
+	return n;
+}
+
+/* Every line the run makes, in order, its nodes as spans, then the reply. */
+static void s003_completed(void **state)
+{
+	struct sink s = { 0 };
+	struct tc_seed003 *f = tc_seed003_new("r1", "th-1", "agent", "what is it?", false, 0, collect, &s);
+	assert_true(whole_run(feed003, f, "{\"data\":{\"event\":\"completed\"}"));
+	const char *want =
+		"{\"session_id\":\"th-1\",\"event_id\":1,\"type\":\"run_start\",\"run_id\":\"r1\",\"agent\":\"agent\",\"message\":\"what is it?\"}\n"
+		"{\"session_id\":\"th-1\",\"event_id\":2,\"type\":\"values\",\"state\":{\"messages\":[\"q\"]}}\n"
+		"{\"session_id\":\"th-1\",\"node_id\":\"r1:agent:1\",\"event_id\":3,\"type\":\"node_enter\",\"id\":\"agent\"}\n"
+		"{\"session_id\":\"th-1\",\"node_id\":\"r1:agent:1\",\"event_id\":4,\"type\":\"tool_call_chunk\",\"call_id\":\"c1\",\"name\":\"search\",\"arguments_delta\":\"{\\\"q\\\":\"}\n"
+		"{\"session_id\":\"th-1\",\"node_id\":\"r1:agent:1\",\"event_id\":5,\"type\":\"tool_call_chunk\",\"call_id\":\"c1\",\"name\":\"search\",\"arguments_delta\":\"\\\"x\\\"}\"}\n"
+		"{\"session_id\":\"th-1\",\"node_id\":\"r1:agent:1\",\"event_id\":6,\"type\":\"tool_call\",\"call_id\":\"c1\",\"name\":\"search\",\"arguments\":{\"q\":\"x\"}}\n"
+		"{\"session_id\":\"th-1\",\"node_id\":\"r1:agent:1\",\"event_id\":7,\"type\":\"usage\",\"prompt_tokens\":10,\"completion_tokens\":4,\"total_tokens\":14}\n"
+		"{\"session_id\":\"th-1\",\"node_id\":\"r1:agent:1\",\"event_id\":8,\"type\":\"updates\",\"id\":\"agent\",\"state\":{\"messages\":[\"call\"]}}\n"
+		"{\"session_id\":\"th-1\",\"node_id\":\"r1:agent:1\",\"event_id\":9,\"type\":\"node_exit\",\"id\":\"agent\",\"result\":\"Ok\"}\n"
+		"{\"session_id\":\"th-1\",\"event_id\":10,\"type\":\"values\",\"state\":{\"messages\":[\"q\",\"call\"]}}\n"
+		"{\"session_id\":\"th-1\",\"node_id\":\"r1:tools:2\",\"event_id\":11,\"type\":\"node_enter\",\"id\":\"tools\"}\n"
+		"{\"session_id\":\"th-1\",\"node_id\":\"r1:tools:2\",\"event_id\":12,\"type\":\"tool_start\",\"call_id\":\"c1\",\"name\":\"search\"}\n"
+		"{\"session_id\":\"th-1\",\"node_id\":\"r1:tools:2\",\"event_id\":13,\"type\":\"tool_output\",\"call_id\":\"c1\",\"name\":\"search\",\"content\":\"work\"}\n"
+		"{\"session_id\":\"th-1\",\"node_id\":\"r1:tools:2\",\"event_id\":14,\"type\":\"tool_end\",\"call_id\":\"c1\",\"name\":\"search\",\"result\":\"42\",\"is_error\":false}\n"
+		"{\"session_id\":\"th-1\",\"node_id\":\"r1:tools:2\",\"event_id\":15,\"type\":\"node_exit\",\"id\":\"tools\",\"result\":\"Ok\"}\n"
+		"{\"session_id\":\"th-1\",\"event_id\":16,\"type\":\"values\",\"state\":{\"messages\":[\"q\",\"call\",\"42\"]}}\n"
+		"{\"session_id\":\"th-1\",\"node_id\":\"r1:agent:3\",\"event_id\":17,\"type\":\"node_enter\",\"id\":\"agent\"}\n"
+		"{\"session_id\":\"th-1\",\"node_id\":\"r1:agent:3\",\"event_id\":18,\"type\":\"message_chunk\",\"content\":\"It is \",\"id\":\"agent\"}\n"
+		"{\"session_id\":\"th-1\",\"node_id\":\"r1:agent:3\",\"event_id\":19,\"type\":\"message_chunk\",\"content\":\"42.\",\"id\":\"agent\"}\n"
+		"{\"session_id\":\"th-1\",\"node_id\":\"r1:agent:3\",\"event_id\":20,\"type\":\"usage\",\"prompt_tokens\":10,\"completion_tokens\":4,\"total_tokens\":14}\n"
+		"{\"session_id\":\"th-1\",\"node_id\":\"r1:agent:3\",\"event_id\":21,\"type\":\"custom\",\"name\":\"progress\",\"value\":{\"done\":1}}\n"
+		"{\"session_id\":\"th-1\",\"node_id\":\"r1:agent:3\",\"event_id\":22,\"type\":\"node_exit\",\"id\":\"agent\",\"result\":\"Ok\"}\n"
+		"{\"session_id\":\"th-1\",\"event_id\":23,\"type\":\"values\",\"state\":{\"messages\":[\"q\",\"call\",\"42\",\"It is 42.\"],\"n\":1}}\n"
+		"{\"session_id\":\"th-1\",\"node_id\":\"r1:agent:3\",\"event_id\":24,\"reply\":\"It is 42.\",\"status\":\"completed\"}\n";
+	assert_string_equal(s.text, want);
+	assert_int_equal(check003(s.text, 1, true), 24);
+	assert_int_equal(tc_seed003_event_id(f), 24);
+	/* after the end: nothing, whatever comes */
+	assert_true(feed(feed003, f, "values", "[]", "\"data\":{\"n\":2}"));
+	tc_seed003_finish(f, "late");
+	assert_int_equal(s.units, 24);
+	assert_int_equal(tc_seed003_event_id(f), 24);
+	tc_seed003_free(f);
+}
+
+/* Exactly one reply line whatever the end, last; nothing after it. */
+static void s003_endings(void **state)
+{
+	static const struct { const char *end; const char *want; } cases[] = {
+		{ "{\"data\":{\"event\":\"failed\",\"error\":\"boom\"}",
+		  "{\"session_id\":\"th-1\",\"node_id\":\"r1:agent:3\",\"event_id\":24,\"reply\":\"It is 42.\",\"status\":\"failed\",\"error\":\"boom\"}\n" },
+		{ "{\"data\":{\"event\":\"failed\"}",
+		  "\"event_id\":24,\"reply\":\"It is 42.\",\"status\":\"failed\",\"error\":\"the run failed\"}\n" },
+		{ "{\"data\":{\"event\":\"interrupted\"}",
+		  "\"event_id\":24,\"reply\":\"It is 42.\",\"status\":\"interrupted\"}\n" },
+		{ "{\"data\":{\"event\":\"started\",\"run_id\":\"r2\"}",
+		  "\"event_id\":24,\"reply\":\"It is 42.\",\"status\":\"failed\",\"error\":\"the run's events ended without its end: another run started\"}\n" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct sink s = { 0 };
+		struct tc_seed003 *f = tc_seed003_new("r1", "th-1", NULL, NULL, false, 0, collect, &s);
+		assert_true(whole_run(feed003, f, cases[i].end));
+		tc_seed003_finish(f, "late");
+		assert_true(feed(feed003, f, "values", "[]", "\"data\":{\"n\":2}"));
+		assert_int_equal(check003(s.text, 1, true), 24);
+		assert_int_equal(count(s.text, "\"reply\":"), 1);
+		const char *tail = strstr(s.text, cases[i].want);
+		assert_non_null(tail);
+		assert_string_equal(tail, cases[i].want); /* the last line */
+		assert_null(strstr(s.text, "\"agent\":")); /* no agent, no message: run_start without them */
+		assert_non_null(strstr(s.text, "{\"session_id\":\"th-1\",\"event_id\":1,\"type\":\"run_start\",\"run_id\":\"r1\"}\n"));
+		tc_seed003_free(f);
+	}
+
+	/* a failed run with a node running: its node_exit with the error, then the reply */
+	struct sink s = { 0 };
+	struct tc_seed003 *f = tc_seed003_new("r1", "th-1", NULL, NULL, true, 0, collect, &s);
+	seq = 0;
+	task(feed003, f, TASK("7", "model"));
+	feed(feed003, f, "messages", "[\"model:7\"]", MSG_START("ai", "m1"));
+	feed(feed003, f, "messages", "[\"model:7\"]", TEXT_DELTA("par")); /* no block start: still text */
+	assert_true(feed(feed003, f, "lifecycle", "[]", "\"data\":{\"event\":\"failed\",\"error\":\"rate limited\"}"));
+	assert_int_equal(check003(s.text, 1, true), 4);
+	assert_string_equal(s.text,
+			    "{\"session_id\":\"th-1\",\"node_id\":\"r1:model:1\",\"event_id\":1,\"type\":\"node_enter\",\"id\":\"model\"}\n"
+			    "{\"session_id\":\"th-1\",\"node_id\":\"r1:model:1\",\"event_id\":2,\"type\":\"message_chunk\",\"content\":\"par\",\"id\":\"agent\"}\n"
+			    "{\"session_id\":\"th-1\",\"node_id\":\"r1:model:1\",\"event_id\":3,\"type\":\"node_exit\",\"id\":\"model\",\"result\":{\"Err\":\"rate limited\"}}\n"
+			    "{\"session_id\":\"th-1\",\"node_id\":\"r1:model:1\",\"event_id\":4,\"reply\":\"par\",\"status\":\"failed\",\"error\":\"rate limited\"}\n");
+	tc_seed003_free(f);
+
+	/* the caller's finish mid-node: the same, with its error (or a default); once */
+	memset(&s, 0, sizeof(s));
+	f = tc_seed003_new("r1", "th-1", NULL, NULL, true, 0, collect, &s);
+	seq = 0;
+	task(feed003, f, TASK("7", "model"));
+	tc_seed003_finish(f, NULL);
+	tc_seed003_finish(f, "again");
+	assert_true(feed(feed003, f, "lifecycle", "[]", "\"data\":{\"event\":\"completed\"}"));
+	assert_int_equal(check003(s.text, 1, true), 3);
+	assert_non_null(strstr(s.text, "\"event_id\":2,\"type\":\"node_exit\",\"id\":\"model\",\"result\":{\"Err\":\"the stream was closed before the run ended\"}}\n"
+				       "{\"session_id\":\"th-1\",\"event_id\":3,\"reply\":\"\",\"status\":\"failed\",\"error\":\"the stream was closed before the run ended\"}\n"));
+	tc_seed003_free(f);
+
+	/* nothing of the run yet: the reply alone */
+	memset(&s, 0, sizeof(s));
+	f = tc_seed003_new("r1", "th-1", NULL, NULL, false, 0, collect, &s);
+	tc_seed003_finish(f, "stream_timeout");
+	assert_string_equal(s.text, "{\"session_id\":\"th-1\",\"event_id\":1,\"reply\":\"\",\"status\":\"failed\",\"error\":\"stream_timeout\"}\n");
+	tc_seed003_free(f);
+}
+
+/* Resumed after event_id k (the run read from its start again): exactly what followed k. */
+static void s003_resume(void **state)
+{
+	static const char *const ends[] = { "{\"data\":{\"event\":\"completed\"}",
+					    "{\"data\":{\"event\":\"started\",\"run_id\":\"r2\"}" };
+	static struct sink all, part;
+	for (size_t e = 0; e < 2; e++) {
+		memset(&all, 0, sizeof(all));
+		struct tc_seed003 *f = tc_seed003_new("r1", "th-1", "agent", "hi", false, 0, collect, &all);
+		whole_run(feed003, f, ends[e]);
+		tc_seed003_free(f);
+		assert_int_equal(all.units, 24);
+		for (uint64_t k = 0; k <= 24; k++) {
+			memset(&part, 0, sizeof(part));
+			f = tc_seed003_new("r1", "th-1", "agent", "hi", false, k, collect, &part);
+			whole_run(feed003, f, ends[e]);
+			assert_int_equal(tc_seed003_event_id(f), 24);
+			char id[32];
+			snprintf(id, sizeof(id), "\"event_id\":%llu,", (unsigned long long)k + 1);
+			const char *from = all.text + all.len;
+			if (k < 24) {
+				from = strstr(all.text, id);
+				assert_non_null(from);
+				while (from > all.text && from[-1] != '\n')
+					from--;
+			}
+			assert_string_equal(part.text, from);
+			assert_int_equal(part.units, 24 - (int)k);
+			if (k < 24)
+				check003(part.text, (double)k + 1, false);
+			tc_seed003_free(f);
+		}
+	}
+}
+
+/*
+ * Nodes in parallel (two of one name), a subgraph's events with their
+ * namespace, a checkpoint, a tool's error, interrupts as tool approvals, and
+ * a node stopped by an interrupt.
+ */
+static void s003_spans_and_more(void **state)
+{
+	struct sink s = { 0 };
+	struct tc_seed003 *f = tc_seed003_new("r1", "th-1", NULL, NULL, true, 0, collect, &s);
+	seq = 0;
+	task(feed003, f, TASK("a", "worker"));
+	task(feed003, f, TASK("b", "worker"));
+	task(feed003, f, TASK("a", "worker")); /* again: nothing */
+	feed(feed003, f, "custom", "[\"worker:a\"]", "\"data\":{\"payload\":\"from a\"}");
+	feed(feed003, f, "custom", "[\"worker:b\"]", "\"data\":{\"payload\":\"from b\"}");
+	feed(feed003, f, "updates", "[]", "\"node\":\"worker\",\"data\":{\"values\":{\"x\":1}}"); /* the latest worker */
+	feed(feed003, f, "values", "[]", "\"data\":{\"x\":1}"); /* no node, two open: none */
+	task(feed003, f, "{\"id\":\"a\",\"name\":\"worker\",\"result\":{},\"error\":{\"message\":\"bad input\",\"name\":\"Error\"}}");
+	task(feed003, f, "{\"id\":\"zz\",\"name\":\"worker\",\"result\":{}}"); /* never entered: nothing */
+	feed(feed003, f, "values", "[]", "\"data\":{\"x\":2}"); /* no node, one open: its */
+	feed(feed003, f, "checkpoints", "[]", "\"data\":{\"id\":\"ck1\",\"parent_id\":\"ck0\",\"step\":2,\"source\":\"loop\"}");
+	feed(feed003, f, "lifecycle", "[\"worker:b\",\"research:4\"]", "\"data\":{\"event\":\"started\",\"graph_name\":\"research\"}");
+	feed(feed003, f, "checkpoints", "[\"worker:b\",\"research:4\"]", "\"data\":{\"id\":\"ck9\",\"step\":0}"); /* a subgraph's: none */
+	feed(feed003, f, "messages", "[\"worker:b\",\"research:4\",\"model:9\"]", MSG_START("ai", "m7"));
+	feed(feed003, f, "messages", "[\"worker:b\",\"research:4\",\"model:9\"]", TEXT_DELTA("deep"));
+	feed(feed003, f, "tools", "[\"worker:b\",\"research:4\",\"tools:5\"]", "\"data\":{\"event\":\"tool-error\",\"tool_call_id\":\"c3\",\"tool_name\":\"fetch\",\"message\":\"timeout\"}");
+	feed(feed003, f, "tools", "[\"worker:b\",\"research:4\",\"tools:5\"]", "\"data\":{\"event\":\"tool-finished\",\"tool_call_id\":\"c4\",\"output\":[1,2]}");
+	feed(feed003, f, "tools", "[\"worker:b\",\"research:4\",\"tools:5\"]", "\"data\":{\"event\":\"tool-finished\",\"tool_call_id\":\"c5\",\"output\":\"plain\"}");
+	feed(feed003, f, "input.requested", "[\"worker:b\"]", "\"data\":{\"interrupt_id\":\"i1\",\"payload\":{\"action_request\":{\"action\":\"rm\",\"args\":{\"path\":\"/\"}}}}");
+	feed(feed003, f, "input.requested", "[]", "\"data\":{\"interrupt_id\":\"i2\",\"payload\":\"name?\"}");
+	feed(feed003, f, "input.requested", "[]", "\"data\":{\"interrupt_id\":\"i3\",\"payload\":{\"action_requests\":[{\"name\":\"send_email\",\"args\":{}}]}}");
+	task(feed003, f, "{\"id\":\"b\",\"name\":\"worker\",\"result\":{},\"interrupts\":[{\"value\":1}],\"error\":null}");
+	assert_true(feed(feed003, f, "lifecycle", "[]", "\"data\":{\"event\":\"interrupted\"}"));
+	const char *want =
+		"{\"session_id\":\"th-1\",\"node_id\":\"r1:worker:1\",\"event_id\":1,\"type\":\"node_enter\",\"id\":\"worker\"}\n"
+		"{\"session_id\":\"th-1\",\"node_id\":\"r1:worker:2\",\"event_id\":2,\"type\":\"node_enter\",\"id\":\"worker\"}\n"
+		"{\"session_id\":\"th-1\",\"node_id\":\"r1:worker:1\",\"event_id\":3,\"type\":\"custom\",\"value\":\"from a\"}\n"
+		"{\"session_id\":\"th-1\",\"node_id\":\"r1:worker:2\",\"event_id\":4,\"type\":\"custom\",\"value\":\"from b\"}\n"
+		"{\"session_id\":\"th-1\",\"node_id\":\"r1:worker:2\",\"event_id\":5,\"type\":\"updates\",\"id\":\"worker\",\"state\":{\"x\":1}}\n"
+		"{\"session_id\":\"th-1\",\"event_id\":6,\"type\":\"values\",\"state\":{\"x\":1}}\n"
+		"{\"session_id\":\"th-1\",\"node_id\":\"r1:worker:1\",\"event_id\":7,\"type\":\"node_exit\",\"id\":\"worker\",\"result\":{\"Err\":\"bad input\"}}\n"
+		"{\"session_id\":\"th-1\",\"node_id\":\"r1:worker:2\",\"event_id\":8,\"type\":\"values\",\"state\":{\"x\":2}}\n"
+		"{\"session_id\":\"th-1\",\"node_id\":\"r1:worker:2\",\"event_id\":9,\"type\":\"checkpoint\",\"checkpoint_id\":\"ck1\",\"timestamp\":1006,\"step\":2,\"thread_id\":\"th-1\",\"checkpoint_ns\":\"\"}\n"
+		"{\"session_id\":\"th-1\",\"node_id\":\"r1:worker:2\",\"event_id\":10,\"type\":\"message_chunk\",\"content\":\"deep\",\"id\":\"agent\",\"namespace\":\"worker:b|research:4\"}\n"
+		"{\"session_id\":\"th-1\",\"node_id\":\"r1:worker:2\",\"event_id\":11,\"type\":\"tool_end\",\"call_id\":\"c3\",\"name\":\"fetch\",\"result\":\"timeout\",\"is_error\":true,\"namespace\":\"worker:b|research:4\"}\n"
+		"{\"session_id\":\"th-1\",\"node_id\":\"r1:worker:2\",\"event_id\":12,\"type\":\"tool_end\",\"call_id\":\"c4\",\"name\":\"\",\"result\":\"[1,2]\",\"is_error\":false,\"namespace\":\"worker:b|research:4\"}\n"
+		"{\"session_id\":\"th-1\",\"node_id\":\"r1:worker:2\",\"event_id\":13,\"type\":\"tool_end\",\"call_id\":\"c5\",\"name\":\"\",\"result\":\"plain\",\"is_error\":false,\"namespace\":\"worker:b|research:4\"}\n"
+		"{\"session_id\":\"th-1\",\"node_id\":\"r1:worker:2\",\"event_id\":14,\"type\":\"tool_approval\",\"call_id\":\"i1\",\"name\":\"rm\",\"arguments\":{\"action_request\":{\"action\":\"rm\",\"args\":{\"path\":\"/\"}}}}\n"
+		"{\"session_id\":\"th-1\",\"node_id\":\"r1:worker:2\",\"event_id\":15,\"type\":\"tool_approval\",\"call_id\":\"i2\",\"name\":\"interrupt\",\"arguments\":{\"value\":\"name?\"}}\n"
+		"{\"session_id\":\"th-1\",\"node_id\":\"r1:worker:2\",\"event_id\":16,\"type\":\"tool_approval\",\"call_id\":\"i3\",\"name\":\"send_email\",\"arguments\":{\"action_requests\":[{\"name\":\"send_email\",\"args\":{}}]}}\n"
+		"{\"session_id\":\"th-1\",\"node_id\":\"r1:worker:2\",\"event_id\":17,\"type\":\"node_exit\",\"id\":\"worker\",\"result\":{\"Err\":\"interrupted\"}}\n"
+		"{\"session_id\":\"th-1\",\"event_id\":18,\"reply\":\"\",\"status\":\"interrupted\"}\n";
+	assert_string_equal(s.text, want);
+	check003(s.text, 1, false);
+	tc_seed003_free(f);
+}
+
+/* Two tasks of one node streaming at once: their messages apart; the reply is the last started. */
+static void s003_parallel_reply(void **state)
+{
+	struct sink s = { 0 };
+	struct tc_seed003 *f = tc_seed003_new("r1", "th-1", NULL, NULL, true, 0, collect, &s);
+	seq = 0;
+	task(feed003, f, TASK("a", "agent"));
+	task(feed003, f, TASK("b", "agent"));
+	feed(feed003, f, "messages", "[\"agent:a\"]", MSG_START("ai", "m1"));
+	feed(feed003, f, "messages", "[\"agent:b\"]", MSG_START("ai", "m2"));
+	feed(feed003, f, "messages", "[\"agent:a\"]", TEXT_DELTA("A1"));
+	feed(feed003, f, "messages", "[\"agent:b\"]", TEXT_DELTA("B1"));
+	feed(feed003, f, "messages", "[\"agent:a\"]", TEXT_DELTA("A2"));
+	feed(feed003, f, "messages", "[\"agent:b\"]", TEXT_DELTA("B2"));
+	feed(feed003, f, "messages", "[\"agent:b\"]", MSG_FINISH);
+	feed(feed003, f, "messages", "[\"agent:a\"]", MSG_FINISH);
+	task(feed003, f, TASK_OK("b", "agent"));
+	task(feed003, f, TASK_OK("a", "agent"));
+	assert_true(feed(feed003, f, "lifecycle", "[]", "\"data\":{\"event\":\"completed\"}"));
+	check003(s.text, 1, false);
+	assert_non_null(strstr(s.text, "{\"session_id\":\"th-1\",\"node_id\":\"r1:agent:1\",\"event_id\":5,\"type\":\"message_chunk\",\"content\":\"A2\",\"id\":\"agent\"}\n"
+				       "{\"session_id\":\"th-1\",\"node_id\":\"r1:agent:2\",\"event_id\":6,\"type\":\"message_chunk\",\"content\":\"B2\",\"id\":\"agent\"}\n"));
+	assert_non_null(strstr(s.text, "\"node_id\":\"r1:agent:2\",\"event_id\":9,\"type\":\"node_exit\",\"id\":\"agent\",\"result\":\"Ok\"}\n"
+				       "{\"session_id\":\"th-1\",\"node_id\":\"r1:agent:1\",\"event_id\":10,\"type\":\"node_exit\",\"id\":\"agent\",\"result\":\"Ok\"}\n"
+				       "{\"session_id\":\"th-1\",\"node_id\":\"r1:agent:2\",\"event_id\":11,\"reply\":\"B1B2\",\"status\":\"completed\"}\n"));
+	tc_seed003_free(f);
+}
+
+/* More nodes at once than it follows: the oldest span ends first; every enter has its exit. */
+static void s003_many_spans(void **state)
+{
+	static struct sink s;
+	memset(&s, 0, sizeof(s));
+	struct tc_seed003 *f = tc_seed003_new("r1", "th-1", NULL, NULL, true, 0, collect, &s);
+	seq = 0;
+	for (int i = 0; i < 70; i++) {
+		char t[128];
+		snprintf(t, sizeof(t), "{\"id\":\"t%d\",\"name\":\"n\",\"input\":{}}", i);
+		task(feed003, f, t);
+	}
+	tc_seed003_finish(f, "bye");
+	assert_int_equal(count(s.text, "\"type\":\"node_enter\""), 70);
+	assert_int_equal(count(s.text, "\"type\":\"node_exit\""), 70);
+	assert_int_equal(count(s.text, "{\"Err\":\"no longer followed: too many nodes running at once\"}"), 6);
+	assert_non_null(strstr(s.text, "\"node_id\":\"r1:n:1\",\"event_id\":65,\"type\":\"node_exit\""));
+	check003(s.text, 1, false);
+	tc_seed003_free(f);
+}
+
+static void s003_garbage(void **state)
+{
+	struct sink s = { 0 };
+	struct tc_seed003 *f = tc_seed003_new("r1", "th-1", NULL, NULL, true, 0, collect, &s);
+	for (size_t i = 0; i < sizeof(garbage_frames) / sizeof(garbage_frames[0]); i++)
+		assert_false(tc_seed003_event(f, garbage_frames[i], strlen(garbage_frames[i])));
+	static const char *const more[] = {
+		"{\"method\":\"tasks\",\"params\":{\"namespace\":[],\"data\":{\"id\":5}}}",
+		"{\"method\":\"tasks\",\"params\":{\"namespace\":[],\"data\":[1]}}",
+		"{\"method\":\"checkpoints\",\"params\":{\"namespace\":[],\"data\":{\"step\":1}}}",
+		"{\"method\":\"messages\",\"params\":{\"namespace\":[],\"data\":{\"event\":\"message-finish\",\"usage\":{\"input_tokens\":\"x\"}}}}",
+		"{\"method\":\"tools\",\"params\":{\"namespace\":[],\"data\":{\"event\":\"tool-output-delta\",\"tool_call_id\":\"c\"}}}",
+	};
+	for (size_t i = 0; i < sizeof(more) / sizeof(more[0]); i++)
+		assert_false(tc_seed003_event(f, more[i], strlen(more[i])));
+	/* only the custom event without data says anything: a line with a null value */
+	assert_int_equal(s.units, 1);
+	assert_string_equal(s.text, "{\"session_id\":\"th-1\",\"event_id\":1,\"type\":\"custom\",\"value\":null}\n");
+	tc_seed003_free(f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -497,6 +850,13 @@ int main(void)
 		cmocka_unit_test(s002_resume),
 		cmocka_unit_test(s002_codes),
 		cmocka_unit_test(s002_garbage),
+		cmocka_unit_test(s003_completed),
+		cmocka_unit_test(s003_endings),
+		cmocka_unit_test(s003_resume),
+		cmocka_unit_test(s003_spans_and_more),
+		cmocka_unit_test(s003_parallel_reply),
+		cmocka_unit_test(s003_many_spans),
+		cmocka_unit_test(s003_garbage),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
