@@ -24,6 +24,7 @@ struct block {
 	bool open;
 	int index;          /* blockIndex: its place in done's content */
 	int deltas;         /* deltaIndex of the next delta */
+	int cindex;         /* the message's content block it is (its "index") */
 	char kind[16];      /* "text", "thinking", "tool_call" */
 	char *text;         /* text, thinking, or a tool call's arguments as text */
 	size_t len;
@@ -34,7 +35,8 @@ struct open_msg {
 	struct tc_slot slot; /* key: ns "#" node */
 	bool ai;
 	char *id;
-	struct block b;
+	struct block b;     /* the block open (a message streams one at a time) */
+	uint64_t done;      /* content indexes (< 64) whose block has stopped */
 };
 
 struct open_tool {
@@ -161,10 +163,10 @@ static cJSON *stage(struct tc_seed002 *f, const struct open_msg *m, const char *
 	return b;
 }
 
-static void block_start(struct tc_seed002 *f, struct open_msg *m, const char *kind, const cJSON *content)
+static void block_start(struct tc_seed002 *f, struct open_msg *m, const char *kind, const cJSON *content, int cindex)
 {
 	struct block *b = &m->b;
-	*b = (struct block){ .open = true, .index = f->nblocks++ };
+	*b = (struct block){ .open = true, .index = f->nblocks++, .cindex = cindex };
 	snprintf(b->kind, sizeof(b->kind), "%s", kind);
 	const char *s;
 	if ((s = tc_run_str(content, "id")))
@@ -215,6 +217,8 @@ static void block_stop(struct tc_seed002 *f, struct open_msg *m, const cJSON *fi
 	}
 	put(f, e);
 	add_content(f, c);
+	if (b->cindex >= 0 && b->cindex < 64)
+		m->done |= 1ull << b->cindex;
 	free(b->text);
 	free(b->call);
 	free(b->name);
@@ -230,6 +234,7 @@ static void msg_free(struct open_msg *m)
 	free(m->b.name);
 	m->id = NULL;
 	m->b = (struct block){ 0 };
+	m->done = 0;
 	m->ai = false;
 }
 
@@ -295,6 +300,7 @@ static void on_messages(struct tc_seed002 *f, const struct tc_run_ev *ev)
 	if (!strcmp(e, "message-start")) {
 		const char *role = tc_run_str(ev->data, "role"), *id = tc_run_str(ev->data, "id");
 		block_stop(f, m, NULL);
+		m->done = 0;
 		free(m->id);
 		m->id = id ? tc_xstrdup(id) : NULL;
 		m->ai = !role || !strcmp(role, "ai") || !strcmp(role, "assistant");
@@ -313,15 +319,24 @@ static void on_messages(struct tc_seed002 *f, const struct tc_run_ev *ev)
 	}
 	if (!m->ai)
 		return;
+	/*
+	 * A message's content blocks may overlap (a tool call starts before the
+	 * text before it finishes): a block starting stops the one open, and
+	 * what comes later for a stopped block is dropped.
+	 */
+	const cJSON *ix = tc_run_get(ev->data, "index");
+	int cindex = cJSON_IsNumber(ix) && ix->valuedouble >= 0 && ix->valuedouble < 1e6 ? (int)ix->valuedouble : -1;
+	bool stopped = cindex >= 0 && cindex < 64 && (m->done >> cindex & 1);
+	bool this_one = m->b.open && m->b.cindex == cindex;
 	if (!strcmp(e, "content-block-start") || !strcmp(e, "content-block-finish")) {
 		bool finish = e[14] == 'f';
 		const cJSON *block = tc_run_get(ev->data, "content");
 		const char *kind = kind_of(tc_run_str(block, "type"));
-		if (!kind)
+		if (!kind || (finish && stopped && !this_one))
 			return;
-		if (!finish || !m->b.open || strcmp(m->b.kind, kind)) { /* a finish alone: the whole block */
+		if (!finish || !this_one || strcmp(m->b.kind, kind)) { /* a finish alone: the whole block */
 			block_stop(f, m, NULL);
-			block_start(f, m, kind, block);
+			block_start(f, m, kind, block, cindex);
 		}
 		if (!strcmp(kind, "tool_call")) {
 			const cJSON *args = tc_run_get(block, "args");
@@ -341,11 +356,11 @@ static void on_messages(struct tc_seed002 *f, const struct tc_run_ev *ev)
 			type = tc_run_str(fields, "type");
 		}
 		const char *kind = kind_of(type);
-		if (!kind)
+		if (!kind || (stopped && !this_one))
 			return;
-		if (!m->b.open || strcmp(m->b.kind, kind)) { /* resumed mid-block */
+		if (!this_one || strcmp(m->b.kind, kind)) { /* resumed mid-block */
 			block_stop(f, m, NULL);
-			block_start(f, m, kind, fields);
+			block_start(f, m, kind, fields, cindex);
 		}
 		if (fields)
 			block_delta(f, m, tc_run_str(fields, "args"));

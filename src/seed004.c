@@ -18,7 +18,7 @@
 struct open_msg {
 	struct tc_slot slot; /* key: ns "#" node */
 	bool ai;        /* an AI message: its text and reasoning are chunks */
-	bool streamed;  /* the current block had deltas */
+	uint64_t streamed; /* content indexes whose block had deltas (from 63 on: bit 63) */
 };
 
 /* A graph of the run (the root: ns ""), its last values and its type. */
@@ -109,7 +109,8 @@ static void out_chunk(struct tc_seed004 *f, cJSON *c)
 static void msg_clear(struct open_msg *m)
 {
 	tc_slot_clear(&m->slot);
-	m->ai = m->streamed = false;
+	m->ai = false;
+	m->streamed = 0;
 }
 
 /* The message open in key (with create: a new one, taken as an AI message until it says). */
@@ -119,7 +120,7 @@ static struct open_msg *msg_slot(struct tc_seed004 *f, const char *key, bool cre
 	struct open_msg *m = tc_slot_find(f->msgs, OPEN_MESSAGES, sizeof(f->msgs[0]), &f->clock, key, create, &fresh);
 	if (fresh) {
 		m->ai = true;
-		m->streamed = false;
+		m->streamed = 0;
 	}
 	return m;
 }
@@ -151,7 +152,7 @@ static void on_messages(struct tc_seed004 *f, const struct tc_run_ev *ev)
 		struct open_msg *m = msg_slot(f, key, true);
 		const char *role = tc_run_str(ev->data, "role");
 		m->ai = !role || !strcmp(role, "ai") || !strcmp(role, "assistant");
-		m->streamed = false;
+		m->streamed = 0;
 		free(key);
 		return;
 	}
@@ -179,32 +180,35 @@ static void on_messages(struct tc_seed004 *f, const struct tc_run_ev *ev)
 	}
 	if (!m->ai)
 		return;
+	/* a message's blocks may overlap: what had deltas is kept per content index */
+	const cJSON *ix = tc_run_get(ev->data, "index");
+	uint64_t bit = 1ull << (cJSON_IsNumber(ix) && ix->valuedouble >= 0 && ix->valuedouble < 63 ? (int)ix->valuedouble : 63);
 	if (!strcmp(e, "content-block-start") || !strcmp(e, "content-block-finish")) {
 		bool finish = e[14] == 'f';
 		const cJSON *block = tc_run_get(ev->data, "content");
 		const char *type = tc_run_str(block, "type");
 		if (!finish)
-			m->streamed = false;
+			m->streamed &= ~bit;
 		if (!type)
 			return;
 		if (!strcmp(type, "text")) {
 			const char *text = tc_run_str(block, "text");
-			if (text && *text && !m->streamed)
+			if (text && *text && !(m->streamed & bit))
 				text_chunk(f, ev, text);
 			if (text && *text)
-				m->streamed = true;
+				m->streamed |= bit;
 		} else if (!strcmp(type, "reasoning")) {
 			const char *text = tc_run_str(block, "reasoning");
 			if (!finish && text && *text) {
 				thinking_chunk(f, ev, text, false);
-				m->streamed = true;
+				m->streamed |= bit;
 			} else if (finish) {
 				/* the block's end: its text when none went out, else an empty completion */
-				thinking_chunk(f, ev, !m->streamed && text ? text : "", true);
+				thinking_chunk(f, ev, !(m->streamed & bit) && text ? text : "", true);
 			}
 		}
 		if (finish)
-			m->streamed = false;
+			m->streamed &= ~bit;
 	} else if (!strcmp(e, "content-block-delta")) {
 		const cJSON *delta = tc_run_get(ev->data, "delta");
 		const char *type = tc_run_str(delta, "type");
@@ -213,13 +217,13 @@ static void on_messages(struct tc_seed004 *f, const struct tc_run_ev *ev)
 		if (!strcmp(type, "text-delta")) {
 			const char *text = tc_run_str(delta, "text");
 			if (text && *text) {
-				m->streamed = true;
+				m->streamed |= bit;
 				text_chunk(f, ev, text);
 			}
 		} else if (!strcmp(type, "reasoning-delta")) {
 			const char *text = tc_run_str(delta, "reasoning");
 			if (text && *text) {
-				m->streamed = true;
+				m->streamed |= bit;
 				thinking_chunk(f, ev, text, false);
 			}
 		}
@@ -238,7 +242,13 @@ static void on_tools(struct tc_seed004 *f, const struct tc_run_ev *ev)
 		cJSON *c = chunk(f, "tool_start", ev->ns, ev->timestamp);
 		cJSON_AddStringToObject(c, "toolCallId", call);
 		cJSON_AddStringToObject(c, "toolName", name ? name : "");
-		cJSON_AddItemToObject(c, "arguments", input ? cJSON_Duplicate(input, true) : cJSON_CreateNull());
+		/* the arguments as an object, also when the tool's input came as JSON text */
+		cJSON *args = cJSON_IsString(input) ? cJSON_Parse(input->valuestring) : NULL;
+		if (!cJSON_IsObject(args)) {
+			cJSON_Delete(args);
+			args = input ? cJSON_Duplicate(input, true) : cJSON_CreateNull();
+		}
+		cJSON_AddItemToObject(c, "arguments", args);
 		out_chunk(f, c);
 	} else if (!strcmp(e, "tool-finished") || !strcmp(e, "tool-error")) {
 		bool ok = e[5] == 'f';

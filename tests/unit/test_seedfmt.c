@@ -479,6 +479,39 @@ static void s002_resume(void **state)
 	}
 }
 
+/* A message whose blocks overlap (a tool call starts before its text finishes, as LangChain streams them). */
+static void overlapping(feed_fn *fn, void *f)
+{
+	seq = 0;
+	feed(fn, f, "lifecycle", "[]", STARTED("r1"));
+	feed(fn, f, "messages", "[\"agent:1\"]", MSG_START("ai", "m1"));
+	feed(fn, f, "messages", "[\"agent:1\"]", BLOCK_START_TEXT);
+	feed(fn, f, "messages", "[\"agent:1\"]", TEXT_DELTA("Looking"));
+	feed(fn, f, "messages", "[\"agent:1\"]", "\"node\":\"agent\",\"data\":{\"event\":\"content-block-start\",\"index\":1,\"content\":{\"type\":\"tool_call_chunk\",\"id\":\"c1\",\"name\":\"search\",\"args\":\"\"}}");
+	feed(fn, f, "messages", "[\"agent:1\"]", BLOCK_FINISH_TEXT("Looking"));
+	feed(fn, f, "messages", "[\"agent:1\"]", "\"node\":\"agent\",\"data\":{\"event\":\"content-block-finish\",\"index\":1,\"content\":{\"type\":\"tool_call\",\"id\":\"c1\",\"name\":\"search\",\"args\":{\"q\":1}}}");
+	feed(fn, f, "messages", "[\"agent:1\"]", MSG_FINISH);
+	feed(fn, f, "lifecycle", "[]", "\"data\":{\"event\":\"completed\"}");
+}
+
+static void overlapping_blocks(void **state)
+{
+	static struct sink s;
+	memset(&s, 0, sizeof(s));
+	struct tc_seed004 *a = tc_seed004_new("r1", "agent", false, 0, collect, &s);
+	overlapping(feed004, a);
+	tc_seed004_free(a);
+	assert_int_equal(count(s.text, "\"text_delta\""), 1); /* the text once, not again at its finish */
+	memset(&s, 0, sizeof(s));
+	struct tc_seed002 *b = tc_seed002_new("r1", "req-1", "th-1", "agent", false, 0, collect, &s);
+	overlapping(feed002, b);
+	tc_seed002_free(b);
+	char tr[512];
+	trace002(s.text, tr, sizeof(tr));
+	assert_string_equal(tr, "metadata text:start:0 text:delta:0 text:stop:0 tool_call:start:1 tool_call:stop:1 done");
+	assert_non_null(strstr(s.text, "\"input\":{\"q\":1}"));
+}
+
 /* The seed's HTTP statuses and retry guidance. */
 static void s002_codes(void **state)
 {
@@ -848,6 +881,7 @@ int main(void)
 		cmocka_unit_test(s002_terminals),
 		cmocka_unit_test(s002_continuation),
 		cmocka_unit_test(s002_resume),
+		cmocka_unit_test(overlapping_blocks),
 		cmocka_unit_test(s002_codes),
 		cmocka_unit_test(s002_garbage),
 		cmocka_unit_test(s003_completed),
