@@ -69,6 +69,7 @@ struct tc_conn {
 	bool session_busy;        /**< reading stopped while the session serves a command */
 	bool rx_off;              /**< what lws was last told about reading */
 	bool headers_sent;        /**< SSE: the response head is out */
+	bool no_heartbeat;        /**< SSE kind: a stream whose format has no comments (NDJSON) */
 	bool close_sent;          /**< WebSocket: our close frame is out; waiting for the peer's */
 	bool pinged;              /**< WebSocket: a PING went out since we last heard from it */
 	bool ping_due;            /**< WebSocket: write a PING with the next flush */

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "bridge.h"
 #include "http.h"
@@ -14,6 +15,7 @@
 #include "query.h"
 #include "runfmt.h"
 #include "runfollow.h"
+#include "seedfmt.h"
 #include "spell.h"
 #include "sse.h"
 #include "store.h"
@@ -31,6 +33,8 @@ enum rest_kind {
 	K_WORKER,     /* threads.get, then a worker answers (method) */
 	K_COPY,       /* threads.copy, then a worker copies the checkpoints */
 	K_STATE,      /* threads.get, then a worker; a thread without a record: from its events */
+	K_STATUS,     /* a run's record: seed 004's stream status */
+	K_AGENT,      /* seed 002: a request becomes runs.create (threads.get first for a threadId) */
 };
 
 enum rest_out { OUT_JSON, OUT_STREAM, OUT_WAIT };
@@ -67,6 +71,11 @@ static const struct rest_op {
 	{ TC_ROUTE_R_RUN_JOIN, TC_HTTP_GET, NULL, K_JOIN, OUT_WAIT, false, false, false },
 	{ TC_ROUTE_R_RUN_WAIT, TC_HTTP_GET, NULL, K_JOIN, OUT_WAIT, false, false, false },
 	{ TC_ROUTE_R_RUN_CANCEL, TC_HTTP_POST, "runs.cancel", K_CANCEL, OUT_JSON, false, true, false },
+	{ TC_ROUTE_R_RUN_CHUNKS, TC_HTTP_GET, NULL, K_JOIN, OUT_STREAM, false, false, false },
+	{ TC_ROUTE_R_RUN_CHUNKS_STATUS, TC_HTTP_GET, NULL, K_STATUS, OUT_JSON, false, false, false },
+	{ TC_ROUTE_R_RUN_NDJSON, TC_HTTP_GET, NULL, K_JOIN, OUT_STREAM, false, false, false },
+	{ TC_ROUTE_R_AGENT_STREAM, TC_HTTP_POST, "runs.create", K_AGENT, OUT_STREAM, false, true, false },
+	{ TC_ROUTE_R_AGENT_RUN_STREAM, TC_HTTP_GET, NULL, K_JOIN, OUT_STREAM, false, false, false },
 	{ TC_ROUTE_R_SL_RUNS, TC_HTTP_POST, "runs.create", K_CREATE, OUT_JSON, false, true, true },
 	{ TC_ROUTE_R_SL_STREAM, TC_HTTP_POST, "runs.create", K_CREATE, OUT_STREAM, false, true, true },
 	{ TC_ROUTE_R_SL_WAIT, TC_HTTP_POST, "runs.create", K_CREATE, OUT_WAIT, false, true, true },
@@ -95,6 +104,24 @@ bool tc__rest_writes(int route, unsigned method)
 	return o && o->writes;
 }
 
+/* How a run's stream is written: the SDK's stream modes, or one of the other seeds' formats. */
+enum fmt { FMT_SDK, FMT_CHUNKS, FMT_NDJSON, FMT_AEP };
+
+static enum fmt fmt_of(int route)
+{
+	switch (route) {
+	case TC_ROUTE_R_RUN_CHUNKS:
+		return FMT_CHUNKS;
+	case TC_ROUTE_R_RUN_NDJSON:
+		return FMT_NDJSON;
+	case TC_ROUTE_R_AGENT_STREAM:
+	case TC_ROUTE_R_AGENT_RUN_STREAM:
+		return FMT_AEP;
+	default:
+		return FMT_SDK;
+	}
+}
+
 /* ==== the exchange ============================================================================ */
 
 struct tc_rest {
@@ -119,10 +146,77 @@ struct tc_rest {
 	char location[320], content_location[320];
 	struct tc_buf *saved;        /* K_CANCEL / K_COPY: the body to answer once the rest is done */
 	unsigned saved_status;
-	struct tc_runfmt *fmt;       /* a run's stream or wait */
+	enum fmt fk;                 /* how a run's stream is written */
+	void *fmt;                   /* a run's stream or wait: its translator (fk's) */
+	bool over;                   /* the translator has ended the stream */
+	char assistant[TC_ROUTE_VALUE_MAX + 1]; /* a joined run's graph */
+	cJSON *actions;              /* seed 002: the action ids the request answers */
 	struct tc_bridge_caller caller;
 };
 
+/* ==== the run's translator ==================================================================== */
+
+/* Takes one event frame; true when it ended the stream (once). */
+static bool fmt_event(struct tc_rest *r, const char *frame, size_t len)
+{
+	bool end = false;
+	switch (r->fk) {
+	case FMT_SDK:
+		end = tc_runfmt_event(r->fmt, frame, len);
+		break;
+	case FMT_CHUNKS:
+		end = tc_seed004_event(r->fmt, frame, len);
+		break;
+	case FMT_NDJSON:
+		end = tc_seed003_event(r->fmt, frame, len);
+		break;
+	case FMT_AEP:
+		end = tc_seed002_event(r->fmt, frame, len);
+		break;
+	}
+	bool first = end && !r->over;
+	r->over = r->over || end;
+	return first;
+}
+
+static void fmt_assume_in_run(struct tc_rest *r)
+{
+	switch (r->fk) {
+	case FMT_SDK:
+		tc_runfmt_assume_in_run(r->fmt);
+		break;
+	case FMT_CHUNKS:
+		tc_seed004_assume_in_run(r->fmt);
+		break;
+	case FMT_NDJSON:
+		tc_seed003_assume_in_run(r->fmt);
+		break;
+	case FMT_AEP:
+		tc_seed002_assume_in_run(r->fmt);
+		break;
+	}
+}
+
+static void fmt_free(struct tc_rest *r)
+{
+	if (!r->fmt)
+		return;
+	switch (r->fk) {
+	case FMT_SDK:
+		tc_runfmt_free(r->fmt);
+		break;
+	case FMT_CHUNKS:
+		tc_seed004_free(r->fmt);
+		break;
+	case FMT_NDJSON:
+		tc_seed003_free(r->fmt);
+		break;
+	case FMT_AEP:
+		tc_seed002_free(r->fmt);
+		break;
+	}
+	r->fmt = NULL;
+}
 
 static void unref(struct tc_rest *r)
 {
@@ -133,8 +227,8 @@ static void unref(struct tc_rest *r)
 	cJSON_Delete(r->body);
 	free(r->kwargs);
 	tc_buf_unref(r->saved);
-	if (r->fmt)
-		tc_runfmt_free(r->fmt);
+	cJSON_Delete(r->actions);
+	fmt_free(r);
 	free(r);
 }
 
@@ -202,7 +296,8 @@ int tc__rest_writeable(struct tc_conn *c)
 
 	if (r->out == OUT_STREAM) {
 		if (!c->headers_sent) {
-			if (tc__http_head_x(c->wsi, 200, "text/event-stream", LWS_ILLEGAL_HTTP_CONTENT_LEN, extra))
+			const char *type = r->fk == FMT_NDJSON ? "application/x-ndjson" : "text/event-stream";
+			if (tc__http_head_x(c->wsi, 200, type, LWS_ILLEGAL_HTTP_CONTENT_LEN, extra))
 				return -1;
 			c->headers_sent = true;
 		}
@@ -296,7 +391,7 @@ static void fcall(struct tc_rest *r, const char *op, reply_fn *fn)
  */
 static void cancel_on_disconnect(struct tc_rest *r)
 {
-	if (!r->fmt || tc_runfmt_ended(r->fmt) || !r->run_id[0])
+	if (!r->fmt || r->over || !r->run_id[0])
 		return;
 	const char *how = tc_run_str(r->body, "on_disconnect");
 	bool cancel = (how && !strcmp(how, "cancel")) ||
@@ -395,8 +490,7 @@ static void run_send(void *ctx, struct tc_buf *frame)
 {
 	struct tc_conn *c = ctx;
 	struct tc_rest *r = c->rest;
-	bool was_over = tc_runfmt_ended(r->fmt);
-	if (tc_runfmt_event(r->fmt, (const char *)tc_buf_data(frame), frame->len) && !was_over)
+	if (fmt_event(r, (const char *)tc_buf_data(frame), frame->len))
 		run_ended(r);
 	tc_buf_unref(frame);
 }
@@ -406,23 +500,29 @@ static void run_started(void *ctx, bool restored, bool has_missed, uint64_t miss
 {
 	struct tc_conn *c = ctx;
 	if (!restored || (has_missed && missed))
-		tc_runfmt_assume_in_run(c->rest->fmt);
+		fmt_assume_in_run(c->rest);
 }
 
 /*
  * The stream's session gave up (the thread's history was reset under it,
- * the client was too slow): a stream just ends, and
- * the SDK, seeing no end of the run, reconnects with its Last-Event-ID and
- * resumes; a wait cannot, and says why.
+ * the client was too slow): a stream just ends, and the SDK, seeing no end
+ * of the run, reconnects with its Last-Event-ID and resumes (so do seed 004
+ * and 003 clients, from their last sequence); seed 002's stream must end in
+ * one terminal event, a retryable error; a wait cannot, and says why.
  */
 static void run_close(void *ctx, int code, const char *reason)
 {
 	struct tc_conn *c = ctx;
 	struct tc_rest *r = c->rest;
-	if (r->out == OUT_STREAM)
-		tc__conn_close(c, TC_CONN_FLUSH, (enum tc_close)code, reason);
-	else
+	if (r->out != OUT_STREAM) {
 		answer_detail(r, 503, reason);
+		return;
+	}
+	if (r->fk == FMT_AEP && !r->over) {
+		r->over = true;
+		tc_seed002_finish(r->fmt, "internal_error", reason);
+	}
+	tc__conn_close(c, TC_CONN_FLUSH, (enum tc_close)code, reason);
 }
 
 static const struct tc_session_io run_io = {
@@ -434,7 +534,7 @@ static const struct tc_session_io run_io = {
 	.stream_started = run_started,
 };
 
-/* Last-Event-ID as one of runfmt.h's ids; 0 when absent, "-1" (from the start) or not one. */
+/* Last-Event-ID as one of runfmt.h's ids or a seed's sequence; 0 when absent, "-1" (from the start) or not one. */
 static uint64_t resume_id(const char *leid)
 {
 	char *end;
@@ -442,6 +542,52 @@ static uint64_t resume_id(const char *leid)
 		return 0;
 	unsigned long long v = strtoull(leid, &end, 10);
 	return *end ? 0 : (uint64_t)v;
+}
+
+/* The text of the last message of a run's input (its kwargs): seed 003's run_start message. */
+static char *input_text(const cJSON *kwargs)
+{
+	const cJSON *msgs = tc_run_get(tc_run_get(kwargs, "input"), "messages");
+	const cJSON *last = cJSON_GetArrayItem(msgs, cJSON_GetArraySize(msgs) - 1);
+	const cJSON *content = tc_run_get(last, "content");
+	if (cJSON_IsString(content))
+		return tc_xstrdup(content->valuestring);
+	const char *text = tc_run_str(cJSON_GetArrayItem(content, 0), "text");
+	return text ? tc_xstrdup(text) : NULL;
+}
+
+/*
+ * The run's translator, for a stream that starts after the last id the
+ * client has (from) — a seed format's stream always starts at the run's
+ * beginning and skips what the client has; the SDK's stream may also start
+ * from now (join_from).
+ */
+static void fmt_new(struct tc_rest *r, enum rest_out out, uint64_t from, const cJSON *modes, bool subgraphs)
+{
+	tc_seedfmt_emit *emit = out == OUT_STREAM ? stream_emit : NULL;
+	const char *agent = tc_run_str(r->path, "agent_name");
+	switch (r->fk) {
+	case FMT_SDK:
+		r->fmt = tc_runfmt_new(r->run_id, r->thread, tc_runfmt_modes(modes), subgraphs, false,
+				       from ? from : r->join_from, emit, r);
+		break;
+	case FMT_CHUNKS:
+		r->fmt = tc_seed004_new(r->run_id, r->assistant[0] ? r->assistant : NULL, false, from, emit, r);
+		break;
+	case FMT_NDJSON: {
+		cJSON *kwargs = r->kwargs ? cJSON_Parse(r->kwargs) : NULL;
+		char *message = input_text(kwargs);
+		r->fmt = tc_seed003_new(r->run_id, r->thread, r->assistant[0] ? r->assistant : NULL, message, false,
+					from, emit, r);
+		free(message);
+		cJSON_Delete(kwargs);
+		break;
+	}
+	case FMT_AEP:
+		r->fmt = tc_seed002_new(r->run_id, r->run_id, r->thread, agent ? agent : r->assistant, false, from,
+					emit, r);
+		break;
+	}
 }
 
 /*
@@ -458,17 +604,16 @@ static void follow_run(struct tc_rest *r, enum rest_out out, const cJSON *modes,
 
 	r->out = out;
 	uint64_t from = resume_id(r->leid), meta_id = r->after_seq * TC_RUNFMT_IDS + TC_RUNFMT_IDS - 1;
-	if (from <= meta_id)
+	if (r->fk == FMT_SDK && from <= meta_id)
 		from = 0;
-	bool beginning = !from && !r->join_from;
+	bool metadata = r->fk == FMT_SDK && !from && !r->join_from;
 	/*
 	 * The run is always read from its beginning, so that what a resumed or
 	 * joined stream sends is what the whole stream would have (a message's
 	 * id, the values an interrupt adds to); what the client has, or a join
 	 * from now skips, is followed but not sent.
 	 */
-	r->fmt = tc_runfmt_new(r->run_id, r->thread, tc_runfmt_modes(modes), subgraphs, false,
-			       from ? from : r->join_from, out == OUT_STREAM ? stream_emit : NULL, r);
+	fmt_new(r, out, from, modes, subgraphs);
 	snprintf(r->content_location, sizeof(r->content_location), "/threads/%s/runs/%s", r->thread, r->run_id);
 	c->session = tc_session_new(srv->env, r->thread, &run_io, c);
 	tc_session_set_spelling(c->session, TC_SPELL_021);
@@ -490,9 +635,15 @@ static void follow_run(struct tc_rest *r, enum rest_out out, const cJSON *modes,
 		return;
 	/* The replay's events come from the loop, after this: metadata goes first. */
 	c->kind = TC_CONN_SSE;
+	c->no_heartbeat = r->fk == FMT_NDJSON; /* a line that is not JSON would break it */
 	srv->nsse++;
-	snprintf(r->location, sizeof(r->location), "/threads/%s/runs/%s/stream", r->thread, r->run_id);
-	if (beginning) {
+	const char *agent = tc_run_str(r->path, "agent_name");
+	if (r->fk == FMT_SDK)
+		snprintf(r->location, sizeof(r->location), "/threads/%s/runs/%s/stream", r->thread, r->run_id);
+	else if (r->fk == FMT_AEP && agent)
+		snprintf(r->location, sizeof(r->location), "/v1/agents/%s/threads/%s/runs/%s/stream", agent,
+			 r->thread, r->run_id);
+	if (metadata) {
 		cJSON *meta = cJSON_CreateObject();
 		cJSON_AddStringToObject(meta, "run_id", r->run_id);
 		cJSON_AddStringToObject(meta, "thread_id", r->thread);
@@ -509,6 +660,7 @@ static void follow_run(struct tc_rest *r, enum rest_out out, const cJSON *modes,
 /* ==== the flows ===================================================================================== */
 
 static void begin(struct tc_rest *r);
+static void agent_refused(struct tc_rest *r, unsigned status, const char *body, size_t len);
 
 /* runs.create answered: the response, or the run's stream or wait. */
 static void created(struct tc_rest *r, redisReply *reply)
@@ -522,7 +674,10 @@ static void created(struct tc_rest *r, redisReply *reply)
 	const char *rid = tc_run_str(run, "run_id"), *tid = tc_run_str(run, "thread_id");
 	if (!rid || !tid || strlen(rid) >= sizeof(r->run_id) || strlen(tid) >= sizeof(r->thread)) {
 		cJSON_Delete(run);
-		answer(r, status, body, len);
+		if (r->fk == FMT_AEP)
+			agent_refused(r, status, body, len);
+		else
+			answer(r, status, body, len);
 		return;
 	}
 	snprintf(r->run_id, sizeof(r->run_id), "%s", rid);
@@ -578,7 +733,7 @@ static void head_for_join(struct tc_rest *r, redisReply *reply)
 /* The run's record (thread_id, after_seq, kwargs, status): a stream or a wait of it. */
 static void run_read(struct tc_rest *r, redisReply *reply)
 {
-	if (!reply || reply->type != REDIS_REPLY_ARRAY || reply->elements < 4) {
+	if (!reply || reply->type != REDIS_REPLY_ARRAY || reply->elements < 5) {
 		answer_detail(r, 503, TC_MSG_REDIS_DOWN);
 		return;
 	}
@@ -596,13 +751,25 @@ static void run_read(struct tc_rest *r, redisReply *reply)
 	r->kwargs = e[2]->type == REDIS_REPLY_STRING ? tc_xstrdup(e[2]->str) : NULL;
 	const char *status = e[3]->type == REDIS_REPLY_STRING ? e[3]->str : "";
 	bool live = !strcmp(status, "pending") || !strcmp(status, "running");
+	if (e[4]->type == REDIS_REPLY_STRING)
+		snprintf(r->assistant, sizeof(r->assistant), "%s", e[4]->str);
+	if (r->op->kind == K_STATUS) {
+		/* seed 004's stream status, from the run's */
+		bool failed = !strcmp(status, "error") || !strcmp(status, "timeout");
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddStringToObject(o, "run_id", r->run_id);
+		cJSON_AddStringToObject(o, "status", live ? "active" : failed ? "failed" : "ended");
+		answer_json(r, 200, o);
+		cJSON_Delete(o);
+		return;
+	}
 	/*
 	 * A join without Last-Event-ID streams from now on: a pending run from
 	 * the seq it was created after (it has not started: nothing of it is
 	 * missed), a running one from the thread's head, a finished one nothing.
-	 * A wait always follows the whole run.
+	 * A wait, and a stream in a seed's format, always follows the whole run.
 	 */
-	if (!r->saved && r->op->out == OUT_STREAM && !r->leid[0]) {
+	if (!r->saved && r->op->out == OUT_STREAM && !r->leid[0] && r->fk == FMT_SDK) {
 		if (!live) { /* over: the stream is only its metadata */
 			join(r);
 			if (r->out == OUT_STREAM) /* (else refused, and answered) */
@@ -793,6 +960,266 @@ static void thread_checked(struct tc_rest *r, redisReply *reply)
 	cJSON_Delete(t);
 }
 
+/* ---- seed 002: POST /v1/agents/:agent_name/stream ---------------------------------------------- */
+
+#define AGENT_MESSAGES_MAX 256
+#define AGENT_ACTIONS_MAX 64
+
+/* Refused before the stream: the seed's status for code, its error event as the body. */
+static void agent_error(struct tc_rest *r, const char *code, const char *message)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	cJSON *e = tc_seed002_error_event(r->fresh_run, code, message, now.tv_sec * 1e3 + now.tv_nsec / 1e6);
+	unsigned status = !strcmp(code, "agent_not_found") ? 404 : (unsigned)tc_seed002_http_status(code);
+	answer_json(r, status, e);
+	cJSON_Delete(e);
+}
+
+/* runs.create refused the run: the REST API's answer as one of the seed's error codes. */
+static void agent_refused(struct tc_rest *r, unsigned status, const char *body, size_t len)
+{
+	cJSON *b = cJSON_ParseWithLength(body, len);
+	const char *detail = tc_run_str(b, "detail");
+	char message[512];
+	snprintf(message, sizeof(message), "%s", detail ? detail : "the run could not be started");
+	cJSON_Delete(b);
+	const char *code = "internal_error";
+	if (status == 404)
+		code = strstr(message, "assistant") ? "agent_not_found" : "thread_not_found";
+	else if (status == 413)
+		code = "message_too_large";
+	else if (status == 409)
+		code = "rate_limit_exceeded"; /* the thread's queue of runs is full */
+	else if (status == 400 || status == 422)
+		code = "invalid_message_format";
+	agent_error(r, code, message);
+}
+
+/* One input message as the graph's: {role, content} with the text of its text blocks. */
+static cJSON *agent_message(const cJSON *m, char *why, size_t cap)
+{
+	const char *role = tc_run_str(m, "role");
+	const cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
+	if (!cJSON_IsObject(m) || !content) {
+		snprintf(why, cap, "a message must be an object with content");
+		return NULL;
+	}
+	if (cJSON_GetObjectItemCaseSensitive(m, "role") && !role) {
+		snprintf(why, cap, "a message's role must be a string");
+		return NULL;
+	}
+	if (role && strcmp(role, "user") && strcmp(role, "assistant") && strcmp(role, "system")) {
+		snprintf(why, cap, "a message's role must be \"user\", \"assistant\" or \"system\"");
+		return NULL;
+	}
+	char *text = NULL;
+	size_t len = 0;
+	if (cJSON_IsString(content)) {
+		text = tc_xstrdup(content->valuestring);
+	} else if (cJSON_IsArray(content)) {
+		const cJSON *block;
+		text = tc_xstrdup("");
+		cJSON_ArrayForEach(block, content) {
+			const char *type = tc_run_str(block, "type"), *t = tc_run_str(block, "text");
+			if (!type || strcmp(type, "text") || !t) {
+				snprintf(why, cap, "a message's content blocks must be {\"type\": \"text\", \"text\": …}");
+				free(text);
+				return NULL;
+			}
+			tc_seed_append(&text, &len, t, SIZE_MAX);
+		}
+	} else {
+		snprintf(why, cap, "a message's content must be a string or an array of text blocks");
+		return NULL;
+	}
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "role", role ? role : "user");
+	cJSON_AddStringToObject(o, "content", text);
+	free(text);
+	return o;
+}
+
+/*
+ * The request {messages, threadId?, context?} as runs.create's body for the
+ * agent: the messages as the graph's input, or with context.actionResults
+ * a Command resuming the interrupts it answers (one: its result; several: by
+ * interrupt id); the rest of context as the run's. The run queues behind
+ * one already running, and is cancelled when its client goes away. NULL
+ * with why when the request is not the seed's.
+ */
+static cJSON *agent_run_body(struct tc_rest *r, const char *agent, char *why, size_t cap)
+{
+	const cJSON *b = r->body;
+	const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(b, "messages");
+	const cJSON *ctx = cJSON_GetObjectItemCaseSensitive(b, "context");
+	const cJSON *results = cJSON_GetObjectItemCaseSensitive(ctx, "actionResults");
+	if (!cJSON_IsObject(b) || !cJSON_IsArray(msgs)) {
+		snprintf(why, cap, "the request must be an object with a messages array");
+		return NULL;
+	}
+	if (cJSON_GetArraySize(msgs) > AGENT_MESSAGES_MAX) {
+		snprintf(why, cap, "at most %d messages per request", AGENT_MESSAGES_MAX);
+		return NULL;
+	}
+	if (ctx && !cJSON_IsObject(ctx)) {
+		snprintf(why, cap, "context must be an object");
+		return NULL;
+	}
+	if (results && (!cJSON_IsArray(results) || !cJSON_GetArraySize(results) ||
+			cJSON_GetArraySize(results) > AGENT_ACTIONS_MAX)) {
+		snprintf(why, cap, "context.actionResults must be an array of 1 to %d action results", AGENT_ACTIONS_MAX);
+		return NULL;
+	}
+	if (!results && !cJSON_GetArraySize(msgs)) {
+		snprintf(why, cap, "messages must not be empty (unless context.actionResults answers an action)");
+		return NULL;
+	}
+	cJSON *run = cJSON_CreateObject();
+	cJSON_AddStringToObject(run, "assistant_id", agent);
+	cJSON *input = cJSON_CreateArray();
+	const cJSON *m;
+	cJSON_ArrayForEach(m, msgs) {
+		cJSON *one = agent_message(m, why, cap);
+		if (!one) {
+			cJSON_Delete(input);
+			cJSON_Delete(run);
+			return NULL;
+		}
+		cJSON_AddItemToArray(input, one);
+	}
+	if (!results) {
+		cJSON_AddItemToObject(cJSON_AddObjectToObject(run, "input"), "messages", input);
+	} else {
+		cJSON *cmd = cJSON_AddObjectToObject(run, "command");
+		cJSON *byid = cJSON_CreateObject(), *one = NULL;
+		r->actions = cJSON_CreateArray();
+		const cJSON *a;
+		cJSON_ArrayForEach(a, results) {
+			const char *id = tc_run_str(a, "actionId");
+			if (!id || !*id || cJSON_GetObjectItemCaseSensitive(byid, id)) {
+				snprintf(why, cap, "each action result needs its own actionId (a string)");
+				cJSON_Delete(byid);
+				cJSON_Delete(input);
+				cJSON_Delete(run);
+				return NULL;
+			}
+			/* its result, or the whole action result without the id */
+			const cJSON *res = cJSON_GetObjectItemCaseSensitive(a, "result");
+			cJSON *v = res ? cJSON_Duplicate(res, true) : cJSON_Duplicate(a, true);
+			if (!res)
+				cJSON_DeleteItemFromObjectCaseSensitive(v, "actionId");
+			one = v;
+			cJSON_AddItemToObject(byid, id, v);
+			cJSON_AddItemToArray(r->actions, cJSON_CreateString(id));
+		}
+		if (cJSON_GetArraySize(byid) == 1) {
+			cJSON_AddItemToObject(cmd, "resume", cJSON_Duplicate(one, true));
+			cJSON_Delete(byid);
+		} else {
+			cJSON_AddItemToObject(cmd, "resume", byid);
+		}
+		if (cJSON_GetArraySize(input))
+			cJSON_AddItemToObject(cJSON_AddObjectToObject(cmd, "update"), "messages", input);
+		else
+			cJSON_Delete(input);
+	}
+	if (ctx) {
+		cJSON *c = cJSON_Duplicate(ctx, true);
+		cJSON_DeleteItemFromObjectCaseSensitive(c, "actionResults");
+		if (cJSON_GetArraySize(c))
+			cJSON_AddItemToObject(run, "context", c);
+		else
+			cJSON_Delete(c);
+	}
+	cJSON_AddStringToObject(run, "if_not_exists", "create");
+	cJSON_AddStringToObject(run, "multitask_strategy", "enqueue");
+	cJSON_AddStringToObject(run, "on_disconnect", "cancel");
+	return run;
+}
+
+/* Whether the thread (its REST record) waits for the action id (an interrupt's). */
+static bool waits_for(const cJSON *thread, const char *id)
+{
+	const cJSON *task, *i;
+	cJSON_ArrayForEach(task, tc_run_get(thread, "interrupts")) {
+		if (cJSON_IsArray(task)) {
+			cJSON_ArrayForEach(i, task) {
+				const char *iid = tc_run_str(i, "id");
+				if (iid && !strcmp(iid, id))
+					return true;
+			}
+		}
+	}
+	return false;
+}
+
+/* The request's threadId, read: it must exist, and wait for the actions the request answers. */
+static void agent_thread_checked(struct tc_rest *r, redisReply *reply)
+{
+	unsigned status;
+	const char *body;
+	size_t len;
+	if (parse_answer(r, reply, &status, &body, &len))
+		return;
+	if (status == 404) {
+		agent_error(r, "thread_not_found", "no thread has this threadId");
+		return;
+	}
+	if (status != 200) {
+		agent_refused(r, status, body, len);
+		return;
+	}
+	cJSON *t = cJSON_ParseWithLength(body, len);
+	const cJSON *a;
+	cJSON_ArrayForEach(a, r->actions) {
+		if (!waits_for(t, a->valuestring)) {
+			char msg[300];
+			snprintf(msg, sizeof(msg), "the thread does not wait for action %.200s", a->valuestring);
+			agent_error(r, "invalid_action_id", msg);
+			cJSON_Delete(t);
+			return;
+		}
+	}
+	cJSON_Delete(t);
+	struct tc_store_cmd head;
+	tc_store_read_head(&head, r->thread);
+	call(r, head_read, head.argv);
+}
+
+static void agent_begin(struct tc_rest *r)
+{
+	char why[256];
+	const char *agent = tc_run_str(r->path, "agent_name");
+	const cJSON *tid = cJSON_GetObjectItemCaseSensitive(r->body, "threadId");
+	cJSON *run = agent_run_body(r, agent, why, sizeof(why));
+	if (!run) {
+		agent_error(r, "invalid_message_format", why);
+		return;
+	}
+	if (tid && (!cJSON_IsString(tid) || !tc_thread_id_valid(tid->valuestring, strlen(tid->valuestring)))) {
+		cJSON_Delete(run);
+		agent_error(r, "invalid_message_format", "threadId must be a thread id: 1 to 128 of A-Z a-z 0-9 . _ : -");
+		return;
+	}
+	if (!tid && r->actions) {
+		cJSON_Delete(run);
+		agent_error(r, "invalid_action_id", "action results answer a thread's actions: threadId is required");
+		return;
+	}
+	snprintf(r->thread, sizeof(r->thread), "%s", tid ? tid->valuestring : r->fresh_thread);
+	cJSON_AddStringToObject(r->path, "thread_id", r->thread);
+	cJSON_Delete(r->body);
+	r->body = run;
+	if (tid) {
+		fcall(r, "threads.get", agent_thread_checked);
+		return;
+	}
+	struct tc_store_cmd head;
+	tc_store_read_head(&head, r->thread);
+	call(r, head_read, head.argv);
+}
+
 static void begin(struct tc_rest *r)
 {
 	struct tc_store_cmd head;
@@ -811,7 +1238,11 @@ static void begin(struct tc_rest *r)
 		call(r, head_read, head.argv);
 		return;
 	case K_JOIN:
+	case K_STATUS:
 		read_run(r);
+		return;
+	case K_AGENT:
+		agent_begin(r);
 		return;
 	case K_CANCEL:
 		fcall(r, "runs.cancel", cancelled);
@@ -902,8 +1333,12 @@ int tc__rest_request(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss,
 	}
 	r->query = query_of(wsi);
 	char leid[128];
+	const char *qleid = tc_run_str(r->query, "last_event_id"); /* an EventSource cannot set the header */
 	if (tc__sse_last_event_id(wsi, leid, sizeof(leid)))
 		snprintf(r->leid, sizeof(r->leid), "%s", leid);
+	else if (qleid)
+		snprintf(r->leid, sizeof(r->leid), "%s", qleid);
+	r->fk = fmt_of(route);
 	tc_uuid4(r->fresh_run);
 	tc_uuid4(r->fresh_thread);
 	if (method == TC_HTTP_POST || method == TC_HTTP_PUT || method == TC_HTTP_PATCH ||

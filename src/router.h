@@ -74,6 +74,9 @@ enum tc_http_method {
 	X(R_RUN_JOIN, TC_HTTP_GET, "/threads/:thread_id/runs/:run_id/join")                    \
 	X(R_RUN_WAIT, TC_HTTP_GET, "/threads/:thread_id/runs/:run_id/wait")                    \
 	X(R_RUN_CANCEL, TC_HTTP_POST, "/threads/:thread_id/runs/:run_id/cancel")               \
+	X(R_RUN_CHUNKS, TC_HTTP_GET, "/threads/:thread_id/runs/:run_id/chunks")                \
+	X(R_RUN_CHUNKS_STATUS, TC_HTTP_GET, "/threads/:thread_id/runs/:run_id/chunks/status")  \
+	X(R_RUN_NDJSON, TC_HTTP_GET, "/threads/:thread_id/runs/:run_id/ndjson")                \
 	X(R_SL_RUNS, TC_HTTP_POST, "/runs")                                                    \
 	X(R_SL_STREAM, TC_HTTP_POST, "/runs/stream")                                           \
 	X(R_SL_WAIT, TC_HTTP_POST, "/runs/wait")                                               \
@@ -83,7 +86,9 @@ enum tc_http_method {
 	X(R_ASSISTANTS_SEARCH, TC_HTTP_POST, "/assistants/search")                             \
 	X(R_ASSISTANT, TC_HTTP_GET, "/assistants/:assistant_id")                               \
 	X(R_ASSISTANT_GRAPH, TC_HTTP_GET, "/assistants/:assistant_id/graph")                   \
-	X(R_ASSISTANT_SCHEMAS, TC_HTTP_GET, "/assistants/:assistant_id/schemas")
+	X(R_ASSISTANT_SCHEMAS, TC_HTTP_GET, "/assistants/:assistant_id/schemas")             \
+	X(R_AGENT_STREAM, TC_HTTP_POST, "/v1/agents/:agent_name/stream")                       \
+	X(R_AGENT_RUN_STREAM, TC_HTTP_GET, "/v1/agents/:agent_name/threads/:thread_id/runs/:run_id/stream")
 
 #define TC__ROUTE_ENUM(e, methods, pattern) TC_ROUTE_##e,
 /** Route ids: index into tc_routes. */

@@ -131,7 +131,7 @@ static void on_heartbeat(uv_timer_t *t)
 	/* One shared buffer for every stream; proxies see traffic and keep them. */
 	for (struct tc_dlink *n = srv->conns.head; n; n = n->next) {
 		struct tc_conn *c = TC_CONN_OF(n, link);
-		if (c->kind == TC_CONN_SSE && c->headers_sent && !c->out.count)
+		if (c->kind == TC_CONN_SSE && c->headers_sent && !c->out.count && !c->no_heartbeat)
 			tc__conn_send(c, tc_buf_ref(srv->heartbeat_frame));
 	}
 }

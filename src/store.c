@@ -186,7 +186,8 @@ bool tc_store_assistant_valid(const char *s, size_t len)
 void tc_store_read_rest_run(struct tc_store_cmd *c, const char *run_id)
 {
 	snprintf(c->key, sizeof(c->key), "{tc:commands}:r:%s", run_id);
-	set_argv(c, (const char *[]){ "HMGET", c->key, "thread_id", "after_seq", "kwargs", "status", NULL });
+	set_argv(c, (const char *[]){ "HMGET", c->key, "thread_id", "after_seq", "kwargs", "status", "assistant_id",
+				      NULL });
 }
 
 void tc_store_rest_call(struct tc_store_cmd *c, bool store, const char *op, const char *args)

@@ -153,7 +153,7 @@ void tc_store_register(struct tc_store_cmd *c, const char *assistant, const char
 /** Whether s[0..len) can be an assistant id (1 to 128 printable bytes, no spaces). */
 bool tc_store_assistant_valid(const char *s, size_t len);
 /**
- * HMGET {tc:commands}:r:<run> thread_id after_seq kwargs status: what a
+ * HMGET {tc:commands}:r:<run> thread_id after_seq kwargs status assistant_id: what a
  * join of a REST run needs of its record (threadcast.lua's threadcast_rest).
  */
 void tc_store_read_rest_run(struct tc_store_cmd *c, const char *run_id);

@@ -87,7 +87,7 @@ static void command_builders(void **state)
 	tc_store_read_route(&c, "t1");
 	assert_string_equal(words(&c), "HMGET tc:{t1}:meta seq epoch assistant_id");
 	tc_store_read_rest_run(&c, "r-1");
-	assert_string_equal(words(&c), "HMGET {tc:commands}:r:r-1 thread_id after_seq kwargs status");
+	assert_string_equal(words(&c), "HMGET {tc:commands}:r:r-1 thread_id after_seq kwargs status assistant_id");
 	tc_store_rest_call(&c, false, "runs.get", "{}");
 	assert_string_equal(words(&c), "FCALL threadcast_rest 1 {tc:commands} runs.get {}");
 	tc_store_rest_call(&c, true, "store.get", "{}");
