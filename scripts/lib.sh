@@ -3,7 +3,7 @@
 # Debian packages threadcast needs to build, test and run.
 TC_APT_PACKAGES=(
   gcc pkg-config meson ninja-build
-  libuv1-dev libwebsockets-dev libwebsockets-evlib-uv libhiredis-dev libcjson-dev
+  libuv1-dev libwebsockets-dev libwebsockets-evlib-uv libhiredis-dev libcjson-dev zlib1g-dev
   libcmocka-dev libjwt-dev redis-server redis-tools
 )
 

@@ -85,6 +85,8 @@
 	  10000000, "commands one connection may send at once (token bucket size)")     \
 	X(sse_heartbeat_ms, "sse-heartbeat", "SSE_HEARTBEAT", INT, "15000", 100,         \
 	  3600000, "interval of \": heartbeat\" comments on SSE streams, milliseconds")                                         \
+	X(deflate, "deflate", "DEFLATE", INT, "1", 0, 9,                                   \
+	  "permessage-deflate for WebSockets whose client offers it: the zlib level (1 fastest … 9 smallest); 0: never negotiated") \
 	X(static_dir, "static-dir", "STATIC_DIR", STR, "", 0, 0,                          \
 	  "serve the files of this directory over HTTP (the demo page: protocol/js); empty: off")
 

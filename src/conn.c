@@ -177,6 +177,7 @@ void tc__conn_destroy(struct tc_conn *c)
 	srv->nsse -= c->kind == TC_CONN_SSE;
 	tc_dlist_remove(&srv->dirty, &c->dirty);
 	tc_dlist_remove(&srv->quiet, &c->quiet);
+	tc__ws_drop_deflater(c);
 	tc_session_close(c->session);
 	tc_query_cancel(c->query);
 	tc__rest_conn_gone(c->rest);

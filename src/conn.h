@@ -73,6 +73,9 @@ struct tc_conn {
 	bool close_sent;          /**< WebSocket: our close frame is out; waiting for the peer's */
 	bool pinged;              /**< WebSocket: a PING went out since we last heard from it */
 	bool ping_due;            /**< WebSocket: write a PING with the next flush */
+	bool deflate;             /**< WebSocket: permessage-deflate negotiated (ws.c compresses its frames) */
+	struct tc_deflater *zs;   /**< WebSocket: its compressor while it receives, else NULL */
+	uint64_t deflated_at;     /**< WebSocket: loop time (ms) zs was last used */
 	uint64_t heard;           /**< WebSocket: loop time (ms) of its last frame (ws.c's idle list) */
 	unsigned status;          /**< POST /commands, GET /state: HTTP status of the reply */
 	struct tc_query *query;   /**< GET /state: the read in flight, else NULL */
@@ -81,6 +84,7 @@ struct tc_conn {
 	struct tc_dlink link;     /**< on srv->conns */
 	struct tc_dlink dirty;    /**< WebSocket: on srv->dirty, written by the next flush */
 	struct tc_dlink quiet;    /**< WebSocket: on srv->quiet, the idle list */
+	struct tc_dlink deflating; /**< WebSocket with zs: on srv->deflating, least recently used first */
 };
 
 /** The conn whose member `member` is the list link n. */
@@ -105,6 +109,8 @@ struct tc_upgrade {
 	char thread[TC_THREAD_ID_MAX + 1]; /**< the thread of the route */
 	struct tc_grant grant;             /**< what the request's token allows */
 	enum tc_spelling sp;               /**< how the route spells the protocol */
+	bool deflate;                      /**< permessage-deflate accepted in the response */
+	bool deflate_alone;                /**< … with client_no_context_takeover (each client message inflated alone) */
 	/**
 	 * Nonzero: the upgrade is refused, on a 0.0.21 route, by accepting it
 	 * and closing at once with this code (its official client gives up on
@@ -145,6 +151,7 @@ struct tc_server {
 	struct tc_dlist dirty;              /**< WebSockets with frames queued since the last flush */
 	uv_timer_t idle;                    /**< pings and drops silent WebSockets */
 	struct tc_dlist quiet;              /**< every WebSocket, least recently heard first */
+	struct tc_dlist deflating;          /**< WebSockets holding a compressor, least recently used first */
 	char too_big[64];                   /**< close reason naming --max-frame-bytes */
 
 	/* sse.c: heartbeats. */

@@ -18,6 +18,7 @@
 #include "metrics.h"
 #include "query.h"
 #include "rest.h"
+#include "wsdeflate.h"
 #include "router.h"
 #include "sse.h"
 
@@ -309,6 +310,8 @@ static int serve_metrics(struct tc_server *srv, struct lws *wsi, struct tc_pss *
 		.pending_commands = srv->env->bridge ? tc_bridge_pending(srv->env->bridge) : 0,
 		.redis_up = tc_redis_ready(srv->redis),
 		.handshakes = tc_handshakes_pending(&srv->handshakes),
+		.deflaters = srv->deflating.count,
+		.deflate_memory = tc_deflate_memory(),
 	};
 	char *text = tc_metrics_render(&g);
 	int rc = http_send(wsi, 200, "text/plain; version=0.0.4", text);

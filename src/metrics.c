@@ -82,12 +82,16 @@ char *tc_metrics_render(const struct tc_metrics_gauges *g)
 		"threadcast_connections{transport=\"http_command\"} %zu\n",
 	    g->websockets, g->sse, g->http_commands);
 	gauge(&o, "threadcast_handshakes", "Accepted connections whose request has not arrived yet.", g->handshakes);
+	gauge(&o, "threadcast_deflaters", "WebSockets holding a permessage-deflate compressor (receiving lately).", g->deflaters);
+	gauge(&o, "threadcast_deflate_memory_bytes", "Memory zlib holds for those compressors.", g->deflate_memory);
 	gauge(&o, "threadcast_subscriptions", "Subscriptions held by connections.", m->subscriptions);
 	gauge(&o, "threadcast_threads_watched", "Threads with local subscribers.", g->threads);
 	gauge(&o, "threadcast_commands_pending", "Runtime commands waiting for a worker.", g->pending_commands);
 	gauge(&o, "threadcast_redis_up", "1 when Redis is connected and answering.", (uint64_t)g->redis_up);
 	counter(&o, "threadcast_events_delivered_total", "Event frames queued to clients.", m->events_delivered);
 	counter(&o, "threadcast_bytes_out_total", "Bytes written to client sockets.", m->bytes_out);
+	counter(&o, "threadcast_deflate_in_bytes_total", "Payload bytes of WebSocket frames sent compressed (permessage-deflate).", m->deflate_in);
+	counter(&o, "threadcast_deflate_out_bytes_total", "What those frames took on the wire, headers included.", m->deflate_out);
 	counter(&o, "threadcast_replay_requests_total", "Replays started (subscribe, reconnect, SSE).", m->replay_requests);
 	counter(&o, "threadcast_replayed_events_total", "Event frames sent by replays.", m->replayed_events);
 	counter(&o, "threadcast_replays_capped_total", "Replays that began later than asked because of --max-replay.", m->replays_capped);

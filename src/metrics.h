@@ -41,6 +41,8 @@ struct tc_metrics {
 	uint64_t redis_redirects;    /**< Cluster MOVED / ASK replies followed */
 	uint64_t redis_slot_maps;    /**< Cluster slot maps read that changed routing */
 	uint64_t subscriptions;      /**< gauge: subscriptions held */
+	uint64_t deflate_in;         /**< payload bytes of frames compressed (permessage-deflate) */
+	uint64_t deflate_out;        /**< the bytes those frames took on the wire */
 	struct tc_hist command_latency; /**< runtime command: sent → answered */
 	struct tc_hist redis_rtt;       /**< PING round trips */
 };
@@ -51,6 +53,7 @@ extern struct tc_metrics tc_metrics;
 /** Gauges only the caller knows, rendered with the rest. */
 struct tc_metrics_gauges {
 	size_t websockets, sse, http_commands, threads, pending_commands, handshakes;
+	size_t deflaters, deflate_memory; /**< per-connection deflaters held, and zlib's bytes for them */
 	int redis_up;
 };
 

@@ -21,6 +21,8 @@
 
 /* ==== lws callback ======================================================================= */
 
+static void deflate_response(struct lws_process_html_args *args, struct tc_upgrade *up);
+
 static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
 		    size_t len)
 {
@@ -60,8 +62,14 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 	case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:
 		tc_handshake_end(&srv->handshakes, wsi);
 		rc = tc__http_confirm_upgrade(srv, wsi, in, &srv->upgrade);
+		srv->upgrade.deflate = srv->upgrade.deflate_alone = false;
 		srv->upgrade_wsi = rc ? NULL : wsi;
 		return rc;
+
+	case LWS_CALLBACK_ADD_HEADERS:
+		if (srv->upgrade_wsi == wsi)
+			deflate_response(in, &srv->upgrade);
+		return 0;
 
 	case LWS_CALLBACK_ESTABLISHED:
 		/*
@@ -78,6 +86,12 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 		if (srv->upgrade_wsi != wsi)
 			return -1;
 		srv->upgrade_wsi = NULL;
+		/* The client compresses each message on its own (client_no_context_takeover):
+		 * lws' inflater can go after each, instead of keeping ~40 KiB per connection.
+		 * (lws 4.1.6 frees it at a message's end under this option's name.) */
+		if (srv->upgrade.deflate_alone &&
+		    lws_set_extension_option(wsi, "permessage-deflate", "server_no_context_takeover", NULL))
+			return -1;
 		return tc__ws_open(srv, wsi, pss, &srv->upgrade);
 
 	case LWS_CALLBACK_RECEIVE:
@@ -113,6 +127,50 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 	default:
 		return lws_callback_http_dummy(wsi, reason, user, in, len);
 	}
+}
+
+/*
+ * permessage-deflate (RFC 7692). lws negotiates it and inflates what clients
+ * send; what threadcast sends it compresses itself (wsdeflate.h, ws.c): lws'
+ * own compressor would keep a 256 KiB zlib context per connection.
+ */
+static const struct lws_extension extensions[] = {
+	{ "permessage-deflate", lws_extension_callback_pm_deflate, "permessage-deflate; client_no_context_takeover" },
+	{ NULL, NULL, NULL }
+};
+
+/*
+ * The upgrade's response so far ends with its last header line and "\r\n"
+ * (lws 4.1.6 writes "Sec-WebSocket-Extensions: permessage-deflate" last, when
+ * it accepted the offer, then calls ADD_HEADERS). Accepted: up->deflate, and
+ * the line gets "; client_no_context_takeover" (RFC 7692 7.1.1.2 lets a
+ * server ask it unasked), so that each client message can be inflated alone
+ * (up->deflate_alone).
+ */
+static void deflate_response(struct lws_process_html_args *args, struct tc_upgrade *up)
+{
+	static const char ext[] = "Sec-WebSocket-Extensions: permessage-deflate";
+	static const char nct[] = "; client_no_context_takeover";
+	char *end = args->p - 2; /* the last line's "\r\n" */
+	char *line = end;
+	for (int i = 0; i < 512 && !(line[-1] == '\n' && line[-2] == '\r'); i++)
+		line--;
+	up->deflate = up->deflate_alone = false;
+	if ((size_t)(end - line) < sizeof(ext) - 1 || memcmp(line, ext, sizeof(ext) - 1) || memcmp(end, "\r\n", 2))
+		return;
+	up->deflate = true;
+	if (memmem(line, (size_t)(end - line), nct + 2, sizeof(nct) - 3)) {
+		up->deflate_alone = true; /* the client offered it */
+		return;
+	}
+	if (args->max_len < (int)sizeof(nct) + 2)
+		return;
+	memcpy(end, nct, sizeof(nct) - 1);
+	end += sizeof(nct) - 1;
+	memcpy(end, "\r\n", 2);
+	args->p = end + 2;
+	args->max_len -= (int)sizeof(nct) - 1;
+	up->deflate_alone = true;
 }
 
 static const struct lws_protocols protocols[] = {
@@ -190,6 +248,8 @@ struct tc_server *tc_server_new(uv_loop_t *loop, const struct tc_session_env *en
 	 * connection by adoption. */
 	info.port = CONTEXT_PORT_NO_LISTEN_SERVER;
 	info.protocols = protocols;
+	if (cfg->deflate)
+		info.extensions = extensions;
 	info.user = srv;
 	info.pcontext = &srv->ctx;
 	info.timeout_secs = (unsigned)cfg->handshake_timeout_s;

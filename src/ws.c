@@ -11,6 +11,8 @@
 
 #include "log.h"
 #include "metrics.h"
+#include "util.h"
+#include "wsdeflate.h"
 
 _Static_assert(TC_BUF_HEADROOM >= LWS_PRE, "tc_buf headroom must fit the lws frame header");
 
@@ -51,12 +53,28 @@ void tc__ws_heard_from(struct tc_conn *c)
 	tc_dlist_push_tail(&srv->quiet, &c->quiet);
 }
 
+/* A compressor unused this long is freed; the next frame starts a new one. */
+#define DEFLATER_IDLE_MS 5000
+
+void tc__ws_drop_deflater(struct tc_conn *c)
+{
+	if (!c->zs)
+		return;
+	tc_deflater_free(c->zs);
+	c->zs = NULL;
+	tc_dlist_remove(&c->srv->deflating, &c->deflating);
+}
+
 static void on_idle(uv_timer_t *t)
 {
 	struct tc_server *srv = t->data;
 	const struct tc_config *cfg = srv->cfg;
 	uint64_t now = uv_now(srv->loop);
 	struct tc_dlink *n, *next;
+
+	/* compressors of connections that stopped receiving, oldest use first */
+	while ((n = srv->deflating.head) && now - TC_CONN_OF(n, deflating)->deflated_at >= DEFLATER_IDLE_MS)
+		tc__ws_drop_deflater(TC_CONN_OF(n, deflating));
 
 	for (n = srv->quiet.head; n; n = next) {
 		struct tc_conn *c = TC_CONN_OF(n, quiet);
@@ -156,19 +174,26 @@ static size_t ws_header(unsigned char *h, size_t len)
  * poll()); lws finishes that part before it calls WRITEABLE again.
  * Returns -1 on a write error.
  */
+/* The PING on_idle asked for, when nothing is half written. */
+static int write_ping(struct tc_conn *c)
+{
+	unsigned char buf[LWS_PRE + 1];
+	if (!c->ping_due || lws_partial_buffered(c->wsi))
+		return 0;
+	/* With a payload: lws does not report empty PONGs (4.1.6). */
+	c->ping_due = false;
+	buf[LWS_PRE] = 't';
+	return lws_write(c->wsi, buf + LWS_PRE, 1, LWS_WRITE_PING) < 0 ? -1 : 0;
+}
+
 static int ws_flush(struct tc_conn *c)
 {
 	static unsigned char buf[LWS_PRE + TC_WS_COALESCE_MAX];
 	struct tc_buf *b;
 	int writes = 0;
 
-	if (c->ping_due && !lws_partial_buffered(c->wsi)) {
-		/* With a payload: lws does not report empty PONGs (4.1.6). */
-		c->ping_due = false;
-		buf[LWS_PRE] = 't';
-		if (lws_write(c->wsi, buf + LWS_PRE, 1, LWS_WRITE_PING) < 0)
-			return -1;
-	}
+	if (write_ping(c) < 0)
+		return -1;
 	while ((b = tc_bufq_peek(&c->out)) && writes++ < WRITE_BATCH && !lws_partial_buffered(c->wsi)) {
 		if (c->out.count == 1 || WS_HEADER_MAX + b->len > TC_WS_COALESCE_MAX) {
 			if (lws_write(c->wsi, tc_buf_data(b), b->len, LWS_WRITE_TEXT) < 0)
@@ -191,11 +216,67 @@ static int ws_flush(struct tc_conn *c)
 	return 0;
 }
 
+/*
+ * ws_flush for a connection with permessage-deflate: every data frame is
+ * compressed in the connection's running context and framed here (RSV1),
+ * coalesced like the others; a frame too big for the buffer gets one of its
+ * own. The compressor is made on the first frame and moved to the tail of
+ * srv->deflating on every use (on_idle frees the quiet ones).
+ */
+static int ws_flush_deflated(struct tc_conn *c)
+{
+	static unsigned char buf[LWS_PRE + TC_WS_COALESCE_MAX];
+	struct tc_server *srv = c->srv;
+	struct tc_buf *b;
+	int writes = 0;
+
+	if (write_ping(c) < 0)
+		return -1;
+	if (!c->out.count)
+		return 0;
+	if (!c->zs) {
+		if (!(c->zs = tc_deflater_new((int)srv->cfg->deflate)))
+			return -1;
+	} else {
+		tc_dlist_remove(&srv->deflating, &c->deflating);
+	}
+	c->deflated_at = uv_now(srv->loop);
+	tc_dlist_push_tail(&srv->deflating, &c->deflating);
+	while ((b = tc_bufq_peek(&c->out)) && writes++ < WRITE_BATCH && !lws_partial_buffered(c->wsi)) {
+		size_t n = 0, max;
+		unsigned char *big = NULL, *out = buf + LWS_PRE;
+		if ((max = tc_deflate_frame_max(b->len)) > TC_WS_COALESCE_MAX)
+			out = (big = tc_xmalloc(LWS_PRE + max)) + LWS_PRE;
+		do {
+			size_t m = tc_deflate_frame(c->zs, tc_buf_data(b), b->len, out + n);
+			if (!m) {
+				free(big);
+				return -1; /* (zlib failed: the connection goes) */
+			}
+			tc_metrics.deflate_in += b->len;
+			tc_metrics.deflate_out += m;
+			tc_metrics.bytes_out += m;
+			n += m;
+			tc_buf_unref(tc_bufq_pop(&c->out));
+		} while (!big && (b = tc_bufq_peek(&c->out)) && n + tc_deflate_frame_max(b->len) <= TC_WS_COALESCE_MAX);
+		int rc = lws_write(c->wsi, out, n, LWS_WRITE_RAW);
+		free(big);
+		if (rc < 0)
+			return -1;
+	}
+	return 0;
+}
+
+static int flush(struct tc_conn *c)
+{
+	return c->deflate ? ws_flush_deflated(c) : ws_flush(c);
+}
+
 int tc__ws_writeable(struct tc_conn *c)
 {
 	c->want_write = false;
 	tc_dlist_remove(&c->srv->dirty, &c->dirty);
-	if (ws_flush(c) < 0)
+	if (flush(c) < 0)
 		return -1;
 	return tc__conn_after_write(c) ? write_close_frame(c) : 0;
 }
@@ -216,7 +297,7 @@ static void on_flush(uv_check_t *h)
 			tc__conn_request_write(c);
 			continue;
 		}
-		if (ws_flush(c) < 0) {
+		if (flush(c) < 0) {
 			tc__conn_close(c, TC_CONN_KILL, 0, NULL);
 			continue;
 		}
@@ -258,6 +339,15 @@ int tc__ws_receive(struct tc_conn *c, const char *in, size_t len)
 		return 0;
 	}
 	bool final = lws_is_final_fragment(c->wsi);
+	/*
+	 * A compressed message inflates to more than one piece: lws 4.1.6 keeps
+	 * the rest and services it from its libuv idle handle, which it stops
+	 * after one round, so without more bytes from the socket the rest would
+	 * wait for ever. Waking its loop (a write to its cancel pipe) starts
+	 * another round: one per piece.
+	 */
+	if (c->deflate && !final)
+		lws_cancel_service(lws_get_context(c->wsi));
 	if (final && !c->rx_len) {
 		tc_session_on_frame(c->session, in, len); /* the common case: no copy */
 		return 0;
@@ -288,6 +378,7 @@ int tc__ws_open(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss, cons
 	struct tc_conn *c = tc__conn_new(srv, wsi, TC_CONN_WS, up->thread, &tc__conn_json_io, up->sp);
 	pss->conn = c;
 	c->auth_exp = up->grant.exp;
+	c->deflate = up->deflate;
 	tc__ws_heard_from(c);
 	if (up->refuse) {
 		/* Refused on a 0.0.21 route: the close code tells the client why. */

@@ -43,6 +43,8 @@ int tc__ws_receive(struct tc_conn *c, const char *in, size_t len);
 
 /** LWS_CALLBACK_SERVER_WRITEABLE: writes queued frames, then the close frame. -1: close. */
 int tc__ws_writeable(struct tc_conn *c);
+/** Frees c's compressor, if it has one (a closing connection; one quiet a while). */
+void tc__ws_drop_deflater(struct tc_conn *c);
 
 /** LWS_CALLBACK_WS_PEER_INITIATED_CLOSE for c (NULL: none yet). Returns what the callback returns. */
 int tc__ws_peer_closed(struct tc_conn *c);

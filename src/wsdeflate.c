@@ -1,0 +1,122 @@
+/*
+ * wsdeflate.c — permessage-deflate for threadcast's own frames (wsdeflate.h).
+ */
+#include "wsdeflate.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "util.h"
+
+struct tc_deflater {
+	z_stream z;
+};
+
+static size_t memory; /* what zlib holds for all deflaters (one loop per process) */
+
+/* zlib's allocations, counted: each block carries its size before it. */
+static voidpf zalloc(voidpf opaque, uInt items, uInt size)
+{
+	(void)opaque;
+	size_t n = (size_t)items * size;
+	size_t *p = malloc(sizeof(size_t) + n);
+	if (!p)
+		return Z_NULL;
+	*p = n;
+	memory += n;
+	return p + 1;
+}
+
+static void zfree(voidpf opaque, voidpf address)
+{
+	(void)opaque;
+	if (!address)
+		return;
+	size_t *p = (size_t *)address - 1;
+	memory -= *p;
+	free(p);
+}
+
+struct tc_deflater *tc_deflater_new(int level)
+{
+	struct tc_deflater *d = tc_xcalloc(1, sizeof(*d));
+	d->z.zalloc = zalloc;
+	d->z.zfree = zfree;
+	/* negative window bits: raw deflate, no zlib header (RFC 7692) */
+	if (deflateInit2(&d->z, level, Z_DEFLATED, -TC_DEFLATE_WBITS, TC_DEFLATE_MEMLEVEL, Z_DEFAULT_STRATEGY) != Z_OK) {
+		free(d);
+		return NULL;
+	}
+	return d;
+}
+
+void tc_deflater_free(struct tc_deflater *d)
+{
+	if (!d)
+		return;
+	deflateEnd(&d->z);
+	free(d);
+}
+
+size_t tc_deflate_memory(void)
+{
+	return memory;
+}
+
+/*
+ * zlib's bound for any window and memLevel (deflateBound's conservative
+ * one), the sync flush's empty stored block and bits left over (6 bytes
+ * and some slack), the 10-byte header.
+ */
+size_t tc_deflate_frame_max(size_t n)
+{
+	return 10 + n + ((n + 7) >> 3) + ((n + 63) >> 6) + 5 + 16;
+}
+
+static size_t header(unsigned char *h, size_t len)
+{
+	h[0] = 0x80 | 0x40 | 0x1; /* FIN, RSV1 (compressed), text */
+	if (len < 126) {
+		h[1] = (unsigned char)len;
+		return 2;
+	}
+	if (len <= 0xffff) {
+		h[1] = 126;
+		h[2] = (unsigned char)(len >> 8);
+		h[3] = (unsigned char)len;
+		return 4;
+	}
+	h[1] = 127;
+	for (int i = 0; i < 8; i++)
+		h[2 + i] = (unsigned char)((uint64_t)len >> (56 - 8 * i));
+	return 10;
+}
+
+size_t tc_deflate_frame(struct tc_deflater *d, const void *p, size_t n, unsigned char *out)
+{
+	/*
+	 * Compressed after a 10-byte gap, then moved behind the header its
+	 * length needs: the length is known only once compressed.
+	 */
+	size_t cap = tc_deflate_frame_max(n) - 10;
+	unsigned char *body = out + 10;
+	d->z.next_in = (Bytef *)(uintptr_t)p;
+	d->z.avail_in = (uInt)n;
+	d->z.next_out = body;
+	d->z.avail_out = (uInt)cap;
+	int rc = deflate(&d->z, Z_SYNC_FLUSH);
+	if ((rc != Z_OK && rc != Z_BUF_ERROR) || d->z.avail_in || !d->z.avail_out)
+		return 0; /* (avail_out 0: the flush may be incomplete) */
+	size_t len = cap - d->z.avail_out;
+	/* RFC 7692 7.2.1: the sync flush's 00 00 ff ff tail is not sent */
+	if (len < 4 || memcmp(body + len - 4, "\x00\x00\xff\xff", 4))
+		return 0;
+	len -= 4;
+	unsigned char h[10];
+	size_t hl = header(h, len);
+	memmove(out + hl, body, len);
+	memcpy(out, h, hl);
+	return hl + len;
+}
