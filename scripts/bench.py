@@ -254,6 +254,7 @@ def delivery(kind, tmp, redis, *, conns, threads, count, rate, size, lg_args=Non
         r.update(cpu.stop())
         per_event(r, r['received'])
         r['bytes_per_event'] = r['event_bytes'] / max(1, r['received'])
+        r['wire_bytes_per_event'] = r.get('wire_bytes', 0) / max(1, r['received'])
         r['published_rate'] = pub['rate']
         r['rss_kb'] = rss_kb(srv.pid)
         r['delivered_per_s'] = r['received'] / max(1e-9, time.time() - t0)
@@ -262,7 +263,7 @@ def delivery(kind, tmp, redis, *, conns, threads, count, rate, size, lg_args=Non
         srv.stop()
 
 
-def idle_memory(kind, tmp, redis, *, conns):
+def idle_memory(kind, tmp, redis, *, conns, lg_args=None):
     srv = Server(kind, tmp, redis)
     try:
         before = rss_kb(srv.pid)
@@ -272,7 +273,7 @@ def idle_memory(kind, tmp, redis, *, conns):
         sources = ','.join(f'127.0.{1 + (n // 250) % 250}.{2 + n % 250}'
                            for n in (next(SOURCE) for _ in range(nsrc)))
         lg = loadgen(srv, thread=f'idle{time.monotonic_ns()}', conns=conns, threads=100,
-                     hold=10, sources=sources, duration=300)
+                     hold=10, sources=sources, duration=300, **(lg_args or {}))
         t0 = time.time()
         wait_ready(lg)
         setup = time.time() - t0
@@ -354,6 +355,27 @@ def sdk(kind, tmp, redis, *, conns, threads, count, rate):
     r['subscriptions_per_conn'] = len(commands)
     if kind == 'threadcast' and r['replies'] != conns * len(commands):
         raise RuntimeError(f"{r['replies']} of {conns * len(commands)} subscribes answered, {r['errors']} refused")
+    return r
+
+
+def deflate(kind, tmp, redis, *, conns, threads, count, rate):
+    """The token mix with and without permessage-deflate, side by side: wire bytes and CPU per event."""
+    kw = dict(conns=conns, threads=threads, count=count, rate=rate, size=60, pub_args={'tokens': 1})
+    plain = delivery(kind, tmp, redis, lg_args={'channels': 'messages', 'deflate': 0}, **kw)
+    r = delivery(kind, tmp, redis, lg_args={'channels': 'messages', 'deflate': 1}, **kw)
+    r['plain_wire_bytes_per_event'] = plain['wire_bytes_per_event']
+    r['plain_us_per_event'] = plain.get('us_per_event')
+    r['wire_vs_plain'] = r['wire_bytes_per_event'] / max(1e-9, plain['wire_bytes_per_event'])
+    if plain.get('us_per_event'):
+        r['us_per_event_vs_plain'] = r['us_per_event'] / plain['us_per_event']
+    return r
+
+
+def idle_deflate(kind, tmp, redis, *, conns):
+    """Idle memory with permessage-deflate negotiated (each subscribe sent compressed), beside without."""
+    plain = idle_memory(kind, tmp, redis, conns=conns)
+    r = idle_memory(kind, tmp, redis, conns=conns, lg_args={'deflate': 1})
+    r['plain_kib_per_conn'] = plain['kib_per_conn']
     return r
 
 
@@ -440,14 +462,14 @@ def median(xs):
 CPU_KEYS = ['us_per_event', 'user_us_per_event', 'sys_us_per_event', 'total_us_per_event',
             'storm_cpu_s', 'storm_user_s', 'storm_sys_s']
 FANOUT = ('a', 'a-full', 'a10k', 'b', 'b1', 'e')
-SCENARIOS = ('a', 'a-full', 'a10k', 'b', 'b1', 'c', 'c50k', 'd', 'append', 'e', 'sdk', 'storm')
+SCENARIOS = ('a', 'a-full', 'a10k', 'b', 'b1', 'c', 'c50k', 'd', 'append', 'e', 'sdk', 'storm', 'deflate', 'c-deflate')
 
 
 def main():
     ap = argparse.ArgumentParser(description='threadcast beside its peers and the blaster control; '
                                  'scenarios: ' + ' '.join(SCENARIOS))
     ap.add_argument('--runs', type=int, default=3)
-    ap.add_argument('--only', default='a,a-full,a10k,b,b1,c,d,e,append,sdk,storm')
+    ap.add_argument('--only', default='a,a-full,a10k,b,b1,c,c-deflate,d,e,deflate,append,sdk,storm')
     ap.add_argument('--systems', default='threadcast,nchan,node',
                     help='the blaster is added to every fan-out scenario, sdk and storm')
     ap.add_argument('--quick', action='store_true', help='smaller counts, one run')
@@ -500,6 +522,10 @@ def main():
                    lambda k: append_path(k, tmp, redis, events=int(200000 * q))),
         'e': ('token stream: 1,000 threads x 3 subscribers, 10 tokens/s each (10,000 events/s)',
               lambda k: delivery(k, tmp, redis, conns=3000, threads=1000, count=int(100000 * q), rate=10000, size=60)),
+        'deflate': ('permessage-deflate on the token mix: 1,000 threads x 3 subscribers, 10,000 one-word deltas/s',
+                    lambda k: deflate(k, tmp, redis, conns=3000, threads=1000, count=int(100000 * q), rate=10000)),
+        'c-deflate': ('idle memory with permessage-deflate negotiated: 10,000 idle WebSockets',
+                      lambda k: idle_deflate(k, tmp, redis, conns=10000)),
         'sdk': (f'the SDK\'s access pattern: {args.sdk_threads:,} thread(s), {args.sdk_conns:,} WebSockets x '
                 f'{len(SDK_SUBSCRIPTIONS)} subscriptions (0.0.21 route, snake_case), {args.sdk_rate:,} events/s',
                 lambda k: sdk(k, tmp, redis, conns=args.sdk_conns, threads=args.sdk_threads,
@@ -514,7 +540,7 @@ def main():
         for name in only:
             title, fn = scenarios[name]
             results[name] = {'title': title}
-            if name in ('d', 'append'):
+            if name in ('d', 'append', 'deflate', 'c-deflate'):
                 kinds = [k for k in systems if k == 'threadcast']  # the peers keep no history, have no append path
             elif name == 'sdk':
                 kinds = [k for k in systems if k == 'threadcast']  # the only one that speaks subscriptions on 0.0.21
@@ -566,7 +592,11 @@ METRICS = [
     ('total_us_per_event_vs_blaster', 'server + Redis CPU ÷ blaster'),
     ('latency_p50_ms', 'latency p50 ms'), ('latency_p99_ms', 'latency p99 ms'),
     ('lost', 'missing + duplicated'), ('bytes_per_event', 'payload bytes / delivered event'),
-    ('kib_per_conn', 'RSS KiB / idle connection'), ('connects_per_s', 'connections set up / s'),
+    ('kib_per_conn', 'RSS KiB / idle connection'), ('plain_kib_per_conn', '  the same without deflate'),
+    ('wire_bytes_per_event', 'bytes on the wire / delivered event'),
+    ('plain_wire_bytes_per_event', '  the same without deflate'), ('wire_vs_plain', 'wire bytes ÷ without deflate'),
+    ('plain_us_per_event', 'server CPU µs / event without deflate'),
+    ('us_per_event_vs_plain', 'server CPU ÷ without deflate (same run)'), ('connects_per_s', 'connections set up / s'),
     ('upgraded', 'clients upgraded'), ('storm_seconds', 'seconds until all upgraded'),
     ('storm_cpu_s', 'server CPU s for the storm'), ('storm_user_s', '  of which user space'),
     ('storm_sys_s', '  of which kernel'), ('storm_cpu_s_vs_blaster', 'server CPU ÷ blaster (same run)'),

@@ -21,6 +21,11 @@
  * data carries "t":<ns since epoch> (bench/publish does that) the delivery
  * latency is recorded. Stops when every connection has --expect events or
  * after --duration seconds, then prints one JSON object.
+ *
+ * --deflate 1 offers permessage-deflate as a browser does; when the server
+ * accepts, each connection inflates its compressed frames (its own zlib
+ * context, kept across messages). "wire_bytes" sums the event frames as
+ * they came (headers and compressed payloads), "event_bytes" their JSON.
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -29,6 +34,7 @@
 #include <string.h>
 #include <time.h>
 #include <uv.h>
+#include <zlib.h>
 
 struct conn {
 	uv_tcp_t tcp;
@@ -37,17 +43,18 @@ struct conn {
 	size_t len, cap;
 	bool upgraded;
 	uint64_t last_seq, received;
+	z_stream *zs; /* permessage-deflate accepted: the inflater */
 };
 
 static struct {
 	const char *host, *thread, *channels, *path, *commands[64];
-	int port, nconns, nsources, nthreads, subscribe, ncommands;
+	int port, nconns, nsources, nthreads, subscribe, ncommands, deflate;
 	double hold;
 	char **sources;
 	uint64_t expect;
 	double duration;
 	struct conn *conns;
-	uint64_t missing, dups, received, done, connected, failed, replies, errors, event_bytes;
+	uint64_t missing, dups, received, done, connected, failed, replies, errors, event_bytes, wire_bytes;
 	uint32_t *lat_us;
 	size_t nlat, caplat;
 	uint64_t t_start, t_connected;
@@ -89,12 +96,42 @@ static void send_raw(struct conn *c, const void *data, size_t len)
 	uv_write(w, (uv_stream_t *)&c->tcp, &b, 1, write_done);
 }
 
-/* A masked client frame (mask 0: the bytes stay as they are). */
+/*
+ * A text message compressed alone (the server asks client_no_context_takeover),
+ * as a browser sends it: one shared deflater, reset for each. Returns its
+ * length in out (RFC 7692's 00 00 ff ff tail left off).
+ */
+static size_t deflate_alone(const char *p, size_t n, unsigned char *out, size_t cap)
+{
+	static z_stream z;
+	static bool init;
+	if (!init) {
+		if (deflateInit2(&z, 1, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+			abort();
+		init = true;
+	}
+	deflateReset(&z);
+	z.next_in = (Bytef *)(uintptr_t)p;
+	z.avail_in = (uInt)n;
+	z.next_out = out;
+	z.avail_out = (uInt)cap;
+	if (deflate(&z, Z_SYNC_FLUSH) != Z_OK || z.avail_in || !z.avail_out)
+		abort();
+	return cap - z.avail_out - 4;
+}
+
+/* A masked client frame (mask 0: the bytes stay as they are); compressed when deflate was accepted. */
 static void send_frame(struct conn *c, int opcode, const char *p, size_t n)
 {
-	unsigned char h[14];
+	unsigned char h[14], z[16384];
 	size_t hl = 2;
-	h[0] = (unsigned char)(0x80 | opcode);
+	bool rsv1 = false;
+	if (c->zs && opcode == 1 && n + 64 < sizeof(z)) {
+		n = deflate_alone(p, n, z, sizeof(z));
+		p = (const char *)z;
+		rsv1 = true;
+	}
+	h[0] = (unsigned char)(0x80 | (rsv1 ? 0x40 : 0) | opcode);
 	if (n < 126) {
 		h[1] = (unsigned char)(0x80 | n);
 	} else {
@@ -181,6 +218,11 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
 		}
 		c->upgraded = true;
 		off = (size_t)(end + 4 - c->buf);
+		if (g.deflate && memmem(c->buf, off, "permessage-deflate", 18)) {
+			c->zs = calloc(1, sizeof(*c->zs));
+			if (inflateInit2(c->zs, -15) != Z_OK)
+				abort();
+		}
 		if (++g.connected == (uint64_t)g.nconns)
 			g.t_connected = uv_hrtime();
 		if (g.ncommands) {
@@ -215,16 +257,35 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
 		if (avail < hl + plen)
 			break;
 		int op = p[0] & 0x0f;
-		if (op == 1 && plen > 16 && !memcmp(p + hl, "{\"type\":\"event\"", 15)) {
-			g.event_bytes += plen;
-			on_event(c, (char *)p + hl, plen);
-		} else if (op == 1 && plen > 16 && !memcmp(p + hl, "{\"type\":\"success\"", 17)) {
+		size_t wire = hl + plen, n = plen;
+		const unsigned char *pl = p + hl;
+		if (op == 1 && (p[0] & 0x40)) { /* compressed: inflated, with the tail RFC 7692 leaves out */
+			static unsigned char in[1 << 20], out[4 << 20];
+			if (!c->zs || plen + 4 > sizeof(in))
+				abort();
+			memcpy(in, pl, plen);
+			memcpy(in + plen, "\x00\x00\xff\xff", 4);
+			c->zs->next_in = in;
+			c->zs->avail_in = (uInt)(plen + 4);
+			c->zs->next_out = out;
+			c->zs->avail_out = sizeof(out);
+			int rc = inflate(c->zs, Z_SYNC_FLUSH);
+			if ((rc != Z_OK && rc != Z_BUF_ERROR) || c->zs->avail_in)
+				abort();
+			pl = out;
+			n = sizeof(out) - c->zs->avail_out;
+		}
+		if (op == 1 && n > 16 && !memcmp(pl, "{\"type\":\"event\"", 15)) {
+			g.wire_bytes += wire;
+			g.event_bytes += n;
+			on_event(c, (const char *)pl, n);
+		} else if (op == 1 && n > 16 && !memcmp(pl, "{\"type\":\"success\"", 17)) {
 			g.replies++;
-		} else if (op == 1 && plen > 16 && !memcmp(p + hl, "{\"type\":\"error\"", 15)) {
+		} else if (op == 1 && n > 16 && !memcmp(pl, "{\"type\":\"error\"", 15)) {
 			g.errors++;
 		} else if (op == 9)
-			send_frame(c, 10, (char *)p + hl, plen);
-		off += hl + plen;
+			send_frame(c, 10, (const char *)pl, n);
+		off += wire;
 	}
 	memmove(c->buf, c->buf + off, c->len - off);
 	c->len -= off;
@@ -246,8 +307,9 @@ static void on_connect(uv_connect_t *req, int status)
 	snprintf(path, sizeof(path), g.path, thread);
 	int n = snprintf(hello, sizeof(hello),
 			 "GET %s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-			 "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
-			 path, g.host);
+			 "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n%s\r\n",
+			 path, g.host,
+			 g.deflate ? "Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits\r\n" : "");
 	send_raw(c, hello, (size_t)n);
 	uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, on_read);
 }
@@ -273,12 +335,13 @@ static void finish(void)
 	uint32_t mx = g.nlat ? g.lat_us[g.nlat - 1] : 0;
 	printf("{\"conns\":%d,\"connected\":%llu,\"failed\":%llu,\"received\":%llu,\"missing\":%llu,"
 	       "\"duplicates\":%llu,\"complete\":%llu,\"replies\":%llu,\"errors\":%llu,\"event_bytes\":%llu,"
+	       "\"wire_bytes\":%llu,"
 	       "\"seconds\":%.3f,\"connect_seconds\":%.3f,"
 	       "\"latency_us\":{\"p50\":%u,\"p99\":%u,\"max\":%u,\"samples\":%zu}}\n",
 	       g.nconns, (unsigned long long)g.connected, (unsigned long long)g.failed,
 	       (unsigned long long)g.received, (unsigned long long)g.missing, (unsigned long long)g.dups,
 	       (unsigned long long)g.done, (unsigned long long)g.replies, (unsigned long long)g.errors,
-	       (unsigned long long)g.event_bytes, secs,
+	       (unsigned long long)g.event_bytes, (unsigned long long)g.wire_bytes, secs,
 	       g.t_connected ? (double)(g.t_connected - g.t_start) / 1e9 : -1.0, p50, p99, mx, g.nlat);
 	fflush(stdout);
 	uv_walk(g.loop, close_all, NULL);
@@ -309,6 +372,7 @@ int main(int argc, char **argv)
 		else if (!strcmp(k, "--path")) g.path = v;
 		else if (!strcmp(k, "--subscribe")) g.subscribe = atoi(v);
 		else if (!strcmp(k, "--hold")) g.hold = atof(v);
+		else if (!strcmp(k, "--deflate")) g.deflate = atoi(v);
 		else if (!strcmp(k, "--command")) {
 			if (g.ncommands == 64) {
 				fprintf(stderr, "loadgen: at most 64 --command\n");

@@ -11,7 +11,9 @@
  * With --batch B, each call is FCALL threadcast_append_batch with up to B
  * events of one thread (the threads still take turns, call by call). With
  * --xadd 1, each event is a plain XADD of the same fields to tc:{T}:plain
- * instead: the floor the append path is compared with.
+ * instead: the floor the append path is compared with. With --tokens 1 the
+ * events are what a model streams instead of padding: "messages" text deltas
+ * of one word each, in a task's namespace (the deflate scenarios' mix).
  * --rate 0 means as fast as the server answers. With --nthreads K the
  * threads are T1-0 … T1-(K-1). --methods cycles the events' methods (event
  * i has method M[i mod count]; default tasks); every event carries
@@ -111,13 +113,23 @@ static int http_response(struct http *h)
 	}
 }
 
+/* --tokens: the words of the deltas (a paragraph's worth, cycled out of order). */
+static const char *const WORDS[] = {
+	"The", "otter", "is", "a", "semiaquatic", "mammal", "of", "the", "weasel", "family;", "it", "eats",
+	"fish,", "crabs", "and", "frogs,", "floats", "on", "its", "back", "and", "uses", "stones", "as",
+	"tools.", "Sea", "otters", "hold", "hands", "while", "they", "sleep", "so", "they", "do", "not",
+	"drift", "apart.", "Their", "fur", "is", "the", "densest", "of", "any", "animal:", "about",
+	"a", "million", "hairs", "per", "square", "inch.", "Here", "is", "what", "I", "found", "about",
+	"your", "question,", "with", "three", "sources", "and", "a", "short", "summary.",
+};
+
 int main(int argc, char **argv)
 {
 	const char *url = "redis://127.0.0.1:6379", *threads = NULL, *nchan = NULL, *spelling = "seed";
 	const char *methods[16] = { "tasks" };
 	int nmethods = 1;
 	char *method_list = NULL;
-	long count = 0, size = 100, nthreads = 0, batch = 1, xadd = 0;
+	long count = 0, size = 100, nthreads = 0, batch = 1, xadd = 0, tokens = 0;
 	double rate = 0;
 	for (int i = 1; i + 1 < argc; i += 2) {
 		if (!strcmp(argv[i], "--redis-url")) url = argv[i + 1];
@@ -125,6 +137,7 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--count")) count = atol(argv[i + 1]);
 		else if (!strcmp(argv[i], "--rate")) rate = atof(argv[i + 1]);
 		else if (!strcmp(argv[i], "--size")) size = atol(argv[i + 1]);
+		else if (!strcmp(argv[i], "--tokens")) tokens = atol(argv[i + 1]);
 		else if (!strcmp(argv[i], "--nthreads")) nthreads = atol(argv[i + 1]);
 		else if (!strcmp(argv[i], "--nchan") || !strcmp(argv[i], "--http")) nchan = argv[i + 1];
 		else if (!strcmp(argv[i], "--spelling")) spelling = argv[i + 1];
@@ -247,10 +260,19 @@ int main(int argc, char **argv)
 				while (n < batch && sent + n < count && sent + n < due) {
 					json[n] = evs + (size_t)n * ((size_t)size + 300);
 					uint64_t t = now_ns();
-					snprintf((char *)json[n], (size_t)size + 300,
-						 "{\"method\":\"%s\",\"params\":{\"namespace\":[],\"timestamp\":%llu,"
-						 "\"data\":{\"t\":%llu,\"p\":\"%s\"}}}", methods[(sent + n) % nmethods],
-						 (unsigned long long)(t / 1000000), (unsigned long long)t, pad);
+					if (tokens) /* what a model streams: a message's text deltas, a word each */
+						snprintf((char *)json[n], (size_t)size + 300,
+							 "{\"method\":\"messages\",\"params\":{\"namespace\":[\"model:9938e864-5005-"
+							 "5501-a6bf-dac20bfa3bd6\"],\"timestamp\":%llu,\"node\":\"model\",\"data\":"
+							 "{\"t\":%llu,\"event\":\"content-block-delta\",\"index\":0,\"delta\":"
+							 "{\"type\":\"text-delta\",\"text\":\"%s \"}}}}",
+							 (unsigned long long)(t / 1000000), (unsigned long long)t,
+							 WORDS[(sent + n) * 7919 % (sizeof(WORDS) / sizeof(WORDS[0]))]);
+					else
+						snprintf((char *)json[n], (size_t)size + 300,
+							 "{\"method\":\"%s\",\"params\":{\"namespace\":[],\"timestamp\":%llu,"
+							 "\"data\":{\"t\":%llu,\"p\":\"%s\"}}}", methods[(sent + n) % nmethods],
+							 (unsigned long long)(t / 1000000), (unsigned long long)t, pad);
 					n++;
 				}
 				const struct tc_store_append_opts ao = { .maxlen = "1000000" };

@@ -6,10 +6,14 @@ import { readFileSync } from 'node:fs';
 import WebSocket from 'ws';
 import { startRedis, startThreadcast, connect, stopAll, produce, waitUntil, redisClient } from './lib/harness.mjs';
 
-/** A subscriber that keeps only the seqs (100 of them receive 30 MB each). */
+/**
+ * A subscriber that keeps only the seqs (100 of them receive 30 MB each);
+ * no permessage-deflate, or the repetitive test payload would shrink to
+ * nothing on the wire and never fill a socket.
+ */
 function lean(url) {
   return new Promise((resolve) => {
-    const ws = new WebSocket(url);
+    const ws = new WebSocket(url, { perMessageDeflate: false });
     const c = { ws, seqs: [], closed: new Promise((r) => ws.on('close', (code) => r({ code }))) };
     ws.on('message', (d) => {
       const head = d.toString('utf8', 0, 80);

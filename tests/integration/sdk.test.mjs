@@ -39,10 +39,10 @@ async function stack({ tokenDelayMs = 1 } = {}) {
 }
 
 /** A ThreadStream as the SDK's README makes one (ws from the `ws` package in Node). */
-function open(apiUrl, threadId, transport) {
+function open(apiUrl, threadId, transport, wsOptions = {}) {
   const client = new Client({ apiUrl, apiKey: null });
   return client.threads.stream(threadId, { assistantId: 'agent', transport,
-    webSocketFactory: (url) => new WebSocket(url), maxReconnectAttempts: 10 });
+    webSocketFactory: (url) => new WebSocket(url, wsOptions), maxReconnectAttempts: 10 });
 }
 
 /** id → text of every message the agent stored for the thread. */
@@ -139,10 +139,29 @@ for (const transport of ['websocket', 'sse']) {
           20000, 'the run to complete');
         // SDK 1.15 ends thread.messages at the interrupt; a new stream on the
         // thread (another tab, a reload) replays the whole run, answer included.
-        const later = open(s.apiUrl, threadId, transport);
+        // (It settles its messages at the root "interrupted" event of the
+        // replay too, and still yields the message after it only when the
+        // frames reach it in one task: `ws` hands over uncompressed frames so,
+        // but inflates compressed ones one per task, as a browser delivers
+        // every frame. So this stream is opened without permessage-deflate,
+        // and the replay of a compressed one is checked frame by frame below.)
+        const later = open(s.apiUrl, threadId, transport, { perMessageDeflate: false });
         const all = collectMessages(later);
         await sameTranscript(s, threadId, all, 10000, 'the whole run in a new stream');
         assert.ok([...all.texts.values()].some((t) => t.includes('You answered: yes')));
+        if (transport === 'websocket') {
+          const raw = new WebSocket(`${s.apiUrl.replace(/^http/, 'ws')}/threads/${threadId}/stream/events`);
+          const frames = [];
+          raw.on('message', (d) => frames.push(JSON.parse(String(d))));
+          await new Promise((r) => raw.once('open', r));
+          assert.match(raw.extensions, /permessage-deflate/);
+          raw.send(JSON.stringify({ id: 1, method: 'subscription.subscribe', params: { channels: ['messages'] } }));
+          const want = (await storedEvents(s.rc, threadId)).filter((e) => e.method === 'messages').map((e) => e.seq);
+          await waitUntil(() => frames.filter((f) => f.type === 'event').length >= want.length, 10000, 'the compressed replay');
+          assert.deepEqual(frames.filter((f) => f.type === 'event').map((f) => f.seq), want);
+          assert.ok(frames.some((f) => f.params?.data?.delta?.text?.includes('yes')), 'the answer is in the compressed replay');
+          raw.close();
+        }
         await thread.close();
         await later.close();
       } finally {

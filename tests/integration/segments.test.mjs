@@ -2,6 +2,8 @@
 // batch is coalesced into writes of up to 64 KiB, and a large event leaves in
 // one write. The server's socket is read with `ss -ti` (segs_out, bytes_sent),
 // so the test sees what the kernel sent, not what the client's reads merged.
+// The clients offer no permessage-deflate: this is the uncompressed path
+// (deflate.test.mjs tests the compressed one).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -38,7 +40,7 @@ test('a replay leaves in segments of kilobytes, not one per frame', async () => 
   const thread = 'seg-replay';
   const N = 400;
   await produce(redis.url, thread, Array.from({ length: N }, (_, i) => padded(i, 400)));
-  const c = await connect(tc.url(thread));
+  const c = await connect(tc.url(thread), { perMessageDeflate: false });
   const before = serverSocket(c);
   const r = await c.request({ id: 1, method: 'subscription.subscribe', params: { channels: ['custom:progress'] } });
   assert.equal(r.type, 'success');
@@ -56,7 +58,7 @@ test('a replay leaves in segments of kilobytes, not one per frame', async () => 
 
 test('a 48 KiB event leaves in one write', async () => {
   const thread = 'seg-live';
-  const c = await connect(tc.url(thread));
+  const c = await connect(tc.url(thread), { perMessageDeflate: false });
   const r = await c.request({ id: 1, method: 'subscription.subscribe', params: { channels: ['custom:progress'] } });
   assert.equal(r.type, 'success');
   const before = serverSocket(c);
