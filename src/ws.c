@@ -216,49 +216,84 @@ static int ws_flush(struct tc_conn *c)
 	return 0;
 }
 
-/*
- * ws_flush for a connection with permessage-deflate: every data frame is
- * compressed in the connection's running context and framed here (RSV1),
- * coalesced like the others; a frame too big for the buffer gets one of its
- * own. The compressor is made on the first frame and moved to the tail of
- * srv->deflating on every use (on_idle frees the quiet ones).
- */
-static int ws_flush_deflated(struct tc_conn *c)
+/* Whether a queued frame is an event: only events are compressed. */
+static bool is_event(struct tc_buf *b)
 {
-	static unsigned char buf[LWS_PRE + TC_WS_COALESCE_MAX];
-	struct tc_server *srv = c->srv;
-	struct tc_buf *b;
-	int writes = 0;
+	return b->len > 15 && !memcmp(tc_buf_data(b), "{\"type\":\"event\"", 15);
+}
 
-	if (write_ping(c) < 0)
-		return -1;
-	if (!c->out.count)
-		return 0;
+static size_t frame_max(struct tc_buf *b)
+{
+	return is_event(b) ? tc_deflate_frame_max(b->len) : TC_WS_FRAME_HEADER_MAX + b->len;
+}
+
+/* The connection's compressor, made if it has none, and marked as used now. NULL: zlib failed. */
+static struct tc_deflater *deflater(struct tc_conn *c)
+{
+	struct tc_server *srv = c->srv;
 	if (!c->zs) {
 		if (!(c->zs = tc_deflater_new((int)srv->cfg->deflate)))
-			return -1;
+			return NULL;
 	} else {
 		tc_dlist_remove(&srv->deflating, &c->deflating);
 	}
 	c->deflated_at = uv_now(srv->loop);
 	tc_dlist_push_tail(&srv->deflating, &c->deflating);
+	return c->zs;
+}
+
+/*
+ * One queued frame into out (frame_max(b) bytes of room): an event
+ * compressed in the connection's running context (RSV1), anything else as
+ * it is. Returns its length, 0 when zlib failed.
+ */
+static size_t put_frame(struct tc_conn *c, struct tc_buf *b, unsigned char *out, bool *touched)
+{
+	if (!is_event(b)) {
+		size_t h = tc_ws_frame_header(out, b->len, false);
+		memcpy(out + h, tc_buf_data(b), b->len);
+		tc_metrics.bytes_out += b->len;
+		return h + b->len;
+	}
+	struct tc_deflater *d = *touched ? c->zs : deflater(c);
+	*touched = true;
+	size_t m = d ? tc_deflate_frame(d, tc_buf_data(b), b->len, out) : 0;
+	tc_metrics.deflate_in += b->len;
+	tc_metrics.deflate_out += m;
+	tc_metrics.bytes_out += m;
+	return m;
+}
+
+/*
+ * ws_flush for a connection with permessage-deflate: its frames are framed
+ * here, events compressed (put_frame), and coalesced like the others; a
+ * frame too big for the buffer gets one of its own. Nothing goes through
+ * lws' own compressor, whose messages would enter the client's window
+ * behind ours.
+ */
+static int ws_flush_deflated(struct tc_conn *c)
+{
+	static unsigned char buf[LWS_PRE + TC_WS_COALESCE_MAX];
+	struct tc_buf *b;
+	int writes = 0;
+	bool touched = false;
+
+	if (write_ping(c) < 0)
+		return -1;
 	while ((b = tc_bufq_peek(&c->out)) && writes++ < WRITE_BATCH && !lws_partial_buffered(c->wsi)) {
-		size_t n = 0, max;
+		size_t n = 0, max = frame_max(b);
 		unsigned char *big = NULL, *out = buf + LWS_PRE;
-		if ((max = tc_deflate_frame_max(b->len)) > TC_WS_COALESCE_MAX)
+		if (max > TC_WS_COALESCE_MAX)
 			out = (big = tc_xmalloc(LWS_PRE + max)) + LWS_PRE;
 		do {
-			size_t m = tc_deflate_frame(c->zs, tc_buf_data(b), b->len, out + n);
+			size_t m = put_frame(c, b, out + n, &touched);
 			if (!m) {
 				free(big);
 				return -1; /* (zlib failed: the connection goes) */
 			}
-			tc_metrics.deflate_in += b->len;
-			tc_metrics.deflate_out += m;
-			tc_metrics.bytes_out += m;
 			n += m;
 			tc_buf_unref(tc_bufq_pop(&c->out));
-		} while (!big && (b = tc_bufq_peek(&c->out)) && n + tc_deflate_frame_max(b->len) <= TC_WS_COALESCE_MAX);
+		} while (!big && (b = tc_bufq_peek(&c->out)) && n + frame_max(b) <= TC_WS_COALESCE_MAX);
 		int rc = lws_write(c->wsi, out, n, LWS_WRITE_RAW);
 		free(big);
 		if (rc < 0)
