@@ -365,6 +365,8 @@ def deflate(kind, tmp, redis, *, conns, threads, count, rate):
     r = delivery(kind, tmp, redis, lg_args={'channels': 'messages', 'deflate': 1}, **kw)
     r['plain_wire_bytes_per_event'] = plain['wire_bytes_per_event']
     r['plain_us_per_event'] = plain.get('us_per_event')
+    r['plain_user_us_per_event'] = plain.get('user_us_per_event')
+    r['plain_sys_us_per_event'] = plain.get('sys_us_per_event')
     r['wire_vs_plain'] = r['wire_bytes_per_event'] / max(1e-9, plain['wire_bytes_per_event'])
     if plain.get('us_per_event'):
         r['us_per_event_vs_plain'] = r['us_per_event'] / plain['us_per_event']
@@ -596,6 +598,7 @@ METRICS = [
     ('wire_bytes_per_event', 'bytes on the wire / delivered event'),
     ('plain_wire_bytes_per_event', '  the same without deflate'), ('wire_vs_plain', 'wire bytes ÷ without deflate'),
     ('plain_us_per_event', 'server CPU µs / event without deflate'),
+    ('plain_user_us_per_event', '  of which user space'), ('plain_sys_us_per_event', '  of which kernel'),
     ('us_per_event_vs_plain', 'server CPU ÷ without deflate (same run)'), ('connects_per_s', 'connections set up / s'),
     ('upgraded', 'clients upgraded'), ('storm_seconds', 'seconds until all upgraded'),
     ('storm_cpu_s', 'server CPU s for the storm'), ('storm_user_s', '  of which user space'),
