@@ -4,12 +4,14 @@
 #include <string.h>
 
 #include "util.h"
+#include "wsdeflate.h"
 
 struct tc_buf *tc_buf_new(size_t len)
 {
 	struct tc_buf *b = tc_xmalloc(sizeof(*b) + TC_BUF_HEADROOM + len + 1);
 	b->refs = 1;
 	b->len = (uint32_t)len;
+	b->deflated = NULL;
 	/* A NUL after the payload lets text payloads be logged or parsed. */
 	b->mem[TC_BUF_HEADROOM + len] = '\0';
 	return b;
@@ -24,8 +26,10 @@ struct tc_buf *tc_buf_copy(const void *data, size_t len)
 
 void tc_buf_unref(struct tc_buf *b)
 {
-	if (b && --b->refs == 0)
+	if (b && --b->refs == 0) {
+		tc_dzout_free(b->deflated);
 		free(b);
+	}
 }
 
 void tc_bufq_push(struct tc_bufq *q, struct tc_buf *b)

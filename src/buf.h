@@ -17,9 +17,12 @@
 /** Spare bytes before the payload; at least LWS_PRE (checked in ws.c). */
 #define TC_BUF_HEADROOM 16
 
+struct tc_dzout;
+
 struct tc_buf {
 	uint32_t refs; /**< owners; the last tc_buf_unref() frees */
 	uint32_t len;  /**< payload bytes */
+	struct tc_dzout *deflated; /**< its last compressed form (wsdeflate.h), else NULL */
 	unsigned char mem[]; /**< TC_BUF_HEADROOM spare bytes, then payload */
 };
 

@@ -27,6 +27,7 @@
 #include "protocol.h"
 #include "session.h"
 #include "util.h"
+#include "wsdeflate.h"
 
 /*
  * What a connection carries. WebSockets and SSE streams hold a session that
@@ -74,8 +75,8 @@ struct tc_conn {
 	bool pinged;              /**< WebSocket: a PING went out since we last heard from it */
 	bool ping_due;            /**< WebSocket: write a PING with the next flush */
 	bool deflate;             /**< WebSocket: permessage-deflate negotiated (ws.c compresses its frames) */
-	struct tc_deflater *zs;   /**< WebSocket: its compressor while it receives, else NULL */
-	uint64_t deflated_at;     /**< WebSocket: loop time (ms) zs was last used */
+	struct tc_dzref dz;       /**< WebSocket: its place in a (shared) compressor while it receives events */
+	uint64_t deflated_at;     /**< WebSocket: loop time (ms) dz was last used */
 	uint64_t heard;           /**< WebSocket: loop time (ms) of its last frame (ws.c's idle list) */
 	unsigned status;          /**< POST /commands, GET /state: HTTP status of the reply */
 	struct tc_query *query;   /**< GET /state: the read in flight, else NULL */
@@ -84,7 +85,7 @@ struct tc_conn {
 	struct tc_dlink link;     /**< on srv->conns */
 	struct tc_dlink dirty;    /**< WebSocket: on srv->dirty, written by the next flush */
 	struct tc_dlink quiet;    /**< WebSocket: on srv->quiet, the idle list */
-	struct tc_dlink deflating; /**< WebSocket with zs: on srv->deflating, least recently used first */
+	struct tc_dlink deflating; /**< WebSocket with dz: on srv->deflating, least recently used first */
 };
 
 /** The conn whose member `member` is the list link n. */

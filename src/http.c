@@ -310,7 +310,7 @@ static int serve_metrics(struct tc_server *srv, struct lws *wsi, struct tc_pss *
 		.pending_commands = srv->env->bridge ? tc_bridge_pending(srv->env->bridge) : 0,
 		.redis_up = tc_redis_ready(srv->redis),
 		.handshakes = tc_handshakes_pending(&srv->handshakes),
-		.deflaters = srv->deflating.count,
+		.deflaters = tc_dz_count(),
 		.deflate_memory = tc_deflate_memory(),
 	};
 	char *text = tc_metrics_render(&g);

@@ -82,7 +82,7 @@ char *tc_metrics_render(const struct tc_metrics_gauges *g)
 		"threadcast_connections{transport=\"http_command\"} %zu\n",
 	    g->websockets, g->sse, g->http_commands);
 	gauge(&o, "threadcast_handshakes", "Accepted connections whose request has not arrived yet.", g->handshakes);
-	gauge(&o, "threadcast_deflaters", "WebSockets holding a permessage-deflate compressor (receiving lately).", g->deflaters);
+	gauge(&o, "threadcast_deflaters", "permessage-deflate compressors, each shared by the WebSockets receiving the same events.", g->deflaters);
 	gauge(&o, "threadcast_deflate_memory_bytes", "Memory zlib holds for those compressors.", g->deflate_memory);
 	gauge(&o, "threadcast_subscriptions", "Subscriptions held by connections.", m->subscriptions);
 	gauge(&o, "threadcast_threads_watched", "Threads with local subscribers.", g->threads);

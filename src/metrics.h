@@ -53,7 +53,7 @@ extern struct tc_metrics tc_metrics;
 /** Gauges only the caller knows, rendered with the rest. */
 struct tc_metrics_gauges {
 	size_t websockets, sse, http_commands, threads, pending_commands, handshakes;
-	size_t deflaters, deflate_memory; /**< per-connection deflaters held, and zlib's bytes for them */
+	size_t deflaters, deflate_memory; /**< compressors alive (wsdeflate.h), and the bytes mapped for them */
 	int redis_up;
 };
 

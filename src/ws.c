@@ -58,10 +58,9 @@ void tc__ws_heard_from(struct tc_conn *c)
 
 void tc__ws_drop_deflater(struct tc_conn *c)
 {
-	if (!c->zs)
+	if (!c->dz.dz)
 		return;
-	tc_deflater_free(c->zs);
-	c->zs = NULL;
+	tc_dzref_release(&c->dz);
 	tc_dlist_remove(&c->srv->deflating, &c->deflating);
 }
 
@@ -227,20 +226,6 @@ static size_t frame_max(struct tc_buf *b)
 	return is_event(b) ? tc_deflate_frame_max(b->len) : TC_WS_FRAME_HEADER_MAX + b->len;
 }
 
-/* The connection's compressor, made if it has none, and marked as used now. NULL: zlib failed. */
-static struct tc_deflater *deflater(struct tc_conn *c)
-{
-	struct tc_server *srv = c->srv;
-	if (!c->zs) {
-		if (!(c->zs = tc_deflater_new((int)srv->cfg->deflate)))
-			return NULL;
-	} else {
-		tc_dlist_remove(&srv->deflating, &c->deflating);
-	}
-	c->deflated_at = uv_now(srv->loop);
-	tc_dlist_push_tail(&srv->deflating, &c->deflating);
-	return c->zs;
-}
 
 /*
  * One queued frame into out (frame_max(b) bytes of room): an event
@@ -255,9 +240,20 @@ static size_t put_frame(struct tc_conn *c, struct tc_buf *b, unsigned char *out,
 		tc_metrics.bytes_out += b->len;
 		return h + b->len;
 	}
-	struct tc_deflater *d = *touched ? c->zs : deflater(c);
+	struct tc_server *srv = c->srv;
+	bool had = c->dz.dz != NULL; /* (on srv->deflating exactly when it has one) */
+	size_t m = 0;
+	const unsigned char *f = tc_dz_frame(&c->dz, b, (int)srv->cfg->deflate, &m);
+	if (had && (!f || !*touched))
+		tc_dlist_remove(&srv->deflating, &c->deflating);
+	if (!f)
+		return 0;
+	memcpy(out, f, m);
+	if (!had || !*touched) { /* used now (noted once a flush): to the list's tail */
+		c->deflated_at = uv_now(srv->loop);
+		tc_dlist_push_tail(&srv->deflating, &c->deflating);
+	}
 	*touched = true;
-	size_t m = d ? tc_deflate_frame(d, tc_buf_data(b), b->len, out) : 0;
 	tc_metrics.deflate_in += b->len;
 	tc_metrics.deflate_out += m;
 	tc_metrics.bytes_out += m;

@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 #include <zlib.h>
 
+#include "buf.h"
 #include "util.h"
 
 /*
@@ -134,4 +135,103 @@ size_t tc_deflate_frame(struct tc_deflater *d, const void *p, size_t n, unsigned
 	memmove(out + hl, body, len);
 	memcpy(out, h, hl);
 	return hl + len;
+}
+
+/* ==== shared compression =================================================================== */
+
+struct tc_dz {
+	struct tc_deflater *d;
+	uint64_t pos;  /* frames compressed so far */
+	unsigned refs; /* connections at some place in its stream, and outputs made by it */
+};
+
+struct tc_dzout {
+	struct tc_dz *dz; /* (a reference) */
+	uint64_t pos;     /* the compressor's position it was compressed from */
+	size_t len;
+	unsigned char frame[];
+};
+
+static size_t ndz;
+static uint64_t ncompressions;
+
+size_t tc_dz_count(void)
+{
+	return ndz;
+}
+
+uint64_t tc_dz_compressions(void)
+{
+	return ncompressions;
+}
+
+static void dz_unref(struct tc_dz *dz)
+{
+	if (dz && --dz->refs == 0) {
+		tc_deflater_free(dz->d);
+		free(dz);
+		ndz--;
+	}
+}
+
+void tc_dzout_free(struct tc_dzout *o)
+{
+	if (!o)
+		return;
+	dz_unref(o->dz);
+	free(o);
+}
+
+void tc_dzref_release(struct tc_dzref *r)
+{
+	dz_unref(r->dz);
+	r->dz = NULL;
+	r->pos = 0;
+}
+
+const unsigned char *tc_dz_frame(struct tc_dzref *r, struct tc_buf *b, int level, size_t *len)
+{
+	struct tc_dzout *o = b->deflated;
+	if (o && r->dz && o->dz == r->dz && o->pos == r->pos) {
+		r->pos++; /* compressed from the very state this connection is in */
+		*len = o->len;
+		return o->frame;
+	}
+	if (o && !r->dz && o->pos == 0) {
+		r->dz = o->dz; /* compressed first thing: from the fresh state this connection starts in */
+		r->dz->refs++;
+		r->pos = 1;
+		*len = o->len;
+		return o->frame;
+	}
+	if (!r->dz || r->dz->pos != r->pos) {
+		/* none yet, or its stream went on without this connection: one of its own */
+		tc_dzref_release(r);
+		struct tc_dz *dz = tc_xcalloc(1, sizeof(*dz));
+		if (!(dz->d = tc_deflater_new(level))) {
+			free(dz);
+			return NULL;
+		}
+		dz->refs = 1;
+		ndz++;
+		r->dz = dz;
+	}
+	struct tc_dzout *n = tc_xmalloc(sizeof(*n) + tc_deflate_frame_max(b->len));
+	n->len = tc_deflate_frame(r->dz->d, tc_buf_data(b), b->len, n->frame);
+	if (!n->len) {
+		free(n);
+		r->dz->pos = UINT64_MAX; /* its state is unknown now: nobody is at its place any more */
+		tc_dzref_release(r);
+		return NULL;
+	}
+	ncompressions++;
+	n->dz = r->dz;
+	n->dz->refs++;
+	n->pos = r->pos;
+	r->dz->pos++;
+	r->pos++;
+	tc_dzout_free(b->deflated);
+	b->deflated = n;
+	*len = n->len;
+	return n->frame;
 }

@@ -21,6 +21,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /** deflate's window (bits) and memLevel, and what zlib holds for one deflater at most. */
 #define TC_DEFLATE_WBITS 11
@@ -52,5 +53,43 @@ size_t tc_deflate_frame(struct tc_deflater *d, const void *p, size_t n, unsigned
 
 /** Bytes mapped for every deflater of the process (TC_DEFLATE_MAPPED each). */
 size_t tc_deflate_memory(void);
+
+/*
+ * Shared compression. Connections that receive the same events in the same
+ * order since they began compressing have compressors in the same state,
+ * so one compressor can serve them all: the compressed form of an event is
+ * kept on its tc_buf (the frame every subscriber is queued), with the
+ * compressor and the position in its stream it was made from, and a
+ * connection at that very place reuses it instead of compressing again. A
+ * connection with no compressor yet joins the one that compressed its frame
+ * first thing (a fresh state, whatever the client's window holds); one whose
+ * frames differ, or that fell behind its compressor, gets a fresh compressor
+ * of its own. So a thread's subscribers pay for one compression per event,
+ * not one per delivery, and every stream stays exactly what a compressor of
+ * its own would have made.
+ */
+struct tc_buf;
+struct tc_dz;
+struct tc_dzout;
+
+/** A connection's place in a shared compressor's stream; zeroed: none. */
+struct tc_dzref {
+	struct tc_dz *dz;
+	uint64_t pos; /**< frames the connection has had from it */
+};
+
+/**
+ * The compressed frame (header included) of payload buffer b for the
+ * connection at r, *len bytes, valid until b is compressed again or freed;
+ * NULL when zlib failed (the connection should go).
+ */
+const unsigned char *tc_dz_frame(struct tc_dzref *r, struct tc_buf *b, int level, size_t *len);
+/** The connection stops compressing (quiet a while, or gone). */
+void tc_dzref_release(struct tc_dzref *r);
+/** Frees a buffer's compressed form (buf.c, with the buffer). NULL: nothing. */
+void tc_dzout_free(struct tc_dzout *o);
+/** Shared compressors alive, and compressions made (each event once per compressor that needed it). */
+size_t tc_dz_count(void);
+uint64_t tc_dz_compressions(void);
 
 #endif

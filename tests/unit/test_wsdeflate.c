@@ -9,6 +9,7 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "buf.h"
 #include "wsdeflate.h"
 
 /* A client's inflater: raw deflate, the largest window, kept across messages. */
@@ -124,11 +125,122 @@ static void bounds(void **state)
 	tc_deflater_free(NULL);
 }
 
+/*
+ * Shared compression: connections get events (shared buffers) in their own
+ * order, interleaved at random, some only some events, some letting their
+ * compressor go now and then; each client's inflater must read exactly its
+ * events. With the same events for all, one compression per event.
+ */
+static void shared(void **state)
+{
+	enum { K = 6, N = 600 };
+	static struct client cl[K];
+	struct tc_dzref refs[K];
+	memset(refs, 0, sizeof(refs));
+	for (int k = 0; k < K; k++)
+		client_init(&cl[k]);
+	char ev[512], got[1024];
+
+	/* the same events for all, each connection in turn */
+	uint64_t before = tc_dz_compressions();
+	for (int i = 0; i < 100; i++) {
+		size_t n = token_event(ev, sizeof(ev), i);
+		struct tc_buf *b = tc_buf_copy(ev, n);
+		for (int j = 0; j < K; j++) {
+			int k = (i + j) % K;
+			size_t m;
+			const unsigned char *f = tc_dz_frame(&refs[k], b, 1, &m);
+			assert_non_null(f);
+			assert_int_equal(client_read(&cl[k], f, m, got, sizeof(got)), n);
+			assert_memory_equal(got, ev, n);
+		}
+		tc_buf_unref(b);
+	}
+	assert_int_equal(tc_dz_compressions() - before, 100);
+	assert_int_equal(tc_dz_count(), 1);
+
+	/* some events for some, queued, read in a random interleaving, compressors let go at random */
+	static struct tc_buf *q[K][N];
+	int len[K] = { 0 }, at[K] = { 0 };
+	srand(7);
+	for (int i = 0; i < N; i++) {
+		size_t n = token_event(ev, sizeof(ev), 1000 + i);
+		struct tc_buf *b = tc_buf_copy(ev, n);
+		for (int k = 0; k < K; k++)
+			if (rand() % 4) /* three in four */
+				q[k][len[k]++] = tc_buf_ref(b);
+		tc_buf_unref(b);
+	}
+	for (;;) {
+		int live = 0;
+		for (int k = 0; k < K; k++)
+			live += at[k] < len[k];
+		if (!live)
+			break;
+		int k = rand() % K;
+		if (at[k] == len[k])
+			continue;
+		for (int burst = rand() % 4; burst >= 0 && at[k] < len[k]; burst--) {
+			struct tc_buf *b = q[k][at[k]++];
+			size_t m;
+			const unsigned char *f = tc_dz_frame(&refs[k], b, 1, &m);
+			assert_non_null(f);
+			assert_int_equal(client_read(&cl[k], f, m, got, sizeof(got)), b->len);
+			assert_memory_equal(got, tc_buf_data(b), b->len);
+			tc_buf_unref(b);
+		}
+		if (rand() % 25 == 0)
+			tc_dzref_release(&refs[k]); /* quiet a while: the next frame starts afresh */
+	}
+	for (int k = 0; k < K; k++) {
+		tc_dzref_release(&refs[k]);
+		inflateEnd(&cl[k].z);
+	}
+	assert_int_equal(tc_dz_count(), 0); /* every buffer freed with its compressed form */
+	assert_int_equal(tc_deflate_memory(), 0);
+}
+
+/* One connection misses an event the other got; the next event they share must not be reused across. */
+static void divergence(void **state)
+{
+	struct tc_dzref a = { 0 }, b = { 0 };
+	struct client ca, cb;
+	client_init(&ca);
+	client_init(&cb);
+	char ev[512], got[1024];
+	struct tc_buf *e[3];
+	for (int i = 0; i < 3; i++) {
+		size_t n = token_event(ev, sizeof(ev), 50 + i);
+		e[i] = tc_buf_copy(ev, n);
+	}
+	const int gets[2][3] = { { 1, 1, 1 }, { 1, 0, 1 } }; /* b misses event 1 */
+	for (int i = 0; i < 3; i++) {
+		for (int k = 0; k < 2; k++) {
+			if (!gets[k][i])
+				continue;
+			size_t m;
+			const unsigned char *f = tc_dz_frame(k ? &b : &a, e[i], 1, &m);
+			assert_int_equal(client_read(k ? &cb : &ca, f, m, got, sizeof(got)), e[i]->len);
+			assert_memory_equal(got, tc_buf_data(e[i]), e[i]->len);
+		}
+	}
+	assert_ptr_not_equal(a.dz, b.dz); /* b went its own way */
+	for (int i = 0; i < 3; i++)
+		tc_buf_unref(e[i]);
+	tc_dzref_release(&a);
+	tc_dzref_release(&b);
+	inflateEnd(&ca.z);
+	inflateEnd(&cb.z);
+	assert_int_equal(tc_dz_count(), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(running_context),
 		cmocka_unit_test(bounds),
+		cmocka_unit_test(shared),
+		cmocka_unit_test(divergence),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
