@@ -356,6 +356,11 @@ export async function serve(opts = {}) {
     } finally {
       clearInterval(renew);
     }
+    // Over from here: what a client sends once it has seen the run's end must
+    // find no run (run.cancel, input.inject: no_such_run) or wait for it to be
+    // gone (run.start), not reach a run that is only tidying up.
+    ctl.over = true;
+    ctl.settled = new Promise((resolve) => { ctl.settle = resolve; });
     try {
       // A REST run's record is over before its stream says so: a client whose
       // stream just ended finds the run finished (else the SDK reconnects, to
@@ -368,6 +373,7 @@ export async function serve(opts = {}) {
     } finally {
       running.delete(thread);
       await cmd.lockRelease(keys.lock(thread), name).catch(() => {});
+      ctl.settle();
     }
     log('info', 'run over', { thread, run_id: ctl.runId, status });
   }
@@ -744,7 +750,11 @@ export async function serve(opts = {}) {
     async 'run.start'(entry, p) {
       const thread = entry.thread;
       const message = typeof p.input === 'string' ? { role: 'user', content: p.input } : p.input?.messages?.at?.(-1) ?? p.input;
-      const local = running.get(thread);
+      let local = running.get(thread);
+      if (local?.over) { // its end is out: a new run, once this one is gone
+        await local.settled;
+        local = running.get(thread);
+      }
       if (local) { // CDDL 4a: input for an active run is injected into it
         inject(local, message ?? {});
         return success(entry, { run_id: local.runId });
@@ -803,7 +813,7 @@ export async function serve(opts = {}) {
 
     async 'input.inject'(entry, p) {
       const local = running.get(entry.thread);
-      if (local) inject(local, p.message ?? {});
+      if (local && !local.over) inject(local, p.message ?? {});
       else if (!(await forward(entry.thread, { op: 'inject', message: p.message }))) {
         throw new ProtocolError('no_such_run', `no run is active on thread "${entry.thread}" to inject into`);
       }
@@ -812,7 +822,7 @@ export async function serve(opts = {}) {
 
     async 'run.cancel'(entry) {
       const local = running.get(entry.thread);
-      if (local) {
+      if (local && !local.over) {
         cancelRun(local);
       } else if (!(await forward(entry.thread, { op: 'cancel' }))) {
         throw new ProtocolError('no_such_run', `no run is active on thread "${entry.thread}"`);
@@ -961,7 +971,7 @@ export async function serve(opts = {}) {
       return;
     }
     const ctl = running.get(m.thread);
-    if (!ctl) return;
+    if (!ctl || ctl.over) return;
     if (m.run_id && m.run_id !== ctl.runId) return; // a REST cancel for a run that is over
     if (m.op === 'inject') inject(ctl, m.message ?? {});
     if (m.op === 'cancel') cancelRun(ctl, m.action);
