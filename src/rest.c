@@ -148,6 +148,7 @@ struct tc_rest {
 	unsigned saved_status;
 	enum fmt fk;                 /* how a run's stream is written */
 	void *fmt;                   /* a run's stream or wait: its translator (fk's) */
+	const struct tc_run_fmt_ops *ops; /* … and what it does */
 	bool over;                   /* the translator has ended the stream */
 	char assistant[TC_ROUTE_VALUE_MAX + 1]; /* a joined run's graph */
 	cJSON *actions;              /* seed 002: the action ids the request answers */
@@ -159,62 +160,16 @@ struct tc_rest {
 /* Takes one event frame; true when it ended the stream (once). */
 static bool fmt_event(struct tc_rest *r, const char *frame, size_t len)
 {
-	bool end = false;
-	switch (r->fk) {
-	case FMT_SDK:
-		end = tc_runfmt_event(r->fmt, frame, len);
-		break;
-	case FMT_CHUNKS:
-		end = tc_seed004_event(r->fmt, frame, len);
-		break;
-	case FMT_NDJSON:
-		end = tc_seed003_event(r->fmt, frame, len);
-		break;
-	case FMT_AEP:
-		end = tc_seed002_event(r->fmt, frame, len);
-		break;
-	}
+	bool end = r->ops->event(r->fmt, frame, len);
 	bool first = end && !r->over;
 	r->over = r->over || end;
 	return first;
 }
 
-static void fmt_assume_in_run(struct tc_rest *r)
-{
-	switch (r->fk) {
-	case FMT_SDK:
-		tc_runfmt_assume_in_run(r->fmt);
-		break;
-	case FMT_CHUNKS:
-		tc_seed004_assume_in_run(r->fmt);
-		break;
-	case FMT_NDJSON:
-		tc_seed003_assume_in_run(r->fmt);
-		break;
-	case FMT_AEP:
-		tc_seed002_assume_in_run(r->fmt);
-		break;
-	}
-}
-
 static void fmt_free(struct tc_rest *r)
 {
-	if (!r->fmt)
-		return;
-	switch (r->fk) {
-	case FMT_SDK:
-		tc_runfmt_free(r->fmt);
-		break;
-	case FMT_CHUNKS:
-		tc_seed004_free(r->fmt);
-		break;
-	case FMT_NDJSON:
-		tc_seed003_free(r->fmt);
-		break;
-	case FMT_AEP:
-		tc_seed002_free(r->fmt);
-		break;
-	}
+	if (r->fmt)
+		r->ops->free(r->fmt);
 	r->fmt = NULL;
 }
 
@@ -500,7 +455,7 @@ static void run_started(void *ctx, bool restored, bool has_missed, uint64_t miss
 {
 	struct tc_conn *c = ctx;
 	if (!restored || (has_missed && missed))
-		fmt_assume_in_run(c->rest);
+		c->rest->ops->assume_in_run(c->rest->fmt);
 }
 
 /*
@@ -570,15 +525,18 @@ static void fmt_new(struct tc_rest *r, enum rest_out out, uint64_t from, const c
 	case FMT_SDK:
 		r->fmt = tc_runfmt_new(r->run_id, r->thread, tc_runfmt_modes(modes), subgraphs, false,
 				       from ? from : r->join_from, emit, r);
+		r->ops = &tc_runfmt_ops;
 		break;
 	case FMT_CHUNKS:
 		r->fmt = tc_seed004_new(r->run_id, r->assistant[0] ? r->assistant : NULL, false, from, emit, r);
+		r->ops = &tc_seed004_ops;
 		break;
 	case FMT_NDJSON: {
 		cJSON *kwargs = r->kwargs ? cJSON_Parse(r->kwargs) : NULL;
 		char *message = input_text(kwargs);
 		r->fmt = tc_seed003_new(r->run_id, r->thread, r->assistant[0] ? r->assistant : NULL, message, false,
 					from, emit, r);
+		r->ops = &tc_seed003_ops;
 		free(message);
 		cJSON_Delete(kwargs);
 		break;
@@ -586,6 +544,7 @@ static void fmt_new(struct tc_rest *r, enum rest_out out, uint64_t from, const c
 	case FMT_AEP:
 		r->fmt = tc_seed002_new(r->run_id, r->run_id, r->thread, agent ? agent : r->assistant, false, from,
 					emit, r);
+		r->ops = &tc_seed002_ops;
 		break;
 	}
 }

@@ -431,10 +431,7 @@ struct tc_runfmt *tc_runfmt_new(const char *run_id, const char *thread_id, unsig
 	return f;
 }
 
-void tc_runfmt_assume_in_run(struct tc_runfmt *f)
-{
-	f->fw.in_run = true;
-}
+TC_RUN_FMT_OPS(runfmt);
 
 bool tc_runfmt_ended(const struct tc_runfmt *f)
 {

@@ -33,6 +33,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "runfollow.h"
+
 /** Stream mode bits (tc_runfmt_modes). */
 enum {
 	TC_MODE_VALUES = 1 << 0,
@@ -67,8 +69,8 @@ unsigned tc_runfmt_modes(const cJSON *stream_mode);
 /** Takes one event frame; true once the run has ended (later frames are ignored). */
 bool tc_runfmt_event(struct tc_runfmt *f, const char *frame, size_t len);
 
-/** The history before the first event is gone: treat the events as the run's. */
-void tc_runfmt_assume_in_run(struct tc_runfmt *f);
+/** The translator's operations, for a caller that serves several formats. */
+extern const struct tc_run_fmt_ops tc_runfmt_ops;
 
 /** Whether the run has ended. */
 bool tc_runfmt_ended(const struct tc_runfmt *f);

@@ -49,6 +49,37 @@ struct tc_run_ev {
 	const char *status; /**< a lifecycle event's status */
 };
 
+/**
+ * What a stream needs of a run's translator, whichever its format (runfmt.h,
+ * seedfmt.h: each has one of these, tc_<format>_ops).
+ */
+struct tc_run_fmt_ops {
+	/** Takes one event frame; true once the stream has ended. */
+	bool (*event)(void *f, const char *frame, size_t len);
+	/** The history before the first event is gone: the events are taken as the run's. */
+	void (*assume_in_run)(void *f);
+	void (*free)(void *f);
+};
+
+/**
+ * Defines tc_<name>_ops for a translator struct tc_<name> with a follower
+ * member fw and functions tc_<name>_event and tc_<name>_free.
+ */
+#define TC_RUN_FMT_OPS(name)                                                                 \
+	static bool name##_ops_event(void *f, const char *frame, size_t len)                  \
+	{                                                                                     \
+		return tc_##name##_event(f, frame, len);                                      \
+	}                                                                                     \
+	static void name##_ops_assume_in_run(void *f)                                         \
+	{                                                                                     \
+		((struct tc_##name *)f)->fw.in_run = true;                                    \
+	}                                                                                     \
+	static void name##_ops_free(void *f)                                                  \
+	{                                                                                     \
+		tc_##name##_free(f);                                                          \
+	}                                                                                     \
+	const struct tc_run_fmt_ops tc_##name##_ops = { name##_ops_event, name##_ops_assume_in_run, name##_ops_free }
+
 /** in_run: the first frame is inside the run (a stream resumed after one of its events). */
 void tc_run_follow_init(struct tc_run_follow *fw, const char *run_id, bool in_run);
 void tc_run_follow_clear(struct tc_run_follow *fw);

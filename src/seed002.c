@@ -585,10 +585,6 @@ void tc_seed002_finish(struct tc_seed002 *f, const char *code, const char *messa
 		terminal_aborted(f, message ? message : "client_cancelled");
 }
 
-void tc_seed002_assume_in_run(struct tc_seed002 *f)
-{
-	f->fw.in_run = true;
-}
 
 struct tc_seed002 *tc_seed002_new(const char *run_id, const char *request_id, const char *thread_id,
 				  const char *agent_id, bool in_run, uint64_t skip_through, tc_seedfmt_emit *emit,
@@ -624,3 +620,5 @@ void tc_seed002_free(struct tc_seed002 *f)
 	free(f->agent_id);
 	free(f);
 }
+
+TC_RUN_FMT_OPS(seed002);

@@ -668,10 +668,6 @@ void tc_seed003_finish(struct tc_seed003 *f, const char *error)
 		fail(f, error && *error ? error : "the stream was closed before the run ended");
 }
 
-void tc_seed003_assume_in_run(struct tc_seed003 *f)
-{
-	f->fw.in_run = true;
-}
 
 uint64_t tc_seed003_event_id(const struct tc_seed003 *f)
 {
@@ -716,3 +712,5 @@ void tc_seed003_free(struct tc_seed003 *f)
 	free(f->message);
 	free(f);
 }
+
+TC_RUN_FMT_OPS(seed003);

@@ -514,10 +514,6 @@ const char *tc_seed004_status(const struct tc_seed004 *f)
 	return f->status == ACTIVE ? "active" : f->status == ENDED ? "ended" : "failed";
 }
 
-void tc_seed004_assume_in_run(struct tc_seed004 *f)
-{
-	f->fw.in_run = true;
-}
 
 uint64_t tc_seed004_sequence(const struct tc_seed004 *f)
 {
@@ -553,3 +549,5 @@ void tc_seed004_free(struct tc_seed004 *f)
 	free(f->agent_type);
 	free(f);
 }
+
+TC_RUN_FMT_OPS(seed004);

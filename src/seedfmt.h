@@ -50,8 +50,7 @@ bool tc_seed004_event(struct tc_seed004 *f, const char *frame, size_t len);
 void tc_seed004_finish(struct tc_seed004 *f, const char *error);
 /** The stream's status: "active", "ended" or "failed". */
 const char *tc_seed004_status(const struct tc_seed004 *f);
-/** The history before the first event is gone: the events are taken as the run's. */
-void tc_seed004_assume_in_run(struct tc_seed004 *f);
+extern const struct tc_run_fmt_ops tc_seed004_ops;
 /** The last sequence given out (emitted or skipped). */
 uint64_t tc_seed004_sequence(const struct tc_seed004 *f);
 void tc_seed004_free(struct tc_seed004 *f);
@@ -69,7 +68,7 @@ struct tc_seed002;
 struct tc_seed002 *tc_seed002_new(const char *run_id, const char *request_id, const char *thread_id,
 				  const char *agent_id, bool in_run, uint64_t skip_through, tc_seedfmt_emit *emit,
 				  void *ctx);
-void tc_seed002_assume_in_run(struct tc_seed002 *f);
+extern const struct tc_run_fmt_ops tc_seed002_ops;
 bool tc_seed002_event(struct tc_seed002 *f, const char *frame, size_t len);
 /**
  * Ends the stream now if it has not ended: code NULL: "aborted" (the client
@@ -104,8 +103,7 @@ struct tc_seed003 *tc_seed003_new(const char *run_id, const char *session_id, co
 bool tc_seed003_event(struct tc_seed003 *f, const char *frame, size_t len);
 /** Ends the stream now if it has not ended: a reply line with status "failed" and error. */
 void tc_seed003_finish(struct tc_seed003 *f, const char *error);
-/** The history before the first event is gone: the events are taken as the run's. */
-void tc_seed003_assume_in_run(struct tc_seed003 *f);
+extern const struct tc_run_fmt_ops tc_seed003_ops;
 /** The last event_id given out (emitted or skipped). */
 uint64_t tc_seed003_event_id(const struct tc_seed003 *f);
 void tc_seed003_free(struct tc_seed003 *f);

@@ -87,21 +87,6 @@ static void lines(const uint8_t *data, size_t size, bool (*fn)(void *, const cha
 	}
 }
 
-static bool ev004(void *f, const char *s, size_t n)
-{
-	return tc_seed004_event(f, s, n);
-}
-
-static bool ev002(void *f, const char *s, size_t n)
-{
-	return tc_seed002_event(f, s, n);
-}
-
-static bool ev003(void *f, const char *s, size_t n)
-{
-	return tc_seed003_event(f, s, n);
-}
-
 /* What followed unit k of a stream (units ending in end), NULL when it has fewer. */
 static const char *after_unit(const char *text, uint64_t k, const char *end)
 {
@@ -129,7 +114,7 @@ int FUZZ_ENTRY(const uint8_t *data, size_t size)
 
 	struct out all = { 0 }, part = { 0 };
 	struct tc_seed004 *a = tc_seed004_new("r1", "agent", in_run, 0, out004, &all);
-	lines(data, size, ev004, a);
+	lines(data, size, tc_seed004_ops.event, a);
 	tc_seed004_finish(a, "closed");
 	must(all.terminals == 1 && !all.after);
 	must(strcmp(tc_seed004_status(a), "active") != 0);
@@ -137,7 +122,7 @@ int FUZZ_ENTRY(const uint8_t *data, size_t size)
 	must(n == (uint64_t)all.units);
 	tc_seed004_free(a);
 	struct tc_seed004 *b = tc_seed004_new("r1", "agent", in_run, skip, out004, &part);
-	lines(data, size, ev004, b);
+	lines(data, size, tc_seed004_ops.event, b);
 	tc_seed004_finish(b, "closed");
 	/* what followed sequence skip the first time, exactly */
 	const char *from = after_unit(all.text, skip, "\n\n");
@@ -148,13 +133,13 @@ int FUZZ_ENTRY(const uint8_t *data, size_t size)
 
 	struct out o = { 0 }, o2 = { 0 };
 	struct tc_seed002 *c = tc_seed002_new("r1", "req", "th", "agent", in_run, 0, out002, &o);
-	lines(data, size, ev002, c);
+	lines(data, size, tc_seed002_ops.event, c);
 	tc_seed002_finish(c, NULL, NULL);
 	must(o.terminals == 1 && !o.after);
 	tc_seed002_free(c);
 	/* resumed after id skip: what followed it the first time, exactly */
 	c = tc_seed002_new("r1", "req", "th", "agent", in_run, skip, out002, &o2);
-	lines(data, size, ev002, c);
+	lines(data, size, tc_seed002_ops.event, c);
 	tc_seed002_finish(c, NULL, NULL);
 	const char *rest = o.text;
 	for (uint64_t k = 0; k < skip && rest; k++) {
@@ -168,14 +153,14 @@ int FUZZ_ENTRY(const uint8_t *data, size_t size)
 
 	struct out all3 = { .first = 1 }, part3 = { .first = skip + 1 };
 	struct tc_seed003 *d = tc_seed003_new("r1", "th", "agent", "hi", in_run, 0, out003, &all3);
-	lines(data, size, ev003, d);
+	lines(data, size, tc_seed003_ops.event, d);
 	tc_seed003_finish(d, "closed");
 	must(all3.terminals == 1 && !all3.after);
 	n = tc_seed003_event_id(d);
 	must(n == (uint64_t)all3.units);
 	tc_seed003_free(d);
 	d = tc_seed003_new("r1", "th", "agent", "hi", in_run, skip, out003, &part3);
-	lines(data, size, ev003, d);
+	lines(data, size, tc_seed003_ops.event, d);
 	tc_seed003_finish(d, "closed");
 	must(tc_seed003_event_id(d) == n);
 	from = after_unit(all3.text, skip, "\n");

@@ -12,7 +12,6 @@
 #include "sink.h"
 #include "util.h"
 
-
 /* How many times needle occurs in hay. */
 static int count(const char *hay, const char *needle)
 {
@@ -34,30 +33,14 @@ static size_t frame(char *buf, size_t cap, const char *method, const char *ns, c
 				seq, seq, method, ns, 1000 + seq, params_rest);
 }
 
-/* A translator's event function, whichever format. */
+/* A translator's event function, whichever format (tc_seed<N>_ops.event). */
 typedef bool feed_fn(void *f, const char *frame, size_t len);
-
-static bool feed004(void *f, const char *fr, size_t len)
-{
-	return tc_seed004_event(f, fr, len);
-}
-
-
-static bool feed002(void *f, const char *fr, size_t len)
-{
-	return tc_seed002_event(f, fr, len);
-}
 
 static bool feed(feed_fn *fn, void *f, const char *method, const char *ns, const char *params_rest)
 {
 	char buf[4096];
 	size_t n = frame(buf, sizeof(buf), method, ns, params_rest);
 	return fn(f, buf, n);
-}
-
-static bool feed003(void *f, const char *fr, size_t len)
-{
-	return tc_seed003_event(f, fr, len);
 }
 
 /*
@@ -147,7 +130,7 @@ static void s004_completed(void **state)
 	struct sink s = { 0 };
 	struct tc_seed004 *f = tc_seed004_new("r1", "agent", false, 0, collect, &s);
 	assert_string_equal(tc_seed004_status(f), "active");
-	assert_true(whole_run(feed004, f, "{\"data\":{\"event\":\"completed\"}"));
+	assert_true(whole_run(tc_seed004_ops.event, f, "{\"data\":{\"event\":\"completed\"}"));
 	const char *want =
 		"id: 1\ndata: {\"type\":\"chunk\",\"chunk\":{\"type\":\"state_patch\",\"agentId\":\"r1\",\"agentType\":\"agent\",\"timestamp\":1005,\"patches\":[{\"op\":\"add\",\"path\":\"/messages\",\"value\":[\"q\"]}]},\"sequence\":1}\n\n"
 		"id: 2\ndata: {\"type\":\"chunk\",\"chunk\":{\"type\":\"thinking\",\"agentId\":\"r1\",\"agentType\":\"agent\",\"timestamp\":1008,\"content\":\"hmm\",\"isComplete\":false},\"sequence\":2}\n\n"
@@ -166,7 +149,7 @@ static void s004_completed(void **state)
 	assert_string_equal(tc_seed004_status(f), "ended");
 	assert_int_equal(tc_seed004_sequence(f), 13);
 	/* after the end: nothing, whatever comes */
-	assert_true(feed(feed004, f, "values", "[]", "\"data\":{\"n\":2}"));
+	assert_true(feed(tc_seed004_ops.event, f, "values", "[]", "\"data\":{\"n\":2}"));
 	tc_seed004_finish(f, "late");
 	assert_int_equal(s.units, 13);
 	tc_seed004_free(f);
@@ -177,7 +160,7 @@ static void s004_failed(void **state)
 {
 	struct sink s = { 0 };
 	struct tc_seed004 *f = tc_seed004_new("r1", NULL, false, 0, collect, &s);
-	assert_true(whole_run(feed004, f, "{\"data\":{\"event\":\"failed\",\"error\":\"boom\"}"));
+	assert_true(whole_run(tc_seed004_ops.event, f, "{\"data\":{\"event\":\"failed\",\"error\":\"boom\"}"));
 	assert_non_null(strstr(s.text, "\"chunk\":{\"type\":\"error\",\"agentId\":\"r1\",\"timestamp\":1032,\"error\":\"boom\",\"recoverable\":false,\"step\":0},\"sequence\":12}\n\n"
 				       "id: 13\ndata: {\"type\":\"fail\",\"error\":\"boom\"}\n\n"));
 	assert_null(strstr(s.text, "\"output\""));
@@ -192,10 +175,10 @@ static void s004_interrupted(void **state)
 	struct sink s = { 0 };
 	struct tc_seed004 *f = tc_seed004_new("r1", NULL, true, 0, collect, &s);
 	seq = 0;
-	feed(feed004, f, "values", "[]", "\"data\":{\"n\":1}");
-	feed(feed004, f, "checkpoints", "[]", "\"data\":{\"id\":\"k\",\"step\":3,\"source\":\"loop\"}");
-	feed(feed004, f, "input.requested", "[]", "\"data\":{\"interrupt_id\":\"i1\",\"payload\":{\"ask\":\"ok?\"}}");
-	assert_true(feed(feed004, f, "lifecycle", "[]", "\"data\":{\"event\":\"interrupted\"}"));
+	feed(tc_seed004_ops.event, f, "values", "[]", "\"data\":{\"n\":1}");
+	feed(tc_seed004_ops.event, f, "checkpoints", "[]", "\"data\":{\"id\":\"k\",\"step\":3,\"source\":\"loop\"}");
+	feed(tc_seed004_ops.event, f, "input.requested", "[]", "\"data\":{\"interrupt_id\":\"i1\",\"payload\":{\"ask\":\"ok?\"}}");
+	assert_true(feed(tc_seed004_ops.event, f, "lifecycle", "[]", "\"data\":{\"event\":\"interrupted\"}"));
 	assert_non_null(strstr(s.text, "\"type\":\"custom\",\"agentId\":\"r1\",\"timestamp\":1003,\"eventName\":\"interrupt\",\"data\":{\"value\":{\"ask\":\"ok?\"},\"id\":\"i1\"}"));
 	assert_non_null(strstr(s.text, "\"output\":{\"n\":1,\"__interrupt__\":[{\"value\":{\"ask\":\"ok?\"},\"id\":\"i1\"}]}},\"sequence\":3}\n\nid: 4\ndata: {\"type\":\"end\"}\n\n"));
 	assert_true(ends004(&s));
@@ -207,7 +190,7 @@ static void s004_cut_and_finish(void **state)
 {
 	struct sink s = { 0 };
 	struct tc_seed004 *f = tc_seed004_new("r1", NULL, false, 0, collect, &s);
-	assert_true(whole_run(feed004, f, "{\"data\":{\"event\":\"started\",\"run_id\":\"r2\"}"));
+	assert_true(whole_run(tc_seed004_ops.event, f, "{\"data\":{\"event\":\"started\",\"run_id\":\"r2\"}"));
 	assert_string_equal(tc_seed004_status(f), "failed");
 	tc_seed004_finish(f, "closing");
 	assert_true(ends004(&s));
@@ -218,10 +201,10 @@ static void s004_cut_and_finish(void **state)
 	memset(&s, 0, sizeof(s));
 	f = tc_seed004_new("r1", NULL, true, 0, collect, &s);
 	seq = 0;
-	feed(feed004, f, "custom", "[]", "\"data\":{\"payload\":1}");
+	feed(tc_seed004_ops.event, f, "custom", "[]", "\"data\":{\"payload\":1}");
 	tc_seed004_finish(f, "stream_timeout");
 	tc_seed004_finish(f, "again");
-	assert_true(feed(feed004, f, "lifecycle", "[]", "\"data\":{\"event\":\"completed\"}"));
+	assert_true(feed(tc_seed004_ops.event, f, "lifecycle", "[]", "\"data\":{\"event\":\"completed\"}"));
 	assert_int_equal(s.units, 2);
 	assert_true(ends004(&s));
 	assert_non_null(strstr(s.text, "id: 2\ndata: {\"type\":\"fail\",\"error\":\"stream_timeout\"}\n\n"));
@@ -234,12 +217,12 @@ static void s004_resume(void **state)
 	static struct sink all, part;
 	memset(&all, 0, sizeof(all));
 	struct tc_seed004 *f = tc_seed004_new("r1", "agent", false, 0, collect, &all);
-	whole_run(feed004, f, "{\"data\":{\"event\":\"completed\"}");
+	whole_run(tc_seed004_ops.event, f, "{\"data\":{\"event\":\"completed\"}");
 	tc_seed004_free(f);
 	for (uint64_t k = 0; k <= 13; k++) {
 		memset(&part, 0, sizeof(part));
 		f = tc_seed004_new("r1", "agent", false, k, collect, &part);
-		whole_run(feed004, f, "{\"data\":{\"event\":\"completed\"}");
+		whole_run(tc_seed004_ops.event, f, "{\"data\":{\"event\":\"completed\"}");
 		char id[32];
 		snprintf(id, sizeof(id), "id: %llu\n", (unsigned long long)k + 1);
 		const char *from = k == 0 ? all.text : strstr(all.text, id);
@@ -258,12 +241,12 @@ static void s004_subagents(void **state)
 	struct sink s = { 0 };
 	struct tc_seed004 *f = tc_seed004_new("r1", "supervisor", true, 0, collect, &s);
 	seq = 0;
-	feed(feed004, f, "lifecycle", "[\"tools:4\",\"researcher:7\"]",
+	feed(tc_seed004_ops.event, f, "lifecycle", "[\"tools:4\",\"researcher:7\"]",
 	     "\"data\":{\"event\":\"started\",\"graph_name\":\"researcher\",\"cause\":{\"type\":\"toolCall\",\"tool_call_id\":\"c9\"}}");
-	feed(feed004, f, "messages", "[\"tools:4\",\"researcher:7\",\"model:1\"]", MSG_START("ai", "m5"));
-	feed(feed004, f, "messages", "[\"tools:4\",\"researcher:7\",\"model:1\"]", TEXT_DELTA("found"));
-	feed(feed004, f, "values", "[\"tools:4\",\"researcher:7\"]", "\"data\":{\"notes\":[\"a\"]}");
-	feed(feed004, f, "lifecycle", "[\"tools:4\",\"researcher:7\"]", "\"data\":{\"event\":\"completed\"}");
+	feed(tc_seed004_ops.event, f, "messages", "[\"tools:4\",\"researcher:7\",\"model:1\"]", MSG_START("ai", "m5"));
+	feed(tc_seed004_ops.event, f, "messages", "[\"tools:4\",\"researcher:7\",\"model:1\"]", TEXT_DELTA("found"));
+	feed(tc_seed004_ops.event, f, "values", "[\"tools:4\",\"researcher:7\"]", "\"data\":{\"notes\":[\"a\"]}");
+	feed(tc_seed004_ops.event, f, "lifecycle", "[\"tools:4\",\"researcher:7\"]", "\"data\":{\"event\":\"completed\"}");
 	const char *sub = "\"agentId\":\"r1/tools:4|researcher:7\",\"agentType\":\"researcher\"";
 	assert_non_null(strstr(s.text, "id: 1\ndata: {\"type\":\"chunk\",\"chunk\":{\"type\":\"subagent_start\",\"agentId\":\"r1\",\"agentType\":\"supervisor\",\"timestamp\":1001,\"step\":0,\"subAgentType\":\"researcher\",\"subSessionId\":\"r1/tools:4|researcher:7\",\"callId\":\"c9\"}"));
 	assert_non_null(strstr(s.text, "id: 2\ndata: {\"type\":\"chunk\",\"chunk\":{\"type\":\"text_delta\","));
@@ -279,11 +262,11 @@ static void s004_errors_and_patches(void **state)
 	struct sink s = { 0 };
 	struct tc_seed004 *f = tc_seed004_new("r1", NULL, true, 0, collect, &s);
 	seq = 0;
-	feed(feed004, f, "tools", "[]", "\"data\":{\"event\":\"tool-error\",\"tool_call_id\":\"c2\",\"message\":\"nope\"}");
-	feed(feed004, f, "messages", "[]", "\"data\":{\"event\":\"error\",\"message\":\"overloaded\",\"code\":\"provider_overloaded\"}");
-	feed(feed004, f, "values", "[]", "\"data\":{\"a/b\":1,\"c~\":[1,2],\"gone\":true}");
-	feed(feed004, f, "values", "[]", "\"data\":{\"a/b\":2,\"c~\":[2]}");
-	feed(feed004, f, "values", "[]", "\"data\":{\"a/b\":2,\"c~\":[2]}"); /* no change: no chunk */
+	feed(tc_seed004_ops.event, f, "tools", "[]", "\"data\":{\"event\":\"tool-error\",\"tool_call_id\":\"c2\",\"message\":\"nope\"}");
+	feed(tc_seed004_ops.event, f, "messages", "[]", "\"data\":{\"event\":\"error\",\"message\":\"overloaded\",\"code\":\"provider_overloaded\"}");
+	feed(tc_seed004_ops.event, f, "values", "[]", "\"data\":{\"a/b\":1,\"c~\":[1,2],\"gone\":true}");
+	feed(tc_seed004_ops.event, f, "values", "[]", "\"data\":{\"a/b\":2,\"c~\":[2]}");
+	feed(tc_seed004_ops.event, f, "values", "[]", "\"data\":{\"a/b\":2,\"c~\":[2]}"); /* no change: no chunk */
 	assert_int_equal(s.units, 4);
 	assert_non_null(strstr(s.text, "\"toolCallId\":\"c2\",\"result\":null,\"success\":false,\"error\":\"nope\""));
 	assert_non_null(strstr(s.text, "\"type\":\"error\",\"agentId\":\"r1\",\"timestamp\":1002,\"error\":\"overloaded\",\"code\":\"provider_overloaded\",\"recoverable\":false,\"step\":0"));
@@ -372,7 +355,7 @@ static void s002_completed(void **state)
 	struct sink s = { 0 };
 	char tr[2048];
 	struct tc_seed002 *f = tc_seed002_new("r1", "req-1", "th-1", "agent", false, 0, collect, &s);
-	assert_true(whole_run(feed002, f, "{\"data\":{\"event\":\"completed\"}"));
+	assert_true(whole_run(tc_seed002_ops.event, f, "{\"data\":{\"event\":\"completed\"}"));
 	trace002(s.text, tr, sizeof(tr));
 	assert_string_equal(tr, "metadata thinking:start:0 thinking:delta:0 thinking:stop:0 "
 				"tool_call:start:1 tool_call:delta:0 tool_call:delta:1 tool_call:stop:1 "
@@ -391,7 +374,7 @@ static void s002_completed(void **state)
 				       "\"usage\":{\"inputTokens\":20,\"outputTokens\":8,\"totalTokens\":28},\"finishReason\":\"stop\","));
 	assert_int_equal(terminals002(s.text), 1);
 	tc_seed002_finish(f, NULL, NULL); /* after the end: nothing */
-	assert_true(feed(feed002, f, "values", "[]", "\"data\":{}"));
+	assert_true(feed(tc_seed002_ops.event, f, "values", "[]", "\"data\":{}"));
 	assert_int_equal(terminals002(s.text), 1);
 	tc_seed002_free(f);
 }
@@ -409,7 +392,7 @@ static void s002_terminals(void **state)
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		struct sink s = { 0 };
 		struct tc_seed002 *f = tc_seed002_new("r1", "req-1", "th-1", "agent", false, 0, collect, &s);
-		assert_true(whole_run(feed002, f, cases[i].end));
+		assert_true(whole_run(tc_seed002_ops.event, f, cases[i].end));
 		tc_seed002_finish(f, "stream_timeout", "late");
 		char tr[2048];
 		trace002(s.text, tr, sizeof(tr));
@@ -421,8 +404,8 @@ static void s002_terminals(void **state)
 	struct sink s = { 0 };
 	struct tc_seed002 *f = tc_seed002_new("r1", "req-1", "th-1", "agent", true, 0, collect, &s);
 	seq = 0;
-	feed(feed002, f, "messages", "[]", MSG_START("ai", "m1"));
-	feed(feed002, f, "messages", "[]", TEXT_DELTA("par")); /* no block start seen: opened by the delta */
+	feed(tc_seed002_ops.event, f, "messages", "[]", MSG_START("ai", "m1"));
+	feed(tc_seed002_ops.event, f, "messages", "[]", TEXT_DELTA("par")); /* no block start seen: opened by the delta */
 	tc_seed002_finish(f, NULL, NULL);
 	tc_seed002_finish(f, "internal_error", "x");
 	char tr[512];
@@ -446,9 +429,9 @@ static void s002_continuation(void **state)
 	struct sink s = { 0 };
 	struct tc_seed002 *f = tc_seed002_new("r1", "req-1", "th-1", "agent", true, 0, collect, &s);
 	seq = 0;
-	feed(feed002, f, "input.requested", "[\"tools:1\"]", "\"data\":{\"interrupt_id\":\"i1\",\"payload\":{\"kind\":\"approval\",\"tool\":\"rm\"}}");
-	feed(feed002, f, "input.requested", "[]", "\"data\":{\"interrupt_id\":\"i2\",\"payload\":\"name?\"}");
-	assert_true(feed(feed002, f, "lifecycle", "[]", "\"data\":{\"event\":\"interrupted\"}"));
+	feed(tc_seed002_ops.event, f, "input.requested", "[\"tools:1\"]", "\"data\":{\"interrupt_id\":\"i1\",\"payload\":{\"kind\":\"approval\",\"tool\":\"rm\"}}");
+	feed(tc_seed002_ops.event, f, "input.requested", "[]", "\"data\":{\"interrupt_id\":\"i2\",\"payload\":\"name?\"}");
+	assert_true(feed(tc_seed002_ops.event, f, "lifecycle", "[]", "\"data\":{\"event\":\"interrupted\"}"));
 	char tr[512];
 	trace002(s.text, tr, sizeof(tr));
 	assert_string_equal(tr, "metadata continuation continuation done");
@@ -463,7 +446,7 @@ static void s002_resume(void **state)
 {
 	static struct sink all, part;
 	struct tc_seed002 *f = tc_seed002_new("r1", "req-1", "th-1", "agent", false, 0, collect, &all);
-	assert_true(whole_run(feed002, f, "{\"data\":{\"event\":\"completed\"}"));
+	assert_true(whole_run(tc_seed002_ops.event, f, "{\"data\":{\"event\":\"completed\"}"));
 	tc_seed002_free(f);
 	int units = count(all.text, "\n\n");
 	assert_true(units > 10);
@@ -471,7 +454,7 @@ static void s002_resume(void **state)
 	for (int k = 0; k <= units; k++) {
 		memset(&part, 0, sizeof(part));
 		f = tc_seed002_new("r1", "req-1", "th-1", "agent", false, (uint64_t)k, collect, &part);
-		whole_run(feed002, f, "{\"data\":{\"event\":\"completed\"}");
+		whole_run(tc_seed002_ops.event, f, "{\"data\":{\"event\":\"completed\"}");
 		tc_seed002_free(f);
 		assert_string_equal(part.text, from);
 		if (*from)
@@ -499,12 +482,12 @@ static void overlapping_blocks(void **state)
 	static struct sink s;
 	memset(&s, 0, sizeof(s));
 	struct tc_seed004 *a = tc_seed004_new("r1", "agent", false, 0, collect, &s);
-	overlapping(feed004, a);
+	overlapping(tc_seed004_ops.event, a);
 	tc_seed004_free(a);
 	assert_int_equal(count(s.text, "\"text_delta\""), 1); /* the text once, not again at its finish */
 	memset(&s, 0, sizeof(s));
 	struct tc_seed002 *b = tc_seed002_new("r1", "req-1", "th-1", "agent", false, 0, collect, &s);
-	overlapping(feed002, b);
+	overlapping(tc_seed002_ops.event, b);
 	tc_seed002_free(b);
 	char tr[512];
 	trace002(s.text, tr, sizeof(tr));
@@ -601,7 +584,7 @@ static void s003_completed(void **state)
 {
 	struct sink s = { 0 };
 	struct tc_seed003 *f = tc_seed003_new("r1", "th-1", "agent", "what is it?", false, 0, collect, &s);
-	assert_true(whole_run(feed003, f, "{\"data\":{\"event\":\"completed\"}"));
+	assert_true(whole_run(tc_seed003_ops.event, f, "{\"data\":{\"event\":\"completed\"}"));
 	const char *want =
 		"{\"session_id\":\"th-1\",\"event_id\":1,\"type\":\"run_start\",\"run_id\":\"r1\",\"agent\":\"agent\",\"message\":\"what is it?\"}\n"
 		"{\"session_id\":\"th-1\",\"event_id\":2,\"type\":\"values\",\"state\":{\"messages\":[\"q\"]}}\n"
@@ -631,7 +614,7 @@ static void s003_completed(void **state)
 	assert_int_equal(check003(s.text, 1, true), 24);
 	assert_int_equal(tc_seed003_event_id(f), 24);
 	/* after the end: nothing, whatever comes */
-	assert_true(feed(feed003, f, "values", "[]", "\"data\":{\"n\":2}"));
+	assert_true(feed(tc_seed003_ops.event, f, "values", "[]", "\"data\":{\"n\":2}"));
 	tc_seed003_finish(f, "late");
 	assert_int_equal(s.units, 24);
 	assert_int_equal(tc_seed003_event_id(f), 24);
@@ -654,9 +637,9 @@ static void s003_endings(void **state)
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		struct sink s = { 0 };
 		struct tc_seed003 *f = tc_seed003_new("r1", "th-1", NULL, NULL, false, 0, collect, &s);
-		assert_true(whole_run(feed003, f, cases[i].end));
+		assert_true(whole_run(tc_seed003_ops.event, f, cases[i].end));
 		tc_seed003_finish(f, "late");
-		assert_true(feed(feed003, f, "values", "[]", "\"data\":{\"n\":2}"));
+		assert_true(feed(tc_seed003_ops.event, f, "values", "[]", "\"data\":{\"n\":2}"));
 		assert_int_equal(check003(s.text, 1, true), 24);
 		assert_int_equal(count(s.text, "\"reply\":"), 1);
 		const char *tail = strstr(s.text, cases[i].want);
@@ -671,10 +654,10 @@ static void s003_endings(void **state)
 	struct sink s = { 0 };
 	struct tc_seed003 *f = tc_seed003_new("r1", "th-1", NULL, NULL, true, 0, collect, &s);
 	seq = 0;
-	task(feed003, f, TASK("7", "model"));
-	feed(feed003, f, "messages", "[\"model:7\"]", MSG_START("ai", "m1"));
-	feed(feed003, f, "messages", "[\"model:7\"]", TEXT_DELTA("par")); /* no block start: still text */
-	assert_true(feed(feed003, f, "lifecycle", "[]", "\"data\":{\"event\":\"failed\",\"error\":\"rate limited\"}"));
+	task(tc_seed003_ops.event, f, TASK("7", "model"));
+	feed(tc_seed003_ops.event, f, "messages", "[\"model:7\"]", MSG_START("ai", "m1"));
+	feed(tc_seed003_ops.event, f, "messages", "[\"model:7\"]", TEXT_DELTA("par")); /* no block start: still text */
+	assert_true(feed(tc_seed003_ops.event, f, "lifecycle", "[]", "\"data\":{\"event\":\"failed\",\"error\":\"rate limited\"}"));
 	assert_int_equal(check003(s.text, 1, true), 4);
 	assert_string_equal(s.text,
 			    "{\"session_id\":\"th-1\",\"node_id\":\"r1:model:1\",\"event_id\":1,\"type\":\"node_enter\",\"id\":\"model\"}\n"
@@ -687,10 +670,10 @@ static void s003_endings(void **state)
 	memset(&s, 0, sizeof(s));
 	f = tc_seed003_new("r1", "th-1", NULL, NULL, true, 0, collect, &s);
 	seq = 0;
-	task(feed003, f, TASK("7", "model"));
+	task(tc_seed003_ops.event, f, TASK("7", "model"));
 	tc_seed003_finish(f, NULL);
 	tc_seed003_finish(f, "again");
-	assert_true(feed(feed003, f, "lifecycle", "[]", "\"data\":{\"event\":\"completed\"}"));
+	assert_true(feed(tc_seed003_ops.event, f, "lifecycle", "[]", "\"data\":{\"event\":\"completed\"}"));
 	assert_int_equal(check003(s.text, 1, true), 3);
 	assert_non_null(strstr(s.text, "\"event_id\":2,\"type\":\"node_exit\",\"id\":\"model\",\"result\":{\"Err\":\"the stream was closed before the run ended\"}}\n"
 				       "{\"session_id\":\"th-1\",\"event_id\":3,\"reply\":\"\",\"status\":\"failed\",\"error\":\"the stream was closed before the run ended\"}\n"));
@@ -713,13 +696,13 @@ static void s003_resume(void **state)
 	for (size_t e = 0; e < 2; e++) {
 		memset(&all, 0, sizeof(all));
 		struct tc_seed003 *f = tc_seed003_new("r1", "th-1", "agent", "hi", false, 0, collect, &all);
-		whole_run(feed003, f, ends[e]);
+		whole_run(tc_seed003_ops.event, f, ends[e]);
 		tc_seed003_free(f);
 		assert_int_equal(all.units, 24);
 		for (uint64_t k = 0; k <= 24; k++) {
 			memset(&part, 0, sizeof(part));
 			f = tc_seed003_new("r1", "th-1", "agent", "hi", false, k, collect, &part);
-			whole_run(feed003, f, ends[e]);
+			whole_run(tc_seed003_ops.event, f, ends[e]);
 			assert_int_equal(tc_seed003_event_id(f), 24);
 			char id[32];
 			snprintf(id, sizeof(id), "\"event_id\":%llu,", (unsigned long long)k + 1);
@@ -749,29 +732,29 @@ static void s003_spans_and_more(void **state)
 	struct sink s = { 0 };
 	struct tc_seed003 *f = tc_seed003_new("r1", "th-1", NULL, NULL, true, 0, collect, &s);
 	seq = 0;
-	task(feed003, f, TASK("a", "worker"));
-	task(feed003, f, TASK("b", "worker"));
-	task(feed003, f, TASK("a", "worker")); /* again: nothing */
-	feed(feed003, f, "custom", "[\"worker:a\"]", "\"data\":{\"payload\":\"from a\"}");
-	feed(feed003, f, "custom", "[\"worker:b\"]", "\"data\":{\"payload\":\"from b\"}");
-	feed(feed003, f, "updates", "[]", "\"node\":\"worker\",\"data\":{\"values\":{\"x\":1}}"); /* the latest worker */
-	feed(feed003, f, "values", "[]", "\"data\":{\"x\":1}"); /* no node, two open: none */
-	task(feed003, f, "{\"id\":\"a\",\"name\":\"worker\",\"result\":{},\"error\":{\"message\":\"bad input\",\"name\":\"Error\"}}");
-	task(feed003, f, "{\"id\":\"zz\",\"name\":\"worker\",\"result\":{}}"); /* never entered: nothing */
-	feed(feed003, f, "values", "[]", "\"data\":{\"x\":2}"); /* no node, one open: its */
-	feed(feed003, f, "checkpoints", "[]", "\"data\":{\"id\":\"ck1\",\"parent_id\":\"ck0\",\"step\":2,\"source\":\"loop\"}");
-	feed(feed003, f, "lifecycle", "[\"worker:b\",\"research:4\"]", "\"data\":{\"event\":\"started\",\"graph_name\":\"research\"}");
-	feed(feed003, f, "checkpoints", "[\"worker:b\",\"research:4\"]", "\"data\":{\"id\":\"ck9\",\"step\":0}"); /* a subgraph's: none */
-	feed(feed003, f, "messages", "[\"worker:b\",\"research:4\",\"model:9\"]", MSG_START("ai", "m7"));
-	feed(feed003, f, "messages", "[\"worker:b\",\"research:4\",\"model:9\"]", TEXT_DELTA("deep"));
-	feed(feed003, f, "tools", "[\"worker:b\",\"research:4\",\"tools:5\"]", "\"data\":{\"event\":\"tool-error\",\"tool_call_id\":\"c3\",\"tool_name\":\"fetch\",\"message\":\"timeout\"}");
-	feed(feed003, f, "tools", "[\"worker:b\",\"research:4\",\"tools:5\"]", "\"data\":{\"event\":\"tool-finished\",\"tool_call_id\":\"c4\",\"output\":[1,2]}");
-	feed(feed003, f, "tools", "[\"worker:b\",\"research:4\",\"tools:5\"]", "\"data\":{\"event\":\"tool-finished\",\"tool_call_id\":\"c5\",\"output\":\"plain\"}");
-	feed(feed003, f, "input.requested", "[\"worker:b\"]", "\"data\":{\"interrupt_id\":\"i1\",\"payload\":{\"action_request\":{\"action\":\"rm\",\"args\":{\"path\":\"/\"}}}}");
-	feed(feed003, f, "input.requested", "[]", "\"data\":{\"interrupt_id\":\"i2\",\"payload\":\"name?\"}");
-	feed(feed003, f, "input.requested", "[]", "\"data\":{\"interrupt_id\":\"i3\",\"payload\":{\"action_requests\":[{\"name\":\"send_email\",\"args\":{}}]}}");
-	task(feed003, f, "{\"id\":\"b\",\"name\":\"worker\",\"result\":{},\"interrupts\":[{\"value\":1}],\"error\":null}");
-	assert_true(feed(feed003, f, "lifecycle", "[]", "\"data\":{\"event\":\"interrupted\"}"));
+	task(tc_seed003_ops.event, f, TASK("a", "worker"));
+	task(tc_seed003_ops.event, f, TASK("b", "worker"));
+	task(tc_seed003_ops.event, f, TASK("a", "worker")); /* again: nothing */
+	feed(tc_seed003_ops.event, f, "custom", "[\"worker:a\"]", "\"data\":{\"payload\":\"from a\"}");
+	feed(tc_seed003_ops.event, f, "custom", "[\"worker:b\"]", "\"data\":{\"payload\":\"from b\"}");
+	feed(tc_seed003_ops.event, f, "updates", "[]", "\"node\":\"worker\",\"data\":{\"values\":{\"x\":1}}"); /* the latest worker */
+	feed(tc_seed003_ops.event, f, "values", "[]", "\"data\":{\"x\":1}"); /* no node, two open: none */
+	task(tc_seed003_ops.event, f, "{\"id\":\"a\",\"name\":\"worker\",\"result\":{},\"error\":{\"message\":\"bad input\",\"name\":\"Error\"}}");
+	task(tc_seed003_ops.event, f, "{\"id\":\"zz\",\"name\":\"worker\",\"result\":{}}"); /* never entered: nothing */
+	feed(tc_seed003_ops.event, f, "values", "[]", "\"data\":{\"x\":2}"); /* no node, one open: its */
+	feed(tc_seed003_ops.event, f, "checkpoints", "[]", "\"data\":{\"id\":\"ck1\",\"parent_id\":\"ck0\",\"step\":2,\"source\":\"loop\"}");
+	feed(tc_seed003_ops.event, f, "lifecycle", "[\"worker:b\",\"research:4\"]", "\"data\":{\"event\":\"started\",\"graph_name\":\"research\"}");
+	feed(tc_seed003_ops.event, f, "checkpoints", "[\"worker:b\",\"research:4\"]", "\"data\":{\"id\":\"ck9\",\"step\":0}"); /* a subgraph's: none */
+	feed(tc_seed003_ops.event, f, "messages", "[\"worker:b\",\"research:4\",\"model:9\"]", MSG_START("ai", "m7"));
+	feed(tc_seed003_ops.event, f, "messages", "[\"worker:b\",\"research:4\",\"model:9\"]", TEXT_DELTA("deep"));
+	feed(tc_seed003_ops.event, f, "tools", "[\"worker:b\",\"research:4\",\"tools:5\"]", "\"data\":{\"event\":\"tool-error\",\"tool_call_id\":\"c3\",\"tool_name\":\"fetch\",\"message\":\"timeout\"}");
+	feed(tc_seed003_ops.event, f, "tools", "[\"worker:b\",\"research:4\",\"tools:5\"]", "\"data\":{\"event\":\"tool-finished\",\"tool_call_id\":\"c4\",\"output\":[1,2]}");
+	feed(tc_seed003_ops.event, f, "tools", "[\"worker:b\",\"research:4\",\"tools:5\"]", "\"data\":{\"event\":\"tool-finished\",\"tool_call_id\":\"c5\",\"output\":\"plain\"}");
+	feed(tc_seed003_ops.event, f, "input.requested", "[\"worker:b\"]", "\"data\":{\"interrupt_id\":\"i1\",\"payload\":{\"action_request\":{\"action\":\"rm\",\"args\":{\"path\":\"/\"}}}}");
+	feed(tc_seed003_ops.event, f, "input.requested", "[]", "\"data\":{\"interrupt_id\":\"i2\",\"payload\":\"name?\"}");
+	feed(tc_seed003_ops.event, f, "input.requested", "[]", "\"data\":{\"interrupt_id\":\"i3\",\"payload\":{\"action_requests\":[{\"name\":\"send_email\",\"args\":{}}]}}");
+	task(tc_seed003_ops.event, f, "{\"id\":\"b\",\"name\":\"worker\",\"result\":{},\"interrupts\":[{\"value\":1}],\"error\":null}");
+	assert_true(feed(tc_seed003_ops.event, f, "lifecycle", "[]", "\"data\":{\"event\":\"interrupted\"}"));
 	const char *want =
 		"{\"session_id\":\"th-1\",\"node_id\":\"r1:worker:1\",\"event_id\":1,\"type\":\"node_enter\",\"id\":\"worker\"}\n"
 		"{\"session_id\":\"th-1\",\"node_id\":\"r1:worker:2\",\"event_id\":2,\"type\":\"node_enter\",\"id\":\"worker\"}\n"
@@ -802,19 +785,19 @@ static void s003_parallel_reply(void **state)
 	struct sink s = { 0 };
 	struct tc_seed003 *f = tc_seed003_new("r1", "th-1", NULL, NULL, true, 0, collect, &s);
 	seq = 0;
-	task(feed003, f, TASK("a", "agent"));
-	task(feed003, f, TASK("b", "agent"));
-	feed(feed003, f, "messages", "[\"agent:a\"]", MSG_START("ai", "m1"));
-	feed(feed003, f, "messages", "[\"agent:b\"]", MSG_START("ai", "m2"));
-	feed(feed003, f, "messages", "[\"agent:a\"]", TEXT_DELTA("A1"));
-	feed(feed003, f, "messages", "[\"agent:b\"]", TEXT_DELTA("B1"));
-	feed(feed003, f, "messages", "[\"agent:a\"]", TEXT_DELTA("A2"));
-	feed(feed003, f, "messages", "[\"agent:b\"]", TEXT_DELTA("B2"));
-	feed(feed003, f, "messages", "[\"agent:b\"]", MSG_FINISH);
-	feed(feed003, f, "messages", "[\"agent:a\"]", MSG_FINISH);
-	task(feed003, f, TASK_OK("b", "agent"));
-	task(feed003, f, TASK_OK("a", "agent"));
-	assert_true(feed(feed003, f, "lifecycle", "[]", "\"data\":{\"event\":\"completed\"}"));
+	task(tc_seed003_ops.event, f, TASK("a", "agent"));
+	task(tc_seed003_ops.event, f, TASK("b", "agent"));
+	feed(tc_seed003_ops.event, f, "messages", "[\"agent:a\"]", MSG_START("ai", "m1"));
+	feed(tc_seed003_ops.event, f, "messages", "[\"agent:b\"]", MSG_START("ai", "m2"));
+	feed(tc_seed003_ops.event, f, "messages", "[\"agent:a\"]", TEXT_DELTA("A1"));
+	feed(tc_seed003_ops.event, f, "messages", "[\"agent:b\"]", TEXT_DELTA("B1"));
+	feed(tc_seed003_ops.event, f, "messages", "[\"agent:a\"]", TEXT_DELTA("A2"));
+	feed(tc_seed003_ops.event, f, "messages", "[\"agent:b\"]", TEXT_DELTA("B2"));
+	feed(tc_seed003_ops.event, f, "messages", "[\"agent:b\"]", MSG_FINISH);
+	feed(tc_seed003_ops.event, f, "messages", "[\"agent:a\"]", MSG_FINISH);
+	task(tc_seed003_ops.event, f, TASK_OK("b", "agent"));
+	task(tc_seed003_ops.event, f, TASK_OK("a", "agent"));
+	assert_true(feed(tc_seed003_ops.event, f, "lifecycle", "[]", "\"data\":{\"event\":\"completed\"}"));
 	check003(s.text, 1, false);
 	assert_non_null(strstr(s.text, "{\"session_id\":\"th-1\",\"node_id\":\"r1:agent:1\",\"event_id\":5,\"type\":\"message_chunk\",\"content\":\"A2\",\"id\":\"agent\"}\n"
 				       "{\"session_id\":\"th-1\",\"node_id\":\"r1:agent:2\",\"event_id\":6,\"type\":\"message_chunk\",\"content\":\"B2\",\"id\":\"agent\"}\n"));
@@ -834,7 +817,7 @@ static void s003_many_spans(void **state)
 	for (int i = 0; i < 70; i++) {
 		char t[128];
 		snprintf(t, sizeof(t), "{\"id\":\"t%d\",\"name\":\"n\",\"input\":{}}", i);
-		task(feed003, f, t);
+		task(tc_seed003_ops.event, f, t);
 	}
 	tc_seed003_finish(f, "bye");
 	assert_int_equal(count(s.text, "\"type\":\"node_enter\""), 70);
