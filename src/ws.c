@@ -148,21 +148,8 @@ static int write_close_frame(struct tc_conn *c)
 	return 0;
 }
 
-/* A server-to-client text frame header (FIN, unmasked) for a payload below
- * 64 KiB — the only ones ws_flush frames itself. */
+/* A frame ws_flush coalesces is below 64 KiB: its header (tc_ws_frame_header) takes at most 4 bytes. */
 #define WS_HEADER_MAX 4
-static size_t ws_header(unsigned char *h, size_t len)
-{
-	h[0] = 0x81;
-	if (len < 126) {
-		h[1] = (unsigned char)len;
-		return 2;
-	}
-	h[1] = 126;
-	h[2] = (unsigned char)(len >> 8);
-	h[3] = (unsigned char)len;
-	return 4;
-}
 
 /*
  * Writes queued WebSocket frames. A frame alone goes through lws_write from
@@ -203,7 +190,7 @@ static int ws_flush(struct tc_conn *c)
 		}
 		size_t n = 0;
 		while ((b = tc_bufq_peek(&c->out)) && n + WS_HEADER_MAX + b->len <= TC_WS_COALESCE_MAX) {
-			n += ws_header(buf + LWS_PRE + n, b->len);
+			n += tc_ws_frame_header(buf + LWS_PRE + n, b->len, false);
 			memcpy(buf + LWS_PRE + n, tc_buf_data(b), b->len);
 			n += b->len;
 			tc_metrics.bytes_out += b->len;
