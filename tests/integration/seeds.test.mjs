@@ -15,7 +15,7 @@ import assert from 'node:assert/strict';
 import { stopAll } from './lib/harness.mjs';
 import {
   restStack, question, transcript, expectedTranscript, lines, ISO,
-  jsonResponse, openSse, waitUntil,
+  jsonResponse, openSse, openNdjson, waitUntil,
 } from './lib/rest.mjs';
 
 after(stopAll);
@@ -33,42 +33,6 @@ async function startRun(s, input, extra = {}) {
 async function resumeRun(s, tid, value) {
   const run = await jsonResponse(await s.http(`/threads/${tid}/runs`, { method: 'POST', json: { assistant_id: 'agent', command: { resume: value } } }));
   return run.run_id;
-}
-
-/** Reads an NDJSON response as it comes: {lines (parsed), raw, text, done, error}. */
-function readNdjson(res, { controller, onLine } = {}) {
-  const s = { lines: [], raw: [], text: '', error: null };
-  const decoder = new TextDecoder();
-  let buf = '';
-  s.done = (async () => {
-    try {
-      for await (const chunk of res.body) {
-        const t = decoder.decode(chunk, { stream: true });
-        s.text += t;
-        buf += t;
-        let end;
-        while ((end = buf.indexOf('\n')) >= 0) {
-          const line = buf.slice(0, end);
-          buf = buf.slice(end + 1);
-          s.raw.push(line);
-          s.lines.push(JSON.parse(line)); // every line one JSON object (a throw fails the test)
-          onLine?.(s);
-        }
-      }
-      assert.equal(buf, '', 'the stream ends with a whole line');
-    } catch (e) {
-      s.error = e;
-    }
-    return s;
-  })();
-  s.close = () => controller?.abort();
-  return s;
-}
-
-async function openNdjson(url) {
-  const controller = new AbortController();
-  const res = await fetch(url, { signal: controller.signal });
-  return { res, nd: readNdjson(res, { controller }) };
 }
 
 /** ids "1", "2", … consecutively from first. */

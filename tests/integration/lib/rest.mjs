@@ -217,43 +217,24 @@ export async function holder(gws) {
 /* ---- raw SSE ------------------------------------------------------------------------------ */
 
 /**
- * Reads a text/event-stream Response as it comes: events [{id, event, data,
- * lines}] (data parsed as JSON; lines: the block's raw lines), comments (count),
- * text (all of it). done resolves when the body ends (or errors: error is
- * kept). onEvent(ev) is called for each event.
+ * Reads a streamed Response unit by unit as it comes (units end with sep):
+ * unit(text, s) for each; s.text is all of it, s.rest what came after the
+ * last unit; done resolves when the body ends (or errors: error is kept).
  */
-export function readSse(res, { onEvent, controller } = {}) {
-  const s = { events: [], comments: 0, text: '', error: null };
+function readUnits(res, sep, unit, { controller, normalize = (t) => t } = {}) {
+  const s = { text: '', rest: '', error: null };
   const decoder = new TextDecoder();
-  let buf = '';
   s.done = (async () => {
     try {
       for await (const chunk of res.body) {
         const t = decoder.decode(chunk, { stream: true });
         s.text += t;
-        buf += t.replace(/\r\n?/g, '\n');
+        s.rest += normalize(t);
         let end;
-        while ((end = buf.indexOf('\n\n')) >= 0) {
-          const block = buf.slice(0, end);
-          buf = buf.slice(end + 2);
-          const ls = block.split('\n');
-          if (ls.every((l) => l.startsWith(':'))) { s.comments++; continue; }
-          const ev = { lines: ls, data: [] };
-          for (const l of ls) {
-            if (l.startsWith(':')) continue;
-            const c = l.indexOf(':');
-            const field = c < 0 ? l : l.slice(0, c);
-            let value = c < 0 ? '' : l.slice(c + 1);
-            if (value.startsWith(' ')) value = value.slice(1);
-            if (field === 'data') ev.data.push(value);
-            else if (field === 'event') ev.event = value;
-            else if (field === 'id') ev.id = value;
-          }
-          const text = ev.data.join('\n');
-          ev.rawData = text;
-          try { ev.data = JSON.parse(text); } catch { ev.data = text; }
-          s.events.push(ev);
-          onEvent?.(ev, s);
+        while ((end = s.rest.indexOf(sep)) >= 0) {
+          const u = s.rest.slice(0, end);
+          s.rest = s.rest.slice(end + sep.length);
+          unit(u, s);
         }
       }
     } catch (e) {
@@ -263,6 +244,66 @@ export function readSse(res, { onEvent, controller } = {}) {
   })();
   s.close = () => controller?.abort();
   return s;
+}
+
+/**
+ * Reads a text/event-stream Response as it comes: events [{id, event, data,
+ * lines}] (data parsed as JSON; lines: the block's raw lines), comments (count),
+ * text (all of it). done resolves when the body ends (or errors: error is
+ * kept). onEvent(ev) is called for each event.
+ */
+export function readSse(res, { onEvent, controller } = {}) {
+  const events = [];
+  const s = readUnits(res, '\n\n', (block, st) => {
+    const ls = block.split('\n');
+    if (ls.every((l) => l.startsWith(':'))) { st.comments++; return; }
+    const ev = { lines: ls, data: [] };
+    for (const l of ls) {
+      if (l.startsWith(':')) continue;
+      const c = l.indexOf(':');
+      const field = c < 0 ? l : l.slice(0, c);
+      let value = c < 0 ? '' : l.slice(c + 1);
+      if (value.startsWith(' ')) value = value.slice(1);
+      if (field === 'data') ev.data.push(value);
+      else if (field === 'event') ev.event = value;
+      else if (field === 'id') ev.id = value;
+    }
+    const text = ev.data.join('\n');
+    ev.rawData = text;
+    try { ev.data = JSON.parse(text); } catch { ev.data = text; }
+    events.push(ev);
+    onEvent?.(ev, st);
+  }, { controller, normalize: (t) => t.replace(/\r\n?/g, '\n') });
+  s.events = events;
+  s.comments = 0;
+  return s;
+}
+
+/**
+ * Reads an NDJSON Response as it comes: lines (each parsed: a line that is
+ * not JSON is the stream's error), raw (their text), text; done resolves when
+ * the body ends, with an error when it ends inside a line.
+ */
+export function readNdjson(res, { controller } = {}) {
+  const lines = [], raw = [];
+  const s = readUnits(res, '\n', (line) => {
+    raw.push(line);
+    lines.push(JSON.parse(line));
+  }, { controller });
+  Object.assign(s, { lines, raw });
+  const done = s.done;
+  s.done = done.then((st) => {
+    if (!st.error && st.rest) st.error = new Error(`the stream ends inside a line: ${st.rest.slice(0, 80)}`);
+    return st;
+  });
+  return s;
+}
+
+/** Opens an NDJSON stream with fetch; resolves {res, nd} (nd: readNdjson of the body). */
+export async function openNdjson(url) {
+  const controller = new AbortController();
+  const res = await fetch(url, { signal: controller.signal });
+  return { res, nd: readNdjson(res, { controller }) };
 }
 
 /** Opens an SSE request with fetch; resolves {res, sse} (sse: readSse of the body). */
