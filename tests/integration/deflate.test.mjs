@@ -63,23 +63,27 @@ test('negotiated when offered: the same frames, a fraction of the bytes; not whe
   assert.equal(await extensionsAnswered(tc, thread, null), '');
   assert.equal(await extensionsAnswered(plain, thread, 'permessage-deflate; client_max_window_bits'), '');
   const a = await open(tc, thread, true);                 // offers: permessage-deflate; client_max_window_bits
+  const a2 = await open(tc, thread, true);                // a second subscriber with the same events
   const b = await open(tc, thread, false);                // offers nothing
   const d = await open(plain, thread, true);              // --deflate 0
   assert.equal(a.extensions, 'permessage-deflate');
   assert.equal(b.extensions, '');
   assert.equal(d.extensions, '');
-  for (const x of [a, b, d]) assert.equal((await x.c.request({ id: 1, method: 'subscription.subscribe', params: { channels: ALL } })).type, 'success');
+  for (const x of [a, a2, b, d]) assert.equal((await x.c.request({ id: 1, method: 'subscription.subscribe', params: { channels: ALL } })).type, 'success');
   const before = [a.wire(), b.wire()];
   const events = mix(2000);
   await produce(redis.url, thread, events);
-  await waitUntil(() => [a, b, d].every((x) => x.c.events.length === events.length), 20000, 'every event on every client');
+  await waitUntil(() => [a, a2, b, d].every((x) => x.c.events.length === events.length), 20000, 'every event on every client');
   // byte for byte the frames an uncompressed client gets
   assert.deepEqual(a.c.raw.slice(1), b.c.raw.slice(1));
+  assert.deepEqual(a2.c.raw.slice(1), b.c.raw.slice(1));
+  // both compressed subscribers were served by one compressor: each event compressed once
+  assert.equal(await metric(tc, 'threadcast_deflaters'), 1);
   assert.deepEqual(d.c.raw.slice(1), b.c.raw.slice(1));
   const [wa, wb] = [a.wire() - before[0], b.wire() - before[1]];
   assert.ok(wa < wb * 0.5, `compressed: ${wa} bytes on the wire against ${wb}`);
   assert.ok(await metric(tc, 'threadcast_deflate_in_bytes_total') > await metric(tc, 'threadcast_deflate_out_bytes_total'));
-  for (const x of [a, b, d]) await x.c.close();
+  for (const x of [a, a2, b, d]) await x.c.close();
 });
 
 test('compressed commands are inflated one by one; large ones too; an idle connection lets its compressor go', async () => {
@@ -94,6 +98,8 @@ test('compressed commands are inflated one by one; large ones too; an idle conne
   const big = await c.request({ id: 6, method: 'no.such.method', params: { pad: 'x'.repeat(60000) } });
   assert.equal(big.type, 'error');
   assert.equal(big.error, 'unknown_command');
+  // replies are not compressed: a connection that has had no event holds no compressor
+  assert.equal(await metric(tc, 'threadcast_deflaters'), 0);
   // a bomb: 4 MB that deflate to a few KB is cut at --max-frame-bytes (1009), not inflated whole
   const bomb = await open(tc, 'deflate2', { threshold: 0 });
   bomb.c.sendRaw(JSON.stringify({ id: 1, method: 'x', params: { pad: 'x'.repeat(4000000) } }));
