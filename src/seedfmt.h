@@ -82,8 +82,6 @@ int tc_seed002_http_status(const char *code);
 bool tc_seed002_retryable(const char *code);
 /** An error event (new object) for a request refused before its stream: the response's body; ms its time. */
 cJSON *tc_seed002_error_event(const char *request_id, const char *code, const char *message, double ms);
-/** The keepalive comment to send every 15 s. */
-#define TC_SEED002_HEARTBEAT ": heartbeat\n\n"
 
 /* ---- seed 003: NDJSON lines with an envelope, then one reply line ---- */
 
