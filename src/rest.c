@@ -944,8 +944,8 @@ static void agent_refused(struct tc_rest *r, unsigned status, const char *body, 
 	snprintf(message, sizeof(message), "%s", detail ? detail : "the run could not be started");
 	cJSON_Delete(b);
 	const char *code = "internal_error";
-	if (status == 404)
-		code = strstr(message, "assistant") ? "agent_not_found" : "thread_not_found";
+	if (status == 404) /* (the thread was read first, or is made if missing: the agent it is) */
+		code = "agent_not_found";
 	else if (status == 413)
 		code = "message_too_large";
 	else if (status == 409)
