@@ -310,23 +310,46 @@ def replay(kind, tmp, redis, *, events):
         srv.stop()
 
 
+# The floor of any append path that validates every event as JSON and writes
+# it as a stream entry of its own, in Lua on the same Redis: a call that
+# decodes each of its <n> events and XADDs it, nothing else.
+FLOOR_LIBRARY = """#!lua name=threadcast_bench
+redis.register_function('threadcast_bench_floor', function(keys, args)
+  for i = 2, tonumber(args[1]) + 1 do
+    if type(cjson.decode(args[i])) ~= 'table' then return redis.error_reply('not an object') end
+    redis.call('XADD', keys[1], '*', 'm', 'tasks', 'n', '', 'e', args[i])
+  end
+  return 1
+end)
+"""
+
+
 def append_path(kind, tmp, redis, *, events):
     """The producer contract alone: Redis CPU per appended event, single
     (threadcast_append) and batched by 16 (threadcast_append_batch), beside a
-    plain pipelined XADD of the same payload in the same run. No subscriber."""
+    plain pipelined XADD of the same payload and the floor function (decode
+    and XADD each event, one call per event or per 16) in the same run. No
+    subscriber."""
     srv = Server(kind, tmp, redis)  # loads the function library
     try:
         out = {}
-        for name, extra in (('xadd', {'xadd': 1}), ('single', {}), ('batch16', {'batch': 16})):
+        loaded = redis.cmd('FUNCTION', 'LOAD', 'REPLACE', FLOOR_LIBRARY).strip()
+        if loaded != 'threadcast_bench':
+            raise RuntimeError(f'loading the floor function: {loaded}')
+        floor = {'floor': 'threadcast_bench_floor'}
+        for name, extra in (('xadd', {'xadd': 1}), ('floor1', floor), ('floor16', {**floor, 'batch': 16}),
+                            ('single', {}), ('batch16', {'batch': 16})):
             thread = f'append-{name}-{time.monotonic_ns()}'
             c0 = cpu_ticks(redis.proc.pid)
             r = publish(srv, redis, threads=thread, count=events, rate=0, size=200, **extra)
             cpu = (cpu_ticks(redis.proc.pid) - c0) / TICK
             out[f'{name}_per_core'] = events / max(cpu, 1e-9)
             out[f'{name}_per_s'] = r['rate']
-            redis.cmd('DEL', f'tc:{{{thread}}}:events', f'tc:{{{thread}}}:plain')
-        out['single_vs_xadd'] = out['single_per_core'] / out['xadd_per_core']
-        out['batch16_vs_xadd'] = out['batch16_per_core'] / out['xadd_per_core']
+            redis.cmd('DEL', f'tc:{{{thread}}}:events', f'tc:{{{thread}}}:plain', f'tc:{{{thread}}}:floor')
+        for name in ('single', 'batch16', 'floor1', 'floor16'):
+            out[f'{name}_vs_xadd'] = out[f'{name}_per_core'] / out['xadd_per_core']
+        out['single_vs_floor1'] = out['single_per_core'] / out['floor1_per_core']
+        out['batch16_vs_floor16'] = out['batch16_per_core'] / out['floor16_per_core']
         return out
     finally:
         srv.stop()
@@ -607,8 +630,13 @@ METRICS = [
     ('xadd_per_core', 'plain XADD: events / s per Redis core'),
     ('single_per_core', 'threadcast_append: events / s per Redis core'),
     ('batch16_per_core', 'threadcast_append_batch of 16: events / s per Redis core'),
+    ('floor1_per_core', 'floor (decode + XADD in Lua), 1 per call: events / s per Redis core'),
+    ('floor16_per_core', 'floor, 16 per call: events / s per Redis core'),
     ('single_vs_xadd', 'threadcast_append / plain XADD (same run)'),
     ('batch16_vs_xadd', 'batch of 16 / plain XADD (same run)'),
+    ('floor1_vs_xadd', 'floor, 1 per call / plain XADD'), ('floor16_vs_xadd', 'floor, 16 per call / plain XADD'),
+    ('single_vs_floor1', 'threadcast_append / floor 1 per call'),
+    ('batch16_vs_floor16', 'batch of 16 / floor 16 per call'),
 ]
 
 

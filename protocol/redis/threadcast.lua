@@ -26,6 +26,10 @@
 
 local DEFAULT_MAXLEN = 10000
 local DEFAULT_TTL = 86400
+-- Numbers handed to redis.call are formatted with sprintf on every call; the
+-- options keep the text they came as (or these) for the calls.
+local DEFAULT_MAXLEN_ARG = '' .. DEFAULT_MAXLEN
+local DEFAULT_TTL_ARG = '' .. DEFAULT_TTL
 local MAX_EVENT_BYTES = 1048576
 local MAX_BATCH = 1000
 local MAX_SEGMENTS = 32
@@ -115,16 +119,16 @@ end
 
 -- Parses the options after the events: MAXLEN, TTL, RUN, ASSISTANT.
 local function options(args, i)
-  local o = { maxlen = DEFAULT_MAXLEN, ttl = DEFAULT_TTL }
+  local o = { maxlen = DEFAULT_MAXLEN_ARG, ttl = DEFAULT_TTL, ttl_arg = DEFAULT_TTL_ARG }
   while i <= #args do
     local opt, val = string.upper(args[i]), args[i + 1]
     if val == nil then fail(opt .. ' needs a value') end
     if opt == 'MAXLEN' then
-      o.maxlen = tonumber(val)
-      if not o.maxlen or o.maxlen < 1 or o.maxlen ~= math.floor(o.maxlen) then fail('MAXLEN must be a positive integer') end
+      if not string.match(val, '^[1-9]%d*$') or #val > 18 then fail('MAXLEN must be a positive integer (at most 18 digits)') end
+      o.maxlen = val
     elseif opt == 'TTL' then
-      o.ttl = tonumber(val)
-      if not o.ttl or o.ttl < 1 or o.ttl ~= math.floor(o.ttl) then fail('TTL must be a positive integer (seconds)') end
+      if not string.match(val, '^[1-9]%d*$') or #val > 10 then fail('TTL must be a positive integer (seconds, at most 10 digits)') end
+      o.ttl, o.ttl_arg = tonumber(val), val
     elseif opt == 'RUN' then
       if #val < 1 or #val > 128 or string.find(val, '%c') then fail('RUN must be 1 to 128 printable characters') end
       o.run_id = val
@@ -148,7 +152,7 @@ local function prepare(json, what, now_ms)
   local ok, ev = pcall(cjson.decode, json)
   if not ok or type(ev) ~= 'table' then fail(what .. ' must be a JSON object') end
   json = trim(json)
-  if string.sub(json, 1, 1) ~= '{' then fail(what .. ' must be a JSON object') end
+  if string.byte(json) ~= 123 then fail(what .. ' must be a JSON object') end -- '{'
   if ev.type ~= nil or ev.eventId ~= nil or ev.event_id ~= nil or ev.seq ~= nil then
     fail(what .. ' must not carry "type", "eventId"/"event_id" or "seq": threadcast assigns them')
   end
@@ -204,11 +208,10 @@ end
 
 -- Appends prepared events to thread tid; returns the first seq.
 local function store(tid, events, o, now)
-  local k_meta = 'tc:{' .. tid .. '}:meta'
-  local k_events = 'tc:{' .. tid .. '}:events'
-  local k_tree = 'tc:{' .. tid .. '}:tree'
-  local k_values = 'tc:{' .. tid .. '}:values'
-  local k_interrupts = 'tc:{' .. tid .. '}:interrupts'
+  -- Each key name is a new Lua string (hashed byte by byte): the three every
+  -- call needs are made here, the rarely written ones where they are written.
+  local pre = 'tc:{' .. tid .. '}:'
+  local k_meta, k_events = pre .. 'meta', pre .. 'events'
   local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
   local n = #events
 
@@ -217,7 +220,7 @@ local function store(tid, events, o, now)
   if not epoch then
     -- A new history: whatever is left under the other keys belongs to an
     -- older one (meta expired or was deleted) and must not mix with it.
-    redis.call('DEL', k_events, k_tree, k_values, k_interrupts)
+    redis.call('DEL', k_events, pre .. 'tree', pre .. 'values', pre .. 'interrupts')
     epoch = string.format('%x%05x', tonumber(now[1]), tonumber(now[2]))
     redis.call('HSET', k_meta, 'epoch', epoch, 'run_seq', 1, 'run_id', epoch .. '-1')
   end
@@ -225,19 +228,22 @@ local function store(tid, events, o, now)
   -- The graph the thread runs: gateways route its commands to its workers.
   if o.assistant then redis.call('HSET', k_meta, 'assistant_id', o.assistant) end
   local first = last - n + 1
+  local sfirst = '' .. first -- a number is formatted (sprintf) each time it meets a string
 
   -- Keys written rarely get their TTL when written (touch): a key made
   -- between two refreshes of an idle thread must not outlive it.
-  local ttl = o.ttl
-  local bell = n > 1 and { '*', epoch, '\n', first, '\n', n, '\n' } or nil
+  local ttl = o.ttl_arg
+  local bell = n > 1 and { '*', epoch, '\n', sfirst, '\n', n, '\n' } or nil
   for i = 1, n do
     local e, seq = events[i], first + i - 1
+    local id = (i == 1 and sfirst or '' .. seq) .. '-0'
     if i == n then
-      redis.call('XADD', k_events, 'MAXLEN', '~', o.maxlen, seq .. '-0', 'm', e.method, 'n', e.nsenc, 'e', e.json)
+      redis.call('XADD', k_events, 'MAXLEN', '~', o.maxlen, id, 'm', e.method, 'n', e.nsenc, 'e', e.json)
     else
-      redis.call('XADD', k_events, seq .. '-0', 'm', e.method, 'n', e.nsenc, 'e', e.json)
+      redis.call('XADD', k_events, id, 'm', e.method, 'n', e.nsenc, 'e', e.json)
     end
     if e.method == 'lifecycle' then
+      local k_tree, k_interrupts = pre .. 'tree', pre .. 'interrupts'
       if e.nsenc == '' and e.status == 'started' then
         redis.call('DEL', k_tree, k_interrupts)
         redis.call('HSET', k_meta, 'run_seq', seq, 'run_id', o.run_id or (epoch .. '-' .. seq))
@@ -253,13 +259,16 @@ local function store(tid, events, o, now)
       redis.call('EXPIRE', k_tree, ttl)
       if e.nsenc == '' then redis.call('HSET', k_meta, 'run_status', e.status) end
     elseif e.method == 'values' then
+      local k_values = pre .. 'values'
       redis.call('HSET', k_values, e.nsenc, seq .. '\n' .. e.json)
       redis.call('EXPIRE', k_values, ttl)
     elseif e.method == 'input.requested' then
+      local k_interrupts = pre .. 'interrupts'
       redis.call('HSET', k_interrupts, e.interrupt_id, seq .. '\n' .. e.json)
       redis.call('EXPIRE', k_interrupts, ttl)
     elseif e.method == 'input.answered' then
-      for _, id in ipairs(e.answered) do redis.call('HDEL', k_interrupts, id) end
+      local k_interrupts = pre .. 'interrupts'
+      for _, a in ipairs(e.answered) do redis.call('HDEL', k_interrupts, a) end
     elseif e.method == 'checkpoints' and e.nsenc == '' then
       redis.call('HSET', k_meta, 'checkpoint', seq .. '\n' .. e.json)
     end
@@ -272,19 +281,21 @@ local function store(tid, events, o, now)
 
   -- Every key of the thread lives TTL seconds past a refresh; refreshed once
   -- an eighth of the TTL has passed (or the TTL asked for changed).
-  local expires_at, ttl_was = tonumber(m[2]), tonumber(m[3])
-  if not m[1] or ttl_was ~= ttl or not expires_at or expires_at - now_ms < ttl * 875 then
-    for _, k in ipairs({ k_meta, k_events, k_tree, k_values, k_interrupts }) do redis.call('EXPIRE', k, ttl) end
-    redis.call('HSET', k_meta, 'expires_at', now_ms + ttl * 1000, 'ttl', ttl)
+  local expires_at, ttl_s = tonumber(m[2]), o.ttl
+  if not m[1] or m[3] ~= ttl or not expires_at or expires_at - now_ms < ttl_s * 875 then
+    for _, k in ipairs({ k_meta, k_events, pre .. 'tree', pre .. 'values', pre .. 'interrupts' }) do
+      redis.call('EXPIRE', k, ttl)
+    end
+    redis.call('HSET', k_meta, 'expires_at', now_ms + ttl_s * 1000, 'ttl', ttl)
   end
 
   -- One doorbell for the call. One event: "<epoch>\n<seq>\n<method>\n<ns>\n<json>";
   -- a batch: "*<epoch>\n<first seq>\n<count>\n" then per event
   -- "<method>\n<ns>\n<json length>\n<json>".
-  local live = 'tc:{' .. tid .. '}:live'
+  local live = pre .. 'live'
   if n == 1 then
     local e = events[1]
-    redis.call('SPUBLISH', live, epoch .. '\n' .. first .. '\n' .. e.method .. '\n' .. e.nsenc .. '\n' .. e.json)
+    redis.call('SPUBLISH', live, epoch .. '\n' .. sfirst .. '\n' .. e.method .. '\n' .. e.nsenc .. '\n' .. e.json)
   else
     redis.call('SPUBLISH', live, table.concat(bell))
   end

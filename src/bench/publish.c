@@ -11,7 +11,10 @@
  * With --batch B, each call is FCALL threadcast_append_batch with up to B
  * events of one thread (the threads still take turns, call by call). With
  * --xadd 1, each event is a plain XADD of the same fields to tc:{T}:plain
- * instead: the floor the append path is compared with. With --tokens 1 the
+ * instead: the floor the append path is compared with. With --floor F, each
+ * call is FCALL F 1 tc:{T}:floor <n> <event>… (n = 1, or up to --batch):
+ * scripts/bench loads F, a function that does only what the contract cannot
+ * do without, so the append path is also compared with that. With --tokens 1 the
  * events are what a model streams instead of padding: "messages" text deltas
  * of one word each, in a task's namespace (the deflate scenarios' mix).
  * --rate 0 means as fast as the server answers. With --nthreads K the
@@ -126,6 +129,7 @@ static const char *const WORDS[] = {
 int main(int argc, char **argv)
 {
 	const char *url = "redis://127.0.0.1:6379", *threads = NULL, *nchan = NULL, *spelling = "seed";
+	const char *floor_fn = NULL;
 	const char *methods[16] = { "tasks" };
 	int nmethods = 1;
 	char *method_list = NULL;
@@ -155,6 +159,7 @@ int main(int argc, char **argv)
 			}
 		} else if (!strcmp(argv[i], "--batch")) batch = atol(argv[i + 1]);
 		else if (!strcmp(argv[i], "--xadd")) xadd = atol(argv[i + 1]);
+		else if (!strcmp(argv[i], "--floor")) floor_fn = argv[i + 1];
 		else {
 			fprintf(stderr, "publish: unknown option %s\n", argv[i]);
 			free(method_list);
@@ -287,7 +292,16 @@ int main(int argc, char **argv)
 					inflight++;
 					continue;
 				}
-				if (batch == 1) {
+				if (floor_fn) {
+					char key[TC_STORE_KEY_MAX + 8], num[24];
+					const char *fargv[5 + TC_STORE_BATCH_MAX];
+					snprintf(key, sizeof(key), "tc:{%s}:floor", tv[k]);
+					snprintf(num, sizeof(num), "%ld", n);
+					fargv[0] = "FCALL", fargv[1] = floor_fn, fargv[2] = "1", fargv[3] = key, fargv[4] = num;
+					for (long j = 0; j < n; j++)
+						fargv[5 + j] = json[j];
+					redisAppendCommandArgv(c, (int)(5 + n), fargv, NULL);
+				} else if (batch == 1) {
 					struct tc_store_cmd cmd;
 					tc_store_append(&cmd, tv[k], json[0], &ao);
 					redisAppendCommandArgv(c, cmd.argc, cmd.argv, NULL);

@@ -101,6 +101,13 @@ test('malformed calls get a usage error', async () => {
     [['FCALL', 'threadcast_append_batch', 1, t, 'x', ev], /count must be an integer/],
     [['FCALL', 'threadcast_append_batch', 1, t, 3, ev, ev], /count is 3 but only 2 events follow/],
     [['FCALL', 'threadcast_append_batch', 1, t, 1, ev, 'MAXLEN', 0], /MAXLEN must be a positive integer/],
+    // Decimal digits only: what Lua's tonumber also reads (1e3, 0x10, 10.0) XADD would not.
+    [['FCALL', 'threadcast_append', 1, t, ev, 'MAXLEN', '1e3'], /MAXLEN must be a positive integer/],
+    [['FCALL', 'threadcast_append', 1, t, ev, 'MAXLEN', '0x10'], /MAXLEN must be a positive integer/],
+    [['FCALL', 'threadcast_append', 1, t, ev, 'MAXLEN', '1'.repeat(19)], /at most 18 digits/],
+    [['FCALL', 'threadcast_append', 1, t, ev, 'TTL', '10.0'], /TTL must be a positive integer/],
+    [['FCALL', 'threadcast_append', 1, t, ev, 'TTL', '-5'], /TTL must be a positive integer/],
+    [['FCALL', 'threadcast_append', 1, t, ev, 'TTL', '12345678901'], /at most 10 digits/],
     [['FCALL', 'threadcast_append_batch', 1, t, 1, ev, 'COLOR', 'red'], /unknown option COLOR/],
     [['FCALL', 'threadcast_append_batch', 1, t, 1, ev, 'TTL'], /TTL needs a value/],
     [['FCALL', 'threadcast_append', 1, t], /usage: FCALL threadcast_append/],
