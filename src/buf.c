@@ -3,12 +3,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "scratch.h"
 #include "util.h"
 #include "wsdeflate.h"
 
 struct tc_buf *tc_buf_new(size_t len)
 {
-	struct tc_buf *b = tc_xmalloc(sizeof(*b) + TC_BUF_HEADROOM + len + 1);
+	struct tc_buf *b = tc_scratch_alloc(sizeof(*b) + TC_BUF_HEADROOM + len + 1);
 	b->refs = 1;
 	b->len = (uint32_t)len;
 	b->deflated = NULL;
@@ -28,39 +29,44 @@ void tc_buf_unref(struct tc_buf *b)
 {
 	if (b && --b->refs == 0) {
 		tc_dzout_free(b->deflated);
-		free(b);
+		tc_scratch_free(b);
 	}
 }
 
+/* The entries' storage and its capacity: the queue's own slots until a ring is needed. */
+static struct tc_buf **slots(struct tc_bufq *q) { return q->ring ? q->ring : q->inl; }
+static uint32_t capacity(const struct tc_bufq *q) { return q->ring ? q->cap : TC_BUFQ_INLINE; }
+
 void tc_bufq_push(struct tc_bufq *q, struct tc_buf *b)
 {
-	if (q->count == q->cap) {
-		uint32_t ncap = q->cap ? q->cap * 2 : 8;
-		struct tc_buf **n = tc_xmalloc(ncap * sizeof(*n));
-		/* Unwrap the ring into the front of the new array. */
+	uint32_t cap = capacity(q);
+	if (q->count == cap) {
+		uint32_t ncap = cap < 8 ? 8 : cap * 2;
+		struct tc_buf **n = tc_xmalloc(ncap * sizeof(*n)), **old = slots(q);
+		/* Unwrap the entries into the front of the new ring. */
 		for (uint32_t i = 0; i < q->count; i++)
-			n[i] = q->ring[(q->head + i) & (q->cap - 1)];
+			n[i] = old[(q->head + i) & (cap - 1)];
 		free(q->ring);
 		q->ring = n;
-		q->cap = ncap;
+		q->cap = cap = ncap;
 		q->head = 0;
 	}
-	q->ring[(q->head + q->count) & (q->cap - 1)] = b;
+	slots(q)[(q->head + q->count) & (cap - 1)] = b;
 	q->count++;
 	q->bytes += b->len;
 }
 
 struct tc_buf *tc_bufq_peek(const struct tc_bufq *q)
 {
-	return q->count ? q->ring[q->head] : NULL;
+	return q->count ? (q->ring ? q->ring : q->inl)[q->head] : NULL;
 }
 
 struct tc_buf *tc_bufq_pop(struct tc_bufq *q)
 {
 	if (!q->count)
 		return NULL;
-	struct tc_buf *b = q->ring[q->head];
-	q->head = (q->head + 1) & (q->cap - 1);
+	struct tc_buf *b = slots(q)[q->head];
+	q->head = (q->head + 1) & (capacity(q) - 1);
 	q->count--;
 	q->bytes -= b->len;
 	if (q->count == 0 && q->cap > 32) {

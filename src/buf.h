@@ -49,9 +49,14 @@ void tc_buf_unref(struct tc_buf *b);
  * the *byte* bound is the caller's policy (see conn.c), the queue only
  * counts. Each queued entry owns one reference.
  */
+/** Entries a queue holds in itself before it allocates a ring. */
+#define TC_BUFQ_INLINE 2
+
 struct tc_bufq {
-	struct tc_buf **ring; /**< capacity entries, NULL until first push */
-	uint32_t cap;         /**< power of two, 0 before first push */
+	struct tc_buf **ring; /**< cap entries once more than TC_BUFQ_INLINE were queued, else NULL */
+	/** The entries while ring is NULL: a queue that only ever held a reply or two allocates nothing. */
+	struct tc_buf *inl[TC_BUFQ_INLINE];
+	uint32_t cap;         /**< ring's capacity, a power of two; unused while ring is NULL */
 	uint32_t head;        /**< index of the oldest entry */
 	uint32_t count;       /**< entries queued */
 	size_t bytes;         /**< sum of payload lengths queued */

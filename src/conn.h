@@ -133,6 +133,8 @@ struct tc_server {
 	size_t nws;                         /**< WebSockets among conns */
 	size_t nsse;                        /**< SSE streams among conns */
 	bool draining;                      /**< refusing new connections */
+	unsigned churn;                     /**< connections opened or closed since the heap was last trimmed */
+	uint64_t churn_at;                  /**< loop time (ms) of the last of them */
 
 	/* server.c: drain, token expiry, the upgrade being accepted. */
 	uv_timer_t drain_timer;             /**< drain deadline; at 0 ms, the drain's end */
@@ -197,6 +199,13 @@ void tc__conn_send(struct tc_conn *c, struct tc_buf *b);
 
 /** Tells lws to stop or resume reading c if queue_full or session_busy changed. */
 void tc__conn_update_rx(struct tc_conn *c);
+
+/**
+ * Gives the heap's free pages back to the kernel once a burst of
+ * connections opening or closing has settled (called from a periodic
+ * timer with the loop's time). Returns whether it trimmed.
+ */
+bool tc__conn_trim_heap(struct tc_server *srv, uint64_t now);
 
 /**
  * After a write: resumes reading once the queue is under a quarter of its

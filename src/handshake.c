@@ -19,6 +19,7 @@
 
 #include "log.h"
 #include "metrics.h"
+#include "scratch.h"
 #include "util.h"
 
 /* How often the oldest deadlines are checked: a handshake may outlive its
@@ -58,7 +59,7 @@ static void adopt_waiting(struct tc_handshakes *h)
 		int fd = p->fd;
 		tc_dlist_remove(&h->waiting, n);
 		h->accepted_ms = p->deadline - h->timeout_ms;
-		free(p);
+		tc_scratch_free(p);
 		/* lws calls NEW_CLIENT_INSTANTIATED (tc_handshake_begin) from here. */
 		/* On failure lws has closed the socket itself. */
 		if (!lws_adopt_socket_vhost(h->vhost, fd))
@@ -105,7 +106,7 @@ static void accept_all(struct tc_handshakes *h)
 			close(fd); /* --max-connections waiting already */
 			continue;
 		}
-		struct tc_handshake *p = tc_xmalloc(sizeof(*p));
+		struct tc_handshake *p = tc_scratch_alloc(sizeof(*p));
 		*p = (struct tc_handshake){ .fd = fd, .deadline = now + h->timeout_ms };
 		tc_dlist_push_tail(&h->waiting, &p->link);
 	}
@@ -130,7 +131,7 @@ static void on_tick(uv_timer_t *t)
 		struct tc_handshake *p = TC_DLIST_ENTRY(n, struct tc_handshake, link);
 		tc_dlist_remove(&h->waiting, n);
 		close(p->fd);
-		free(p);
+		tc_scratch_free(p);
 		tc_metrics.handshake_timeouts++;
 	}
 	while ((n = h->in_lws.head) && TC_DLIST_ENTRY(n, struct tc_handshake, link)->deadline <= now) {
@@ -138,7 +139,7 @@ static void on_tick(uv_timer_t *t)
 		struct lws *wsi = p->wsi;
 		tc_dlist_remove(&h->in_lws, n);
 		lws_set_opaque_user_data(wsi, NULL);
-		free(p);
+		tc_scratch_free(p);
 		tc_metrics.handshake_timeouts++;
 		lws_set_timeout(wsi, PENDING_TIMEOUT_ESTABLISH_WITH_SERVER, LWS_TO_KILL_SYNC);
 	}
@@ -217,7 +218,7 @@ void tc_handshake_begin(struct tc_handshakes *h, struct lws *wsi)
 	/* lws filed a deadline of its own: cancelled, ours replaces it. */
 	lws_set_timeout(wsi, NO_PENDING_TIMEOUT, 0);
 	uint64_t since = h->accepted_ms ? h->accepted_ms : uv_now(h->timer.loop);
-	struct tc_handshake *p = tc_xmalloc(sizeof(*p));
+	struct tc_handshake *p = tc_scratch_alloc(sizeof(*p));
 	*p = (struct tc_handshake){ .fd = -1, .wsi = wsi, .deadline = since + h->timeout_ms };
 	tc_dlist_push_tail(&h->in_lws, &p->link);
 	lws_set_opaque_user_data(wsi, p);
@@ -230,7 +231,7 @@ void tc_handshake_end(struct tc_handshakes *h, struct lws *wsi)
 		return;
 	tc_dlist_remove(&h->in_lws, &p->link);
 	lws_set_opaque_user_data(wsi, NULL);
-	free(p);
+	tc_scratch_free(p);
 }
 
 size_t tc_handshakes_pending(const struct tc_handshakes *h)
@@ -248,7 +249,7 @@ static void free_all(struct tc_dlist *l)
 			close(p->fd);
 		if (p->wsi)
 			lws_set_opaque_user_data(p->wsi, NULL);
-		free(p);
+		tc_scratch_free(p);
 	}
 }
 

@@ -19,6 +19,7 @@
 #include "hub.h"
 #include "log.h"
 #include "lwsmem.h"
+#include "scratch.h"
 #include "redis.h"
 #include "server.h"
 #include "util.h"
@@ -128,6 +129,7 @@ int main(int argc, char **argv)
 	tc_log_init(app.cfg.log_threshold);
 	signal(SIGPIPE, SIG_IGN);
 	tc_lwsmem_init();
+	tc_scratch_init();
 	srand((unsigned)uv_hrtime() ^ (unsigned)getpid());
 
 	bool auth_off;
@@ -193,6 +195,7 @@ int main(int argc, char **argv)
 	else
 		tc_log0(TC_LOG_INFO, "stopped");
 	tc_lwsmem_shutdown();
+	tc_scratch_shutdown(); /* last: says so if a request-lived object leaked */
 	tc_config_free(&app.cfg);
 	return rc ? 1 : 0;
 }

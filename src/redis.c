@@ -8,6 +8,7 @@
 
 #include "log.h"
 #include "metrics.h"
+#include "scratch.h"
 #include "pslink.h"
 #include "redis_uv.h"
 #include "slot.h"
@@ -979,7 +980,7 @@ static void on_ping_tick(uv_timer_t *t)
 static void finish(struct cmd_ctx *c, redisReply *reply)
 {
 	c->cb(c->r, reply, c->privdata);
-	free(c);
+	tc_scratch_free(c);
 }
 
 static void park(struct cmd_ctx *c)
@@ -1071,7 +1072,7 @@ int tc_redis_command(struct tc_redis *r, tc_redis_cb *cb, void *privdata, int ar
 	for (int i = 0; i < argc; i++)
 		bytes += argvlen[i] + 1;
 	size_t head = sizeof(struct cmd_ctx) + (size_t)argc * (sizeof(char *) + sizeof(size_t));
-	struct cmd_ctx *c = tc_xmalloc(head + bytes);
+	struct cmd_ctx *c = tc_scratch_alloc(head + bytes);
 	*c = (struct cmd_ctx){ .r = r, .cb = cb, .privdata = privdata, .slot = slot, .argc = argc };
 	c->argv = (const char **)(c + 1);
 	c->lens = (size_t *)(c->argv + argc);
@@ -1084,7 +1085,7 @@ int tc_redis_command(struct tc_redis *r, tc_redis_cb *cb, void *privdata, int ar
 		p += argvlen[i] + 1;
 	}
 	if (redisAsyncCommandArgv(n->cmd.ac, on_command_reply, c, argc, c->argv, c->lens) != REDIS_OK) {
-		free(c);
+		tc_scratch_free(c);
 		return -1;
 	}
 	return 0;

@@ -7,6 +7,7 @@
 
 #include "log.h"
 #include "metrics.h"
+#include "scratch.h"
 #include "tree.h"
 #include "util.h"
 
@@ -72,8 +73,8 @@ static void destroy(struct tc_replay *rp)
 	tc_bufq_clear(&rp->out);
 	tc_bufq_clear(&rp->baseline);
 	tc_bufq_clear(&rp->prefetch);
-	free(rp->thread);
-	free(rp);
+	tc_scratch_free(rp->thread);
+	tc_scratch_free(rp);
 }
 
 void tc_replay_free(struct tc_replay *rp)
@@ -580,10 +581,12 @@ struct tc_replay *tc_replay_start(const struct tc_replay_start *s)
 {
 	if (!tc_redis_cmd_up(s->redis))
 		return NULL;
-	struct tc_replay *rp = tc_xcalloc(1, sizeof(*rp));
+	/* Request-lived: scratch memory, apart from the connections' (scratch.h). */
+	struct tc_replay *rp = tc_scratch_zalloc(sizeof(*rp));
 	rp->cfg = s->cfg;
 	rp->redis = s->redis;
-	rp->thread = tc_xstrdup(s->thread);
+	size_t tlen = strlen(s->thread);
+	rp->thread = memcpy(tc_scratch_alloc(tlen + 1), s->thread, tlen + 1);
 	rp->member = s->member;
 	rp->fresh_member = s->fresh_member;
 	rp->kind = s->kind;

@@ -71,6 +71,8 @@ static void on_idle(uv_timer_t *t)
 	uint64_t now = uv_now(srv->loop);
 	struct tc_dlink *n, *next;
 
+	tc__conn_trim_heap(srv, now);
+
 	/* compressors of connections that stopped receiving, oldest use first */
 	while ((n = srv->deflating.head) && now - TC_CONN_OF(n, deflating)->deflated_at >= DEFLATER_IDLE_MS)
 		tc__ws_drop_deflater(TC_CONN_OF(n, deflating));

@@ -118,6 +118,41 @@ static void bufq_shrinks_when_empty(void **state)
 	assert_null(q.ring);
 }
 
+static void bufq_small_queue_allocates_nothing(void **state)
+{
+	struct tc_bufq q = { 0 };
+	char s[16];
+	int next_push = 0, next_pop = 0;
+	/* Up to TC_BUFQ_INLINE entries, wrapping around: the queue's own slots. */
+	for (int round = 0; round < 5; round++) {
+		for (int i = 0; i < TC_BUFQ_INLINE - (round & 1); i++) {
+			int n = snprintf(s, sizeof(s), "%d", next_push++);
+			tc_bufq_push(&q, tc_buf_copy(s, (size_t)n));
+		}
+		assert_null(q.ring);
+		while (next_pop < next_push - (round & 1 ? 0 : 1)) {
+			struct tc_buf *b = tc_bufq_pop(&q);
+			snprintf(s, sizeof(s), "%d", next_pop++);
+			assert_string_equal((char *)tc_buf_data(b), s);
+			tc_buf_unref(b);
+		}
+	}
+	/* One more than fits: a ring, the order kept across the move. */
+	for (int i = 0; i < TC_BUFQ_INLINE + 1; i++) {
+		int n = snprintf(s, sizeof(s), "%d", next_push++);
+		tc_bufq_push(&q, tc_buf_copy(s, (size_t)n));
+	}
+	assert_non_null(q.ring);
+	while (q.count) {
+		struct tc_buf *b = tc_bufq_pop(&q);
+		snprintf(s, sizeof(s), "%d", next_pop++);
+		assert_string_equal((char *)tc_buf_data(b), s);
+		tc_buf_unref(b);
+	}
+	assert_int_equal(next_pop, next_push);
+	tc_bufq_clear(&q);
+}
+
 /* Expected slots are what redis-server 7.0 answers to CLUSTER KEYSLOT. */
 static void cluster_slots(void **state)
 {
@@ -168,6 +203,7 @@ int main(void)
 		cmocka_unit_test(buf_refcount),
 		cmocka_unit_test(bufq_fifo_and_bytes),
 		cmocka_unit_test(bufq_shrinks_when_empty),
+		cmocka_unit_test(bufq_small_queue_allocates_nothing),
 		cmocka_unit_test(cluster_slots),
 		cmocka_unit_test(uuid4s),
 	};
