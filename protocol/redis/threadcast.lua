@@ -216,15 +216,23 @@ local function store(tid, events, o, now)
   local n = #events
 
   local m = redis.call('HMGET', k_meta, 'epoch', 'expires_at', 'ttl')
-  local epoch = m[1]
+  local epoch, last = m[1], nil
+  local ttl, ttl_s = o.ttl_arg, o.ttl
   if not epoch then
     -- A new history: whatever is left under the other keys belongs to an
     -- older one (meta expired or was deleted) and must not mix with it.
+    -- Many threads live for a few events, so this is one HSET, and only
+    -- meta and events (below) need a TTL: the others were just deleted,
+    -- and an event that makes one again sets its TTL as it writes it.
     redis.call('DEL', k_events, pre .. 'tree', pre .. 'values', pre .. 'interrupts')
     epoch = string.format('%x%05x', tonumber(now[1]), tonumber(now[2]))
-    redis.call('HSET', k_meta, 'epoch', epoch, 'run_seq', 1, 'run_id', epoch .. '-1')
+    last = n
+    redis.call('HSET', k_meta, 'epoch', epoch, 'run_seq', 1, 'run_id', epoch .. '-1', 'seq', n,
+               'expires_at', now_ms + ttl_s * 1000, 'ttl', ttl)
+    redis.call('EXPIRE', k_meta, ttl)
+  else
+    last = redis.call('HINCRBY', k_meta, 'seq', n)
   end
-  local last = redis.call('HINCRBY', k_meta, 'seq', n)
   -- The graph the thread runs: gateways route its commands to its workers.
   if o.assistant then redis.call('HSET', k_meta, 'assistant_id', o.assistant) end
   local first = last - n + 1
@@ -232,7 +240,6 @@ local function store(tid, events, o, now)
 
   -- Keys written rarely get their TTL when written (touch): a key made
   -- between two refreshes of an idle thread must not outlive it.
-  local ttl = o.ttl_arg
   local bell = n > 1 and { '*', epoch, '\n', sfirst, '\n', n, '\n' } or nil
   for i = 1, n do
     local e, seq = events[i], first + i - 1
@@ -281,8 +288,10 @@ local function store(tid, events, o, now)
 
   -- Every key of the thread lives TTL seconds past a refresh; refreshed once
   -- an eighth of the TTL has passed (or the TTL asked for changed).
-  local expires_at, ttl_s = tonumber(m[2]), o.ttl
-  if not m[1] or m[3] ~= ttl or not expires_at or expires_at - now_ms < ttl_s * 875 then
+  local expires_at = tonumber(m[2])
+  if not m[1] then
+    redis.call('EXPIRE', k_events, ttl) -- made by this call's XADD
+  elseif m[3] ~= ttl or not expires_at or expires_at - now_ms < ttl_s * 875 then
     for _, k in ipairs({ k_meta, k_events, pre .. 'tree', pre .. 'values', pre .. 'interrupts' }) do
       redis.call('EXPIRE', k, ttl)
     end
