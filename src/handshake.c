@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -171,6 +172,13 @@ static int open_listener(const char *host, int port)
 			setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 			if (a->ai_family == AF_INET6)
 				setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
+			/* accept() hands over a connection once its first bytes arrived: in a
+			 * storm the clients' requests trail their connects, and connections
+			 * lws took without one would wait in its lists, each a walk of them
+			 * (its header tables and timeouts: 40% of the server's user time at
+			 * 19,000 clients). A silent client is accepted after a second anyway
+			 * (the kernel's first SYN-ACK retransmit) and meets the deadline. */
+			setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &one, sizeof(one));
 			if (!bind(fd, a->ai_addr, a->ai_addrlen) && !listen(fd, LISTEN_BACKLOG)) {
 				freeaddrinfo(res);
 				return fd;

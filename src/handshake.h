@@ -11,9 +11,11 @@
  * none wait in the backlog, where a full queue drops SYNs and clients back
  * off for seconds), and hands them to lws (lws_adopt_socket_vhost) at most
  * TC_HANDSHAKES_PER_TURN per loop iteration, in arrival order; the rest
- * wait in a FIFO. A client sends its request right after connecting, so
- * those lws takes in one turn are done with their request by the next: its
- * lists hold about two turns' worth, not the storm. (A cap on how many lws
+ * wait in a FIFO. The listener defers accept until a connection's first
+ * bytes arrived (TCP_DEFER_ACCEPT), so those lws takes in one turn have
+ * their request and are done with it by the next: its lists hold about two
+ * turns' worth, not the storm (without it, clients slower than the accepts
+ * left thousands in lws waiting for their requests). (A cap on how many lws
  * holds at once would let a few silent sockets stall every newcomer.)
  * Every handshake has the same length (--handshake-timeout), counted from
  * the accept, so arrival order is deadline order: adding, finishing and

@@ -26,6 +26,7 @@
 
 static unsigned char *region;
 static uint32_t used[NSLOTS];   /* bytes asked for; 0 = free */
+static uint32_t dirty[NSLOTS];  /* bytes written since its pages were last given back */
 static uint32_t free_list[NSLOTS];
 static uint32_t nfree, fresh;   /* free_list holds nfree slots; [fresh, NSLOTS) never used */
 static size_t in_use;
@@ -53,16 +54,18 @@ static void *slot_take(size_t size)
 	else
 		return NULL;
 	used[i] = (uint32_t)size;
+	if (dirty[i] < used[i])
+		dirty[i] = used[i];
 	in_use++;
 	return region + ((size_t)i << SLOT_SHIFT);
 }
 
-/* Gives the slot's pages back (they read as zeros when touched again). */
+/* The slot goes on the free list with its pages: the next handshake takes
+ * the slot freed last, still resident (no madvise and page faults per
+ * handshake in a storm); tc_lwsmem_trim() gives free slots' pages back. */
 static void slot_release(unsigned char *p)
 {
 	uint32_t i = (uint32_t)((size_t)(p - region) >> SLOT_SHIFT);
-	size_t bytes = (used[i] + page_size - 1) & ~(page_size - 1);
-	madvise(p, bytes, MADV_DONTNEED);
 	used[i] = 0;
 	free_list[nfree++] = i;
 	in_use--;
@@ -76,6 +79,8 @@ static void *lws_mem(void *ptr, size_t size, const char *reason)
 		if (size && size <= SLOT_SIZE) {
 			if (size > used[i])
 				used[i] = (uint32_t)size;
+			if (dirty[i] < used[i])
+				dirty[i] = used[i];
 			return ptr;
 		}
 		void *moved = NULL;
@@ -121,7 +126,25 @@ void tc_lwsmem_shutdown(void)
 	region = NULL;
 	nfree = fresh = 0;
 	in_use = 0;
+	memset(dirty, 0, sizeof(dirty));
 #endif
+}
+
+size_t tc_lwsmem_trim(void)
+{
+	size_t given = 0;
+#ifndef TC_LWSMEM_OFF
+	for (uint32_t k = 0; k < nfree; k++) {
+		uint32_t i = free_list[k];
+		if (!dirty[i])
+			continue;
+		size_t bytes = (dirty[i] + page_size - 1) & ~(page_size - 1);
+		madvise(region + ((size_t)i << SLOT_SHIFT), bytes, MADV_DONTNEED);
+		dirty[i] = 0;
+		given += bytes;
+	}
+#endif
+	return given;
 }
 
 size_t tc_lwsmem_slots_in_use(void)
