@@ -69,20 +69,20 @@ static void adopt_waiting(struct tc_handshakes *h)
 	}
 }
 
-static void on_pump(uv_check_t *c)
+static void on_pump(uv_idle_t *c)
 {
 	struct tc_handshakes *h = c->data;
 	if (h->polling)
 		accept_all(h); /* between two of lws' batches too */
 	adopt_waiting(h);
 	if (!h->waiting.count)
-		uv_check_stop(&h->pump);
+		uv_idle_stop(&h->pump);
 }
 
 static void pump_soon(struct tc_handshakes *h)
 {
 	if (h->waiting.count)
-		uv_check_start(&h->pump, on_pump);
+		uv_idle_start(&h->pump, on_pump);
 }
 
 /* Takes every connection the kernel has ready: none waits in the backlog,
@@ -197,7 +197,7 @@ void tc_handshakes_init(struct tc_handshakes *h, uv_loop_t *loop, uint64_t timeo
 {
 	*h = (struct tc_handshakes){ .fd = -1, .timeout_ms = timeout_ms, .max_waiting = max_waiting };
 	uv_timer_init(loop, &h->timer);
-	uv_check_init(loop, &h->pump);
+	uv_idle_init(loop, &h->pump);
 	h->timer.data = h->pump.data = h;
 }
 
@@ -272,7 +272,7 @@ void tc_handshakes_close(struct tc_handshakes *h)
 		h->fd = -1;
 	}
 	uv_timer_stop(&h->timer);
-	uv_check_stop(&h->pump);
+	uv_idle_stop(&h->pump);
 	uv_close((uv_handle_t *)&h->timer, NULL);
 	uv_close((uv_handle_t *)&h->pump, NULL);
 }

@@ -40,7 +40,8 @@ struct tc_handshakes {
 	uv_poll_t poll;           /**< its readiness */
 	bool polling;
 	uv_timer_t timer;         /**< drops what is past its deadline; retries accept after EMFILE */
-	uv_check_t pump;          /**< hands waiting connections to lws after each loop iteration */
+	uv_idle_t pump;           /**< hands waiting connections to lws each loop iteration; while
+	                           *   any wait, the loop polls without blocking */
 	struct tc_dlist waiting;  /**< accepted, not yet adopted (oldest first) */
 	struct tc_dlist in_lws;   /**< adopted, request not arrived (oldest first) */
 	uint64_t timeout_ms;
