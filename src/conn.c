@@ -152,6 +152,13 @@ const struct tc_session_io tc__conn_json_io = {
 
 /* ---- creation and destruction ------------------------------------------------------------ */
 
+/* A connection opened or closed: tc__conn_trim_heap() waits for these to settle. */
+static void note_churn(struct tc_server *srv)
+{
+	srv->churn++;
+	srv->churn_at = uv_now(srv->loop);
+}
+
 struct tc_conn *tc__conn_new(struct tc_server *srv, struct lws *wsi, enum tc_conn_kind kind,
 			     const char *thread, const struct tc_session_io *io, enum tc_spelling sp)
 {
@@ -166,8 +173,7 @@ struct tc_conn *tc__conn_new(struct tc_server *srv, struct lws *wsi, enum tc_con
 	tc_dlist_push_head(&srv->conns, &c->link);
 	srv->nws += kind == TC_CONN_WS;
 	srv->nsse += kind == TC_CONN_SSE;
-	srv->churn++;
-	srv->churn_at = uv_now(srv->loop);
+	note_churn(srv);
 	return c;
 }
 
@@ -190,8 +196,7 @@ void tc__conn_destroy(struct tc_conn *c)
 	tc_bufq_clear(&c->out);
 	free(c->rx);
 	free(c);
-	srv->churn++;
-	srv->churn_at = uv_now(srv->loop);
+	note_churn(srv);
 	tc__server_conn_gone(srv);
 }
 
@@ -209,10 +214,10 @@ void tc__conn_destroy(struct tc_conn *c)
 #define TRIM_MIN_CHURN 64
 #define TRIM_SETTLE_MS 1000
 
-bool tc__conn_trim_heap(struct tc_server *srv, uint64_t now)
+void tc__conn_trim_heap(struct tc_server *srv, uint64_t now)
 {
 	if (srv->churn < TRIM_MIN_CHURN || now - srv->churn_at < TRIM_SETTLE_MS)
-		return false;
+		return;
 	srv->churn = 0;
 	uint64_t t0 = uv_hrtime();
 	size_t slots = tc_lwsmem_trim();
@@ -221,5 +226,4 @@ bool tc__conn_trim_heap(struct tc_server *srv, uint64_t now)
 #endif
 	tc_log(TC_LOG_DEBUG, "heap trimmed", TC_LI("us", (long long)((uv_hrtime() - t0) / 1000)),
 	       TC_LI("header_table_bytes", (long long)slots), TC_LI("connections", (long long)srv->conns.count));
-	return true;
 }

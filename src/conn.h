@@ -203,9 +203,9 @@ void tc__conn_update_rx(struct tc_conn *c);
 /**
  * Gives the heap's free pages back to the kernel once a burst of
  * connections opening or closing has settled (called from a periodic
- * timer with the loop's time). Returns whether it trimmed.
+ * timer with the loop's time).
  */
-bool tc__conn_trim_heap(struct tc_server *srv, uint64_t now);
+void tc__conn_trim_heap(struct tc_server *srv, uint64_t now);
 
 /**
  * After a write: resumes reading once the queue is under a quarter of its

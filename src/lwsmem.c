@@ -44,6 +44,14 @@ static bool in_region(const void *p)
 	       (const unsigned char *)p < region + (size_t)NSLOTS * SLOT_SIZE;
 }
 
+/* The slot's size now, and the most it has written since its pages were last given back. */
+static void set_used(uint32_t i, size_t size)
+{
+	used[i] = (uint32_t)size;
+	if (dirty[i] < used[i])
+		dirty[i] = used[i];
+}
+
 static void *slot_take(size_t size)
 {
 	uint32_t i;
@@ -53,9 +61,7 @@ static void *slot_take(size_t size)
 		i = fresh++;
 	else
 		return NULL;
-	used[i] = (uint32_t)size;
-	if (dirty[i] < used[i])
-		dirty[i] = used[i];
+	set_used(i, size);
 	in_use++;
 	return region + ((size_t)i << SLOT_SHIFT);
 }
@@ -78,9 +84,7 @@ static void *lws_mem(void *ptr, size_t size, const char *reason)
 		uint32_t i = (uint32_t)((size_t)(p - region) >> SLOT_SHIFT);
 		if (size && size <= SLOT_SIZE) {
 			if (size > used[i])
-				used[i] = (uint32_t)size;
-			if (dirty[i] < used[i])
-				dirty[i] = used[i];
+				set_used(i, size);
 			return ptr;
 		}
 		void *moved = NULL;

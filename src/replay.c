@@ -585,8 +585,7 @@ struct tc_replay *tc_replay_start(const struct tc_replay_start *s)
 	struct tc_replay *rp = tc_scratch_zalloc(sizeof(*rp));
 	rp->cfg = s->cfg;
 	rp->redis = s->redis;
-	size_t tlen = strlen(s->thread);
-	rp->thread = memcpy(tc_scratch_alloc(tlen + 1), s->thread, tlen + 1);
+	rp->thread = tc_scratch_strdup(s->thread);
 	rp->member = s->member;
 	rp->fresh_member = s->fresh_member;
 	rp->kind = s->kind;

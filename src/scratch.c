@@ -29,13 +29,11 @@
 #define NCLASSES (TC_SCRATCH_MAX / 16)
 
 struct chunk {
-	struct chunk *next, *prev; /* on its class's list of chunks with room */
+	struct chunk *next, *prev; /* on its class's list while it has room */
 	void *free;                /* freed objects, linked through their first word */
-	uint32_t size;             /* of its objects: a multiple of 16 */
+	uint32_t cls;              /* its objects are (cls + 1) * 16 bytes */
 	uint32_t used;             /* objects handed out and not freed */
 	uint32_t bump;             /* offset of the first object never handed out */
-	uint32_t cls;
-	bool listed;
 };
 _Static_assert(sizeof(struct chunk) <= HEADER, "a chunk's header fits before its objects");
 
@@ -52,6 +50,17 @@ static bool in_region(const void *p)
 	       (const unsigned char *)p < region + (size_t)NCHUNKS * CHUNK_SIZE;
 }
 
+static uint32_t object_size(const struct chunk *c)
+{
+	return (c->cls + 1) * 16;
+}
+
+/* Whether it has no room: nothing freed to reuse, no object left never handed out. */
+static bool full(const struct chunk *c)
+{
+	return !c->free && c->bump + object_size(c) > CHUNK_SIZE;
+}
+
 static void list(struct chunk *c)
 {
 	c->prev = NULL;
@@ -59,7 +68,6 @@ static void list(struct chunk *c)
 	if (c->next)
 		c->next->prev = c;
 	room[c->cls] = c;
-	c->listed = true;
 }
 
 static void unlist(struct chunk *c)
@@ -71,7 +79,6 @@ static void unlist(struct chunk *c)
 	if (c->next)
 		c->next->prev = c->prev;
 	c->next = c->prev = NULL;
-	c->listed = false;
 }
 
 static struct chunk *chunk_new(uint32_t cls)
@@ -84,7 +91,7 @@ static struct chunk *chunk_new(uint32_t cls)
 	else
 		return NULL;
 	struct chunk *c = (struct chunk *)(region + ((size_t)i << CHUNK_SHIFT));
-	*c = (struct chunk){ .size = (cls + 1) * 16, .bump = HEADER, .cls = cls };
+	*c = (struct chunk){ .cls = cls, .bump = HEADER };
 	list(c);
 	chunks++;
 	return c;
@@ -114,12 +121,12 @@ void *tc_scratch_alloc(size_t size)
 		c->free = *(void **)p;
 	} else {
 		p = (unsigned char *)c + c->bump;
-		c->bump += c->size;
+		c->bump += object_size(c);
 	}
 	c->used++;
 	objects++;
-	if (!c->free && c->bump + c->size > CHUNK_SIZE)
-		unlist(c); /* full */
+	if (full(c))
+		unlist(c);
 	return p;
 }
 
@@ -130,6 +137,12 @@ void *tc_scratch_zalloc(size_t size)
 	return p;
 }
 
+char *tc_scratch_strdup(const char *s)
+{
+	size_t n = strlen(s) + 1;
+	return memcpy(tc_scratch_alloc(n), s, n);
+}
+
 void tc_scratch_free(void *p)
 {
 	if (!in_region(p)) {
@@ -137,12 +150,12 @@ void tc_scratch_free(void *p)
 		return;
 	}
 	struct chunk *c = (struct chunk *)((uintptr_t)p & ~(uintptr_t)(CHUNK_SIZE - 1));
+	if (full(c))
+		list(c); /* it has room again */
 	*(void **)p = c->free;
 	c->free = p;
 	c->used--;
 	objects--;
-	if (!c->listed)
-		list(c);
 	/* Empty: released, unless it is the only chunk of its class. */
 	if (c->used == 0 && (room[c->cls] != c || c->next))
 		chunk_release(c);

@@ -37,6 +37,8 @@ void tc_scratch_shutdown(void);
 void *tc_scratch_alloc(size_t size);
 /** size bytes, zeroed. */
 void *tc_scratch_zalloc(size_t size);
+/** A copy of the string s. */
+char *tc_scratch_strdup(const char *s);
 /** Frees p from tc_scratch_alloc() (or from malloc); NULL is ignored. */
 void tc_scratch_free(void *p);
 

@@ -153,15 +153,6 @@ static int write_close_frame(struct tc_conn *c)
 /* A frame ws_flush coalesces is below 64 KiB: its header (tc_ws_frame_header) takes at most 4 bytes. */
 #define WS_HEADER_MAX 4
 
-/*
- * Writes queued WebSocket frames. A frame alone goes through lws_write from
- * its own buffer (it has LWS_PRE headroom for the header); several are framed
- * here into one buffer and leave in one raw write, so the client's side pays
- * per segment less too. Stops when lws had to keep part of a write
- * (lws_partial_buffered(): a flag, where lws_send_pipe_choked() costs a
- * poll()); lws finishes that part before it calls WRITEABLE again.
- * Returns -1 on a write error.
- */
 /* The PING on_idle asked for, when nothing is half written. */
 static int write_ping(struct tc_conn *c)
 {
@@ -174,6 +165,15 @@ static int write_ping(struct tc_conn *c)
 	return lws_write(c->wsi, buf + LWS_PRE, 1, LWS_WRITE_PING) < 0 ? -1 : 0;
 }
 
+/*
+ * Writes queued WebSocket frames. A frame alone goes through lws_write from
+ * its own buffer (it has LWS_PRE headroom for the header); several are framed
+ * here into one buffer and leave in one raw write, so the client's side pays
+ * per segment less too. Stops when lws had to keep part of a write
+ * (lws_partial_buffered(): a flag, where lws_send_pipe_choked() costs a
+ * poll()); lws finishes that part before it calls WRITEABLE again.
+ * Returns -1 on a write error.
+ */
 static int ws_flush(struct tc_conn *c)
 {
 	static unsigned char buf[LWS_PRE + TC_WS_COALESCE_MAX];
@@ -214,7 +214,6 @@ static size_t frame_max(struct tc_buf *b)
 {
 	return is_event(b) ? tc_deflate_frame_max(b->len) : TC_WS_FRAME_HEADER_MAX + b->len;
 }
-
 
 /*
  * One queued frame into out (frame_max(b) bytes of room): an event

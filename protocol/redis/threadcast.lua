@@ -229,7 +229,6 @@ local function store(tid, events, o, now)
     last = n
     redis.call('HSET', k_meta, 'epoch', epoch, 'run_seq', 1, 'run_id', epoch .. '-1', 'seq', n,
                'expires_at', now_ms + ttl_s * 1000, 'ttl', ttl)
-    redis.call('EXPIRE', k_meta, ttl)
   else
     last = redis.call('HINCRBY', k_meta, 'seq', n)
   end
@@ -290,6 +289,7 @@ local function store(tid, events, o, now)
   -- an eighth of the TTL has passed (or the TTL asked for changed).
   local expires_at = tonumber(m[2])
   if not m[1] then
+    redis.call('EXPIRE', k_meta, ttl)
     redis.call('EXPIRE', k_events, ttl) -- made by this call's XADD
   elseif m[3] ~= ttl or not expires_at or expires_at - now_ms < ttl_s * 875 then
     for _, k in ipairs({ k_meta, k_events, pre .. 'tree', pre .. 'values', pre .. 'interrupts' }) do

@@ -32,7 +32,7 @@ async function workload(tc, redis) {
   await agent.kill('SIGTERM');
   const gone = await connect(tc.url('vg2'));
   gone.sendRaw(JSON.stringify({ id: 9, method: 'state.get', params: { namespace: [] } })); // left waiting
-  return { agent, s };
+  return { s };
 }
 
 test('valgrind: no errors, no leaks after WebSockets, SSE, commands, replay and a drain', { timeout: 180000 }, async () => {
