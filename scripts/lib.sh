@@ -59,28 +59,49 @@ tc_port_of() {
   echo "$port"
 }
 
-# Prints a TCP port on 127.0.0.1 that nothing listens on.
+# Prints a TCP port on 127.0.0.1 that nothing listens on, outside the kernel's
+# ephemeral range: a port from inside it can meanwhile become the local port of
+# some outgoing connection (tests running beside this make thousands), and a
+# listener then fails to bind it.
 tc_free_port() {
-  local p
+  local lo=32768 hi=60999 base span p
+  read -r lo hi </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || true
+  if [ "$lo" -gt 11024 ]; then base=10000 span=$((lo - 10000))
+  else base=$((hi + 1)) span=$((65535 - hi)); fi
   for _ in $(seq 1 200); do
-    p=$(( 20000 + RANDOM % 30000 ))
+    p=$(( base + (RANDOM * 32768 + RANDOM) % span ))
     if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then echo "$p"; return 0; fi
   done
   return 1
 }
 
 # Starts redis-server on a free port in a temp dir; sets TC_REDIS_PID, TC_REDIS_PORT, TC_REDIS_DIR.
+# Another port is tried when the chosen one was taken meanwhile; a slow start
+# is waited for as long as the server lives (up to 60 s).
 tc_start_redis() {
   TC_REDIS_DIR=$(mktemp -d -t threadcast-redis.XXXXXX)
-  TC_REDIS_PORT=$(tc_free_port)
-  redis-server --port "$TC_REDIS_PORT" --bind 127.0.0.1 --dir "$TC_REDIS_DIR" \
-    --save '' --appendonly yes --daemonize no --logfile "$TC_REDIS_DIR/redis.log" &
-  TC_REDIS_PID=$!
-  for _ in $(seq 1 100); do
-    redis-cli -p "$TC_REDIS_PORT" ping >/dev/null 2>&1 && return 0
-    sleep 0.05
+  local log="$TC_REDIS_DIR/redis.log"
+  for _ in 1 2 3 4 5; do
+    TC_REDIS_PORT=$(tc_free_port) || break
+    : >"$log"
+    redis-server --port "$TC_REDIS_PORT" --bind 127.0.0.1 --dir "$TC_REDIS_DIR" \
+      --save '' --appendonly yes --daemonize no --logfile "$log" &
+    TC_REDIS_PID=$!
+    for _ in $(seq 1 1200); do
+      redis-cli -p "$TC_REDIS_PORT" ping >/dev/null 2>&1 && return 0
+      kill -0 "$TC_REDIS_PID" 2>/dev/null || break
+      sleep 0.05
+    done
+    if kill -0 "$TC_REDIS_PID" 2>/dev/null; then
+      echo "redis-server on port $TC_REDIS_PORT did not answer PING within 60 s" >&2
+      break
+    fi
+    wait "$TC_REDIS_PID" 2>/dev/null || true
+    TC_REDIS_PID=
+    grep -q 'Address already in use' "$log" || break
   done
-  echo "redis-server did not start; see $TC_REDIS_DIR/redis.log" >&2
+  echo "redis-server did not start; the end of its log:" >&2
+  tail -20 "$log" >&2
   return 1
 }
 

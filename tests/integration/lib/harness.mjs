@@ -19,16 +19,35 @@ export const threadcastBin =
 
 const running = new Set();
 
-export function freePort() {
-  return new Promise((resolve, reject) => {
+// Ports are picked outside the kernel's ephemeral range: a port from inside it
+// (what listen(0) hands out) can become the local port of some outgoing
+// connection between being picked and being bound — the storm tests running
+// beside make thousands — and the server then fails to bind it.
+const portRange = (() => {
+  let lo = 32768, hi = 60999;
+  try {
+    [lo, hi] = readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/).map(Number);
+  } catch { /* the default range */ }
+  return lo > 11024 ? [10000, lo - 10000] : [hi + 1, 65535 - hi];
+})();
+
+function tryListen(port) {
+  return new Promise((resolve) => {
     const srv = net.createServer();
     srv.unref();
-    srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address();
-      srv.close(() => resolve(port));
-    });
+    srv.once('error', () => resolve(false));
+    srv.listen(port, '127.0.0.1', () => srv.close(() => resolve(true)));
   });
+}
+
+/** A TCP port on 127.0.0.1 that nothing is bound to, outside the ephemeral range. */
+export async function freePort() {
+  const [base, span] = portRange;
+  for (let i = 0; i < 200; i++) {
+    const port = base + Math.floor(Math.random() * span);
+    if (await tryListen(port)) return port;
+  }
+  throw new Error('no free port found');
 }
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -58,13 +77,27 @@ function exited(proc) {
 /** Starts redis-server on a free port in a fresh temp dir. */
 export async function startRedis({ appendonly = false, port, dir, extra = [] } = {}) {
   dir = dir || mkdtempSync(path.join(tmpdir(), 'tc-redis-'));
-  port = port || (await freePort());
-  const args = ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir,
-    '--save', '', '--appendonly', appendonly ? 'yes' : 'no', '--daemonize', 'no', ...extra];
-  const proc = track(spawn('redis-server', args, { stdio: ['ignore', 'pipe', 'pipe'] }));
-  let out = '';
-  proc.stdout.on('data', (d) => { out += d; });
-  await waitUntil(() => out.includes('Ready to accept connections'), 5000, 'redis-server');
+  const fixedPort = port;
+  let proc, out;
+  // Another port is tried when the chosen one was taken meanwhile (unless the
+  // caller chose it).
+  for (let attempt = 1; ; attempt++) {
+    port = fixedPort || (await freePort());
+    const args = ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir,
+      '--save', '', '--appendonly', appendonly ? 'yes' : 'no', '--daemonize', 'no', ...extra];
+    proc = track(spawn('redis-server', args, { stdio: ['ignore', 'pipe', 'pipe'] }));
+    out = '';
+    proc.stdout.on('data', (d) => { out += d; });
+    proc.stderr.on('data', (d) => { out += d; });
+    let closed = false;
+    const streamsClosed = new Promise((r) => proc.once('close', () => { closed = true; r(); }));
+    await waitUntil(() => out.includes('Ready to accept connections') || closed, 30000, 'redis-server');
+    if (out.includes('Ready to accept connections')) break;
+    await streamsClosed; // its last words read
+    if (fixedPort || attempt === 5 || !/Address already in use/.test(out)) {
+      throw new Error(`redis-server on port ${port} exited: ${out.slice(-2000)}`);
+    }
+  }
   return {
     port,
     dir,
