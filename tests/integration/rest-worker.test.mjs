@@ -119,6 +119,10 @@ async function result(thread, method, params) {
 
 const called = (op, runId) => calls.filter((c) => c.op === op && c.args.run_id === runId);
 const finished = (runId, ms = 20000) => waitUntil(() => called('run.finished', runId)[0]?.args, ms, `run.finished of ${runId}`);
+// run.finished is reported before the run's last events are appended (a
+// client whose stream just ended must find the run finished); the worker
+// releases the thread after them. What a run appended is read once it has.
+const released = (t) => waitUntil(async () => (await rc.cmd('GET', `tc:{${t}}:lg:lock`)) === null, 10000, `thread ${t} released`);
 const rootLifecycle = (events) => events.filter((e) => e.method === 'lifecycle' && e.params.namespace.length === 0);
 
 describe('REST runs', () => {
@@ -126,6 +130,7 @@ describe('REST runs', () => {
     const t = 'rw-ok';
     await restRun(t, 'run-ok-1', { input: { text: 'hello' }, metadata: { who: 'test' } });
     const fin = await finished('run-ok-1');
+    await released(t);
     assert.deepEqual(fin, { run_id: 'run-ok-1', status: 'success', values: { text: 'hello', log: ['first saw hello', 'second done'] }, interrupts: {}, next: [] });
     const [started] = called('run.started', 'run-ok-1');
     assert.deepEqual(started.args, { run_id: 'run-ok-1', after_seq: 0 });
@@ -147,7 +152,7 @@ describe('REST runs', () => {
     assert.equal(called('run.started', 'run-ok-2')[0].args.after_seq, events.at(-1).seq);
     // The lock is released and the entries acknowledged. (run.finished is reported first,
     // while the worker still holds the thread: the release follows the run's end.)
-    await waitUntil(async () => (await rc.cmd('GET', `tc:{${t}}:lg:lock`)) === null, 5000, 'the lock released');
+    await released(t);
     await waitUntil(async () => (await rc.cmd('XPENDING', stream('steps'), 'workers'))[0] === 0, 5000, 'the entries acknowledged');
   });
 
@@ -160,6 +165,7 @@ describe('REST runs', () => {
     const [[taskId, list]] = Object.entries(fin.interrupts);
     assert.match(taskId, /^[0-9a-f-]{36}$/);
     assert.deepEqual(list.map((i) => i.value), [{ question: 'go on?' }]);
+    await released(t);
     assert.equal(rootLifecycle(await storedEvents(rc, t)).at(-1).params.data.event, 'interrupted');
     const state = await result(t, 'rest.state.get', {});
     assert.deepEqual(state.next, ['second']);
@@ -189,6 +195,7 @@ describe('REST runs', () => {
     const fin = await finished('run-fail-1');
     assert.equal(fin.status, 'error');
     assert.deepEqual(fin.error, { error: 'Error', message: 'the second step failed on purpose' });
+    await released(t);
     const root = rootLifecycle(await storedEvents(rc, t));
     assert.equal(root.at(-1).params.data.event, 'failed');
     assert.equal(root.at(-1).params.data.error, 'the second step failed on purpose');
@@ -198,6 +205,7 @@ describe('REST runs', () => {
     assert.deepEqual(bad.error, { error: 'InputError', message: 'command.goto must be a node name or {node, input}' });
     await restRun(t, 'run-fail-3', { input: null, checkpoint_id: 'nope' });
     assert.equal((await finished('run-fail-3')).error.message, 'thread "rw-fail" has no checkpoint "nope"');
+    await released(t);
     assert.equal(rootLifecycle(await storedEvents(rc, t)).filter((e) => e.params.data.runId === 'run-fail-3').length, 1);
   });
 
@@ -210,6 +218,7 @@ describe('REST runs', () => {
     assert.equal(fin.status, 'interrupted');
     assert.equal(fin.rollback, undefined);
     assert.deepEqual(fin.values.log, ['first saw slow please']);
+    await released(t);
     const end = rootLifecycle(await storedEvents(rc, t)).at(-1);
     assert.deepEqual(end.params.data, { event: 'interrupted', graph_name: 'steps', cancelled: true, action: 'interrupt' });
     assert.deepEqual((await result(t, 'rest.state.get', {})).values.log, ['first saw slow please']);
@@ -256,6 +265,7 @@ describe('REST runs across workers, stateless runs', () => {
       // A cancel for a run that is over changes nothing.
       await restRun(t, 'run-fw-2', { input: { text: 'quick' } });
       await finished('run-fw-2');
+      await released(t);
       await restCancel(t, 'run-fw-1', 'rollback', 'steps-b');
       await waitUntil(() => other.logs.filter((l) => l.msg === 'rest.cancel for a run that is not running').length === 1, 10000, 'the stale cancel');
       assert.deepEqual((await result(t, 'rest.state.get', {})).values.log, ['first saw quick', 'second done']);
@@ -267,6 +277,7 @@ describe('REST runs across workers, stateless runs', () => {
   test('a temporary run with on_completion delete leaves no checkpoints; "keep" keeps them', async () => {
     await restRun('rw-temp', 'run-temp-1', { input: { text: 'gone' }, temporary: true, on_completion: 'delete' });
     assert.equal((await finished('run-temp-1')).status, 'success');
+    await released('rw-temp');
     for (const k of ['idx', 'cp', 'blobs', 'widx', 'w', 'run', 'undo']) assert.equal(await rc.cmd('EXISTS', `tc:{rw-temp}:lg:${k}`), 0, k);
     assert.ok((await storedEvents(rc, 'rw-temp')).length > 0, 'its events stay for the streams that read them');
     await restRun('rw-temp-kept', 'run-temp-2', { input: { text: 'kept' }, temporary: true, on_completion: 'keep' });
@@ -336,6 +347,7 @@ describe('REST state through the bridge', () => {
     const t = 'rw-update';
     await restRun(t, 'run-u-1', { input: { text: 'u' } });
     await finished('run-u-1');
+    await released(t);
     const { checkpoint } = await result(t, 'rest.state.update', { values: { text: 'edited', log: ['edit'] }, as_node: 'second' });
     assert.deepEqual(Object.keys(checkpoint).sort(), ['checkpoint_id', 'checkpoint_ns', 'thread_id']);
     assert.equal(checkpoint.thread_id, t);
