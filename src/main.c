@@ -21,6 +21,7 @@
 #include "lwsmem.h"
 #include "scratch.h"
 #include "redis.h"
+#include "replay.h"
 #include "server.h"
 #include "util.h"
 
@@ -50,6 +51,7 @@ static void app_stop(void *arg)
 	app->stopping = true;
 	tc_log0(TC_LOG_INFO, "stopping");
 	tc_server_stop(app->server);
+	tc_replay_holds_stop(app->env.holds);
 	tc_bridge_stop(app->bridge);
 	tc_redis_stop(app->redis);
 	uv_close((uv_handle_t *)&app->sigint, NULL);
@@ -153,12 +155,16 @@ int main(int argc, char **argv)
 	app.hub = tc_hub_new(&app.cfg, app.redis);
 	app.bridge = tc_bridge_new(&app.loop, &app.cfg, app.redis);
 	app.env = (struct tc_session_env){ .cfg = &app.cfg, .hub = app.hub, .redis = app.redis,
-					   .bridge = app.bridge, .auth = auth };
+					   .bridge = app.bridge, .auth = auth,
+					   .holds = tc_replay_holds_new(&app.loop) };
 	app.server = tc_server_new(&app.loop, &app.env);
 	if (!app.server) {
 		tc_bridge_stop(app.bridge);
 		tc_redis_stop(app.redis);
 		uv_run(&app.loop, UV_RUN_DEFAULT);
+		tc_replay_holds_stop(app.env.holds);
+		uv_run(&app.loop, UV_RUN_DEFAULT);
+		tc_replay_holds_free(app.env.holds);
 		tc_bridge_free(app.bridge);
 		tc_hub_free(app.hub);
 		tc_auth_free(auth);
@@ -185,6 +191,7 @@ int main(int argc, char **argv)
 	uv_run(&app.loop, UV_RUN_DEFAULT);
 
 	tc_server_free(app.server);
+	tc_replay_holds_free(app.env.holds);
 	tc_bridge_free(app.bridge);
 	tc_hub_free(app.hub);
 	tc_redis_free(app.redis);

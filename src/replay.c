@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dlist.h"
 #include "log.h"
 #include "metrics.h"
 #include "scratch.h"
@@ -60,7 +61,18 @@ struct tc_replay {
 	struct tc_bufq baseline; /* subscribe: values snapshots, sent after the answer */
 	struct tc_bufq prefetch; /* subscribe: the whole replay, when small */
 	bool prefetch_ok;
+	bool run_over;           /* subscribe: the replay holds the end of the run */
+	struct tc_replay_holds *holds;
+	struct tc_dlink held;    /* on holds->held while its answer waits */
+	uint64_t hold_since;     /* uv_now() of the last frame it served or was nudged by */
+	uint64_t hold_max;       /* uv_now() past which it is not held (0: never held) */
 	struct tc_redis_waiter waiter;
+};
+
+struct tc_replay_holds {
+	uv_timer_t timer;
+	struct tc_dlist held; /* replays whose answer waits */
+	bool stopping;
 };
 
 static void advance(struct tc_replay *rp);
@@ -81,6 +93,10 @@ void tc_replay_free(struct tc_replay *rp)
 {
 	if (!rp)
 		return;
+	/* Held only between Redis replies: off the list now, as the holds may
+	 * be gone by the time a reply still in flight frees it. */
+	if (rp->holds)
+		tc_dlist_remove(&rp->holds->held, &rp->held);
 	if (rp->in_flight) {
 		rp->cancelled = true; /* the reply callback frees it */
 		tc_redis_wait_cancel(rp->redis, &rp->waiter);
@@ -261,6 +277,7 @@ static void on_meta(struct tc_redis *r, redisReply *reply, void *priv)
 		return;
 	}
 	rp->head = m.seq;
+	rp->run_over = m.run_over;
 	memcpy(rp->epoch, m.epoch, m.epoch_len);
 	rp->epoch[m.epoch_len] = '\0';
 	rp->run_seq = m.run_seq ? m.run_seq : 1;
@@ -353,7 +370,119 @@ static void answer_subscribe(struct tc_replay *rp)
 	advance(rp);
 }
 
-/* The count is done: answer, unless more subscriptions joined meanwhile. */
+/* ==== held answers (replay.h) ================================================================ */
+
+static void arm_holds(struct tc_replay_holds *h);
+
+/* Whether rp's answer waits for subscribes that may follow; it waits on h->held. */
+static bool hold(struct tc_replay *rp)
+{
+	struct tc_replay_holds *h = rp->holds;
+
+	if (!h || h->stopping || !rp->run_over || !rp->ops->may_hold || !rp->ops->may_hold(rp->ctx))
+		return false;
+	uint64_t now = uv_now(h->timer.loop);
+	if (!rp->hold_max)
+		rp->hold_max = now + TC_REPLAY_HOLD_MAX_MS;
+	if (now >= rp->hold_max)
+		return false;
+	/* Each wait starts at the last frame (the command served, or one that nudged). */
+	tc_dlist_push_tail(&h->held, &rp->held);
+	arm_holds(h);
+	return true;
+}
+
+static uint64_t hold_until(const struct tc_replay *rp, uint64_t since)
+{
+	uint64_t quiet = since + TC_REPLAY_HOLD_QUIET_MS;
+	return quiet < rp->hold_max ? quiet : rp->hold_max;
+}
+
+static void counted_all(struct tc_replay *rp);
+
+/* The held replay whose wait ends first; NULL when none waits. */
+static struct tc_replay *first_due(const struct tc_replay_holds *h, uint64_t *at)
+{
+	struct tc_replay *first = NULL;
+
+	*at = UINT64_MAX;
+	for (struct tc_dlink *n = h->held.head; n; n = n->next) {
+		struct tc_replay *rp = TC_DLIST_ENTRY(n, struct tc_replay, held);
+		uint64_t until = hold_until(rp, rp->hold_since);
+		if (until < *at || !first) {
+			first = rp;
+			*at = until;
+		}
+	}
+	return first;
+}
+
+static void on_holds_timer(uv_timer_t *t)
+{
+	struct tc_replay_holds *h = t->data;
+	uint64_t now = uv_now(t->loop), at;
+	struct tc_replay *rp;
+
+	/* A handful wait at a time; answering one may change the list. */
+	while ((rp = first_due(h, &at)) && at <= now) {
+		tc_dlist_remove(&h->held, &rp->held);
+		rp->hold_max = now; /* no second wait: answer */
+		counted_all(rp);
+	}
+	arm_holds(h);
+}
+
+static void arm_holds(struct tc_replay_holds *h)
+{
+	uint64_t at, now = uv_now(h->timer.loop);
+
+	if (!first_due(h, &at))
+		uv_timer_stop(&h->timer);
+	else
+		uv_timer_start(&h->timer, on_holds_timer, at > now ? at - now : 0, 0);
+}
+
+struct tc_replay_holds *tc_replay_holds_new(uv_loop_t *loop)
+{
+	struct tc_replay_holds *h = tc_xcalloc(1, sizeof(*h));
+	uv_timer_init(loop, &h->timer);
+	h->timer.data = h;
+	return h;
+}
+
+void tc_replay_holds_stop(struct tc_replay_holds *h)
+{
+	struct tc_dlink *n;
+
+	h->stopping = true;
+	while ((n = h->held.head)) {
+		tc_dlist_remove(&h->held, n);
+		counted_all(TC_DLIST_ENTRY(n, struct tc_replay, held));
+	}
+	uv_close((uv_handle_t *)&h->timer, NULL);
+}
+
+void tc_replay_holds_free(struct tc_replay_holds *h)
+{
+	if (!h)
+		return;
+	assert(!h->held.head);
+	free(h);
+}
+
+void tc_replay_nudge(struct tc_replay *rp)
+{
+	struct tc_replay_holds *h = rp->holds;
+
+	if (!h || !tc_dlist_linked(&h->held, &rp->held))
+		return;
+	tc_dlist_remove(&h->held, &rp->held);
+	rp->hold_since = uv_now(h->timer.loop);
+	counted_all(rp); /* gathers what arrived, or answers (rp may be gone after) */
+	arm_holds(h);
+}
+
+/* The count is done: answer, unless more subscriptions joined meanwhile or may still join. */
 static void counted_all(struct tc_replay *rp)
 {
 	if (rp->ops->gather && rp->ops->gather(rp->ctx)) {
@@ -365,6 +494,8 @@ static void counted_all(struct tc_replay *rp)
 		advance(rp);
 		return;
 	}
+	if (hold(rp))
+		return;
 	answer_subscribe(rp);
 }
 
@@ -595,6 +726,8 @@ struct tc_replay *tc_replay_start(const struct tc_replay_start *s)
 	rp->ctx = s->ctx;
 	rp->waiter.fn = on_redis_back;
 	rp->reconnect = s->reconnect;
+	rp->holds = s->holds;
+	rp->hold_since = s->holds ? uv_now(s->holds->timer.loop) : 0;
 	if (s->from) {
 		rp->has_from = true;
 		rp->from = *s->from;

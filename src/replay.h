@@ -35,6 +35,7 @@
 #include <cjson/cJSON.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <uv.h>
 
 #include "buf.h"
 #include "config.h"
@@ -90,7 +91,45 @@ struct tc_replay_ops {
 	bool (*gather)(void *ctx);
 	/** Optional. A subscribe counts this event (or values snapshot) as replayed. */
 	void (*tally)(void *ctx, const struct tc_event_key *key);
+	/**
+	 * Optional. A subscribe whose replay holds the end of the run asks,
+	 * with nothing gathered, whether to hold its answer for subscribes
+	 * that may still be on their way (see struct tc_replay_holds): true
+	 * when the session has nothing else to serve after it.
+	 */
+	bool (*may_hold)(void *ctx);
 };
+
+/**
+ * Subscribe answers held back, briefly, for the subscribes that follow.
+ *
+ * A 0.0.21 client (the official SDK) sends several subscribes at once —
+ * after a reconnect, one per subscription it had — and takes a run's end
+ * as the end of every subscription that matched it. Subscribes that arrive
+ * while one is served join its replay (ops->gather): one pass in seq order,
+ * the end last. But frames sent together can arrive apart (a client that
+ * compresses each on its own, a loaded machine); replayed one after
+ * another, a lifecycle subscription's replay would carry the run's end to
+ * the client ahead of the events a later subscription is owed, and the SDK
+ * would drop those. So a subscribe that has counted a replay holding the
+ * end of the run (the run is over) waits up to TC_REPLAY_HOLD_QUIET_MS
+ * after the connection's last frame, and at most TC_REPLAY_HOLD_MAX_MS in
+ * all, before it answers; a frame that arrives meanwhile ends the wait
+ * (tc_replay_nudge). One timer serves every held replay.
+ */
+#define TC_REPLAY_HOLD_QUIET_MS 10
+#define TC_REPLAY_HOLD_MAX_MS 50
+struct tc_replay_holds;
+
+/** The process' holds, on loop. */
+struct tc_replay_holds *tc_replay_holds_new(uv_loop_t *loop);
+/** Stopping: every held answer goes out now, none is held again; the timer is closed. */
+void tc_replay_holds_stop(struct tc_replay_holds *h);
+/** After the loop ended and every replay was freed. NULL is a no-op. */
+void tc_replay_holds_free(struct tc_replay_holds *h);
+
+/** A frame arrived for the session while rp serves it: a held answer stops waiting. */
+void tc_replay_nudge(struct tc_replay *rp);
 
 /** The request of a reconnect (or of a stream resumed from an event). */
 struct tc_replay_from {
@@ -116,6 +155,7 @@ struct tc_replay_start {
 	bool per_subscription;
 	const struct tc_replay_ops *ops;
 	void *ctx;
+	struct tc_replay_holds *holds;  /**< NULL: answers are never held */
 	bool reconnect;                 /**< else subscribe (replay the current run) */
 	const struct tc_replay_from *from; /**< reconnect: where the client is; NULL: the current run */
 };

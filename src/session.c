@@ -391,10 +391,18 @@ static bool replay_gather(void *ctx)
 	return true;
 }
 
+/* A 0.0.21 subscribe with nothing behind it may wait for the subscribes of its burst. */
+static bool replay_may_hold(void *ctx)
+{
+	struct tc_session *s = ctx;
+
+	return !s->closed && s->serving == SERVE_SUBSCRIBE && s->sp == TC_SPELL_021 && !s->pending;
+}
+
 static const struct tc_replay_ops replay_ops = {
 	.match = replay_match, .answer = replay_answer, .send = replay_send, .queued = replay_queued,
 	.fail = replay_fail, .close = replay_close, .done = replay_done, .gather = replay_gather,
-	.tally = replay_tally,
+	.tally = replay_tally, .may_hold = replay_may_hold,
 };
 
 void tc_session_on_drained(struct tc_session *s)
@@ -420,8 +428,8 @@ static void begin_replay(struct tc_session *s, enum serving what, uint64_t id,
 		.cfg = s->env->cfg, .redis = s->env->redis, .thread = s->thread_id,
 		.member = &s->member, .fresh_member = fresh, .kind = s->io->kind, .spelling = s->sp,
 		.per_subscription = s->sp == TC_SPELL_021,
-		.ops = &replay_ops, .ctx = s, .reconnect = what != SERVE_SUBSCRIBE && (what != SERVE_STREAM || from),
-		.from = from,
+		.ops = &replay_ops, .ctx = s, .holds = s->env->holds,
+		.reconnect = what != SERVE_SUBSCRIBE && (what != SERVE_STREAM || from), .from = from,
 	};
 	s->replay = tc_replay_start(&start);
 	if (!s->replay)
@@ -860,6 +868,8 @@ void tc_session_on_frame(struct tc_session *s, const char *data, size_t len)
 		s->reading = false;
 		s->io->set_reading(s->ctx, false);
 	}
+	if (s->replay)
+		tc_replay_nudge(s->replay); /* a held answer: gather this frame, or answer */
 }
 
 struct tc_session *tc_session_new(const struct tc_session_env *env, const char *thread_id,

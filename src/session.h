@@ -59,6 +59,7 @@ struct tc_session_env {
 	struct tc_redis *redis;
 	struct tc_bridge *bridge; /**< NULL: runtime commands answer not_supported */
 	struct tc_auth *auth;     /**< NULL: authentication is off */
+	struct tc_replay_holds *holds; /**< NULL: subscribe answers are never held (replay.h) */
 };
 
 /**

@@ -68,7 +68,7 @@ static void set_argv(struct tc_store_cmd *c, const char *const *argv)
 void tc_store_read_meta(struct tc_store_cmd *c, const char *thread)
 {
 	set_argv(c, (const char *[]){ "HMGET", tc_store_key(c->key, thread, TC_KEY_META), "seq",
-				      "epoch", "run_seq", "run_id", NULL });
+				      "epoch", "run_seq", "run_id", "run_status", NULL });
 }
 
 void tc_store_read_head(struct tc_store_cmd *c, const char *thread)
@@ -268,10 +268,10 @@ int tc_store_meta_parse(const redisReply *r, struct tc_store_meta *m)
 {
 	memset(m, 0, sizeof(*m));
 	m->epoch = "";
-	if (!r || r->type != REDIS_REPLY_ARRAY || (r->elements != 2 && r->elements != 4))
+	if (!r || r->type != REDIS_REPLY_ARRAY || (r->elements != 2 && r->elements != 5))
 		return -1;
 	const redisReply *seq = field(r, 0), *epoch = field(r, 1), *run_seq = field(r, 2),
-			 *run_id = field(r, 3);
+			 *run_id = field(r, 3), *status = field(r, 4);
 	/* A garbled number reads as 0, as if absent: the history then starts over. */
 	if (seq && leading_u64(seq->str, seq->len, &m->seq) < 0)
 		m->seq = 0;
@@ -285,6 +285,8 @@ int tc_store_meta_parse(const redisReply *r, struct tc_store_meta *m)
 		m->run_id = run_id->str;
 		m->run_id_len = run_id->len;
 	}
+	m->run_over = status && (!strcmp(status->str, "completed") || !strcmp(status->str, "failed") ||
+				 !strcmp(status->str, "interrupted"));
 	return 0;
 }
 

@@ -99,7 +99,7 @@ struct tc_store_append_opts {
 	const char *run;        /**< RUN id of a run that starts with this event */
 };
 
-/** HMGET meta seq epoch run_seq run_id (parse with tc_store_meta_parse). */
+/** HMGET meta seq epoch run_seq run_id run_status (parse with tc_store_meta_parse). */
 void tc_store_read_meta(struct tc_store_cmd *c, const char *thread);
 /** HMGET meta seq epoch: where the thread stands (tc_store_meta_parse). */
 void tc_store_read_head(struct tc_store_cmd *c, const char *thread);
@@ -193,6 +193,7 @@ struct tc_store_meta {
 	uint64_t run_seq;       /**< first seq of the current run (0 if unknown) */
 	const char *run_id;     /**< NULL when unknown */
 	size_t run_id_len;
+	bool run_over;          /**< the root lifecycle's latest status ends the run (read_meta) */
 };
 /** Parses the HMGET reply of either read; -1 when it is not one. */
 int tc_store_meta_parse(const redisReply *r, struct tc_store_meta *m);

@@ -184,6 +184,16 @@ test('unsubscribe during its own replay stops the delivery at once', async () =>
   await c.close();
 });
 
+/** Every reply came before any event; each event of the run once, in seq order; the end last. */
+async function oneReplay(c, run) {
+  await waitUntil(() => c.events.length >= run.length, 5000, 'the replay');
+  await sleep(100);
+  const firstEvent = c.frames.findIndex((f) => f.type === 'event');
+  assert.ok(c.frames.slice(firstEvent).every((f) => f.type === 'event'), 'no reply after the first event');
+  assert.deepEqual(c.events.map((e) => e.seq), run.map((_, i) => i + 1));
+  assert.equal(c.events.at(-1).params.data.event, 'completed');
+}
+
 // Bug 8: the official client resubscribes all its filters at once after a
 // reconnect and reacts to a run's end as soon as it sees it. Replayed one
 // subscription after another, the first one's replay carried the run's end
@@ -214,13 +224,7 @@ test('subscribes sent together are answered together, then one replay in seq ord
   assert.deepEqual(got.map((r) => r.type), ['success', 'success', 'success']);
   const matching = (channels) => run.filter((e) => channels.includes(e.method)).length;
   assert.deepEqual(got.map((r) => r.result.replayed_events), filters.map(matching));
-  await waitUntil(() => c.events.length >= run.length, 5000, 'the replay');
-  await sleep(100);
-  // Every reply before any event; each event once, in seq order; the end last.
-  const firstEvent = c.frames.findIndex((f) => f.type === 'event');
-  assert.ok(c.frames.slice(firstEvent).every((f) => f.type === 'event'), 'no reply after the first event');
-  assert.deepEqual(c.events.map((e) => e.seq), run.map((_, i) => i + 1));
-  assert.equal(c.events.at(-1).params.data.event, 'completed');
+  await oneReplay(c, run);
 
   // A bad one in the burst stops the joining: replies stay in command order.
   const d = await connect(`ws://127.0.0.1:${tc.port}/threads/${thread}/stream/events`);
@@ -233,6 +237,51 @@ test('subscribes sent together are answered together, then one replay in seq ord
   process.nextTick(() => d.ws._socket.uncork());
   await waitUntil(() => order.length >= 3, 5000, 'three replies');
   assert.deepEqual(order, [[1, 'success'], [2, 'error'], [3, 'success']]);
+  await c.close();
+  await d.close();
+});
+
+// Bug 8 again, under load: the SDK's three subscribes left its `ws` client
+// apart (each compressed on its own), the first was answered and replayed
+// before the others arrived, and the run's end reached the SDK first. A
+// subscribe whose replay holds the end of the run now waits a moment for
+// the rest of its burst.
+test('subscribes of one burst that arrive milliseconds apart are still replayed as one, the end last', async () => {
+  const thread = 'burst-subs-apart';
+  const ev = (method, data) => ({ method, params: { namespace: [], data } });
+  const run = [
+    ev('lifecycle', { event: 'started', graph_name: 'g' }),
+    ev('messages', { event: 'message-start', role: 'ai', id: 'm1' }),
+    ev('values', { n: 1 }),
+    ev('messages', { event: 'message-finish' }),
+    ev('lifecycle', { event: 'completed', graph_name: 'g' }),
+  ];
+  await produce(redis.url, thread, run);
+  const filters = [['lifecycle', 'input'], ['values', 'lifecycle', 'input'], ['messages', 'lifecycle', 'input']];
+  const c = await connect(`ws://127.0.0.1:${tc.port}/threads/${thread}/stream/events`);
+  const replies = filters.map((channels, i) => new Promise((res) => c.pending.set(i + 1, res)));
+  const send = (i) => c.ws.send(JSON.stringify({ id: i + 1, method: 'subscription.subscribe', params: { channels: filters[i] } }));
+  send(0);
+  await sleep(4); // the first one's replay (a few Redis round trips on loopback) is counted by now
+  send(1);
+  await sleep(1);
+  send(2);
+  const got = await Promise.all(replies);
+  assert.deepEqual(got.map((r) => r.type), ['success', 'success', 'success']);
+  await oneReplay(c, run);
+
+  // While the run goes on nothing waits: a lone subscribe is answered at once
+  // (its replay holds no end), here before a second one sent 200 ms later.
+  const live = 'burst-subs-live';
+  await produce(redis.url, live, run.slice(0, 2));
+  const d = await connect(`ws://127.0.0.1:${tc.port}/threads/${live}/stream/events`);
+  const order = [];
+  d.ws.on('message', (m) => { const f = JSON.parse(m); order.push(f.type === 'event' ? `event ${f.seq}` : `${f.type} ${f.id}`); });
+  d.ws.send(JSON.stringify({ id: 1, method: 'subscription.subscribe', params: { channels: ['lifecycle', 'messages'] } }));
+  await sleep(200);
+  d.ws.send(JSON.stringify({ id: 2, method: 'subscription.subscribe', params: { channels: ['values'] } }));
+  await waitUntil(() => order.includes('success 2'), 5000, 'the second reply');
+  assert.deepEqual(order.slice(0, 3), ['success 1', 'event 1', 'event 2']);
   await c.close();
   await d.close();
 });

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <uv.h>
 
 #include "config.h"
 #include "fake_redis.h"
@@ -24,6 +25,9 @@
 struct client {
 	struct tc_member m;
 	struct tc_filter *fresh, *old; /* NULL: none of that kind */
+	struct tc_filter *joined;      /* fresh too: a subscribe that joined the replay */
+	struct tc_filter *joining;     /* ... waiting to join at the next gather */
+	bool may_hold;                 /* what ops->may_hold answers */
 	uint64_t seqs[1100];
 	int nframes;
 	bool answered, failed, closed, done;
@@ -38,7 +42,8 @@ struct client {
 static bool c_match(void *ctx, const struct tc_event_key *k, enum tc_subs which)
 {
 	struct client *c = ctx;
-	bool f = c->fresh && tc_filter_match(c->fresh, k), o = c->old && tc_filter_match(c->old, k);
+	bool f = (c->fresh && tc_filter_match(c->fresh, k)) || (c->joined && tc_filter_match(c->joined, k)),
+	     o = c->old && tc_filter_match(c->old, k);
 	return which == TC_SUBS_FRESH ? f : which == TC_SUBS_OLD ? o : f || o;
 }
 
@@ -97,8 +102,24 @@ static void c_done(void *ctx)
 	c->rp = NULL;
 }
 
+static bool c_gather(void *ctx)
+{
+	struct client *c = ctx;
+	if (!c->joining)
+		return false;
+	c->joined = c->joining;
+	c->joining = NULL;
+	return true;
+}
+
+static bool c_may_hold(void *ctx)
+{
+	return ((struct client *)ctx)->may_hold;
+}
+
 static const struct tc_replay_ops c_ops = { .match = c_match, .answer = c_answer, .send = c_send,
-					    .queued = c_queued, .fail = c_fail, .close = c_close, .done = c_done };
+					    .queued = c_queued, .fail = c_fail, .close = c_close, .done = c_done,
+					    .gather = c_gather, .may_hold = c_may_hold };
 
 static void m_ready(struct tc_member *m)
 {
@@ -129,6 +150,9 @@ struct fixture {
 	struct tc_redis *redis;
 	struct tc_hub *hub;
 	struct client c;
+	uv_loop_t loop;
+	struct tc_replay_holds *holds; /* setup_holds: subscribe answers may be held */
+	bool holds_stopped;
 };
 
 static int setup_with(void **state, const char *max_replay)
@@ -155,15 +179,33 @@ static int setup_small(void **state)
 	return setup_with(state, "3");
 }
 
+static int setup_holds(void **state)
+{
+	setup_with(state, "100000");
+	struct fixture *fx = *state;
+	uv_loop_init(&fx->loop);
+	fx->holds = tc_replay_holds_new(&fx->loop);
+	return 0;
+}
+
 static int teardown(void **state)
 {
 	struct fixture *fx = *state;
 	tc_replay_free(fx->c.rp);
+	if (fx->holds) {
+		if (!fx->holds_stopped)
+			tc_replay_holds_stop(fx->holds);
+		uv_run(&fx->loop, UV_RUN_DEFAULT);
+		tc_replay_holds_free(fx->holds);
+		assert_int_equal(uv_loop_close(&fx->loop), 0);
+	}
 	tc_hub_detach(fx->hub, &fx->c.m);
 	fake_redis_free(fx->redis);
 	tc_hub_free(fx->hub);
 	tc_filter_free(fx->c.fresh);
 	tc_filter_free(fx->c.old);
+	tc_filter_free(fx->c.joined);
+	tc_filter_free(fx->c.joining);
 	free(fx->c.namespaces);
 	tc_config_free(&fx->cfg);
 	free(fx);
@@ -188,7 +230,8 @@ static void start(struct fixture *fx, bool reconnect, const struct tc_replay_fro
 		tc_hub_attach(fx->hub, "t1", &fx->c.m);
 	struct tc_replay_start s = { .cfg = &fx->cfg, .redis = fx->redis, .thread = "t1",
 				     .member = &fx->c.m, .fresh_member = fresh, .kind = TC_FRAME_WS,
-				     .ops = &c_ops, .ctx = &fx->c, .reconnect = reconnect, .from = from };
+				     .ops = &c_ops, .ctx = &fx->c, .holds = fx->holds, .reconnect = reconnect,
+				     .from = from };
 	fx->c.rp = tc_replay_start(&s);
 	assert_non_null(fx->c.rp);
 }
@@ -215,10 +258,15 @@ static redisReply *entries(uint64_t from, uint64_t to)
 	return r;
 }
 
+static redisReply *meta_status(const char *seq, const char *epoch, const char *run_seq, const char *status)
+{
+	return rr_arr(5, seq ? rr_str(seq) : rr_nil(), epoch ? rr_str(epoch) : rr_nil(),
+		      run_seq ? rr_str(run_seq) : rr_nil(), rr_str("run-1"), rr_str(status));
+}
+
 static redisReply *meta(const char *seq, const char *epoch, const char *run_seq)
 {
-	return rr_arr(4, seq ? rr_str(seq) : rr_nil(), epoch ? rr_str(epoch) : rr_nil(),
-		      run_seq ? rr_str(run_seq) : rr_nil(), rr_str("run-1"));
+	return meta_status(seq, epoch, run_seq, "running");
 }
 
 /* The hub's doorbell subscription is confirmed: it reads where the thread stands. */
@@ -261,7 +309,7 @@ static void subscribe_replays_baseline_and_run(void **state)
 	struct fixture *fx = *state;
 	fx->c.fresh = filter("{\"channels\":[\"messages\",\"values\"]}");
 	start(fx, false, NULL);
-	expect(fx, "HMGET tc:{t1}:meta seq epoch run_seq run_id", meta("6", "e1", "3"));
+	expect(fx, "HMGET tc:{t1}:meta seq epoch run_seq run_id run_status", meta("6", "e1", "3"));
 	expect(fx, "HGETALL tc:{t1}:values",
 	       rr_arr(2, rr_str(""), rr_str("2\n{\"method\":\"values\",\"params\":{}}")));
 	expect(fx, "XRANGE tc:{t1}:events 2-1 6-0 COUNT 512", entries(3, 6));
@@ -285,7 +333,7 @@ static void subscribe_filters(void **state)
 	struct fixture *fx = *state;
 	fx->c.fresh = filter("{\"channels\":[\"messages\"]}");
 	start(fx, false, NULL);
-	expect(fx, "HMGET tc:{t1}:meta seq epoch run_seq run_id", meta("6", "e1", "1"));
+	expect(fx, "HMGET tc:{t1}:meta seq epoch run_seq run_id run_status", meta("6", "e1", "1"));
 	expect(fx, "HGETALL tc:{t1}:values", rr_arr(0));
 	expect(fx, "XRANGE tc:{t1}:events 0-1 6-0 COUNT 512", entries(1, 6));
 	assert_int_equal(fx->c.answer.replayed, 3);
@@ -299,7 +347,7 @@ static void subscribe_catches_up_with_the_hub(void **state)
 	fx->c.fresh = filter("{\"channels\":[\"messages\",\"values\"]}");
 	start(fx, false, NULL);
 	hub_confirmed(fx);
-	expect(fx, "HMGET tc:{t1}:meta seq epoch run_seq run_id", meta("2", "e1", "1"));
+	expect(fx, "HMGET tc:{t1}:meta seq epoch run_seq run_id run_status", meta("2", "e1", "1"));
 	hub_sync(fx, "2", "e1");
 	expect(fx, "HGETALL tc:{t1}:values", rr_arr(0));
 	fake_push(fx->redis, "smessage", CH, "e1\n3\nmessages\n\n{\"method\":\"messages\",\"params\":{}}");
@@ -317,7 +365,7 @@ static void subscribe_capped(void **state)
 	struct fixture *fx = *state;
 	fx->c.fresh = filter("{\"channels\":[\"messages\",\"values\"]}");
 	start(fx, false, NULL);
-	expect(fx, "HMGET tc:{t1}:meta seq epoch run_seq run_id", meta("10", "e1", "1"));
+	expect(fx, "HMGET tc:{t1}:meta seq epoch run_seq run_id run_status", meta("10", "e1", "1"));
 	expect(fx, "HGETALL tc:{t1}:values", rr_arr(0));
 	expect(fx, "XRANGE tc:{t1}:events 7-1 10-0 COUNT 512", entries(8, 10));
 	assert_true(fx->c.answer.has_missed);
@@ -332,7 +380,7 @@ static void reconnect_restored(void **state)
 	struct tc_replay_from from = { .seq = 4, .epoch = "e1" };
 	fx->c.fresh = filter("{\"channels\":[\"messages\",\"values\"]}");
 	start(fx, true, &from);
-	expect(fx, "HMGET tc:{t1}:meta seq epoch run_seq run_id", meta("7", "e1", "1"));
+	expect(fx, "HMGET tc:{t1}:meta seq epoch run_seq run_id run_status", meta("7", "e1", "1"));
 	expect(fx, "XRANGE tc:{t1}:events - + COUNT 1", entries(1, 1));
 	expect(fx, "HGETALL tc:{t1}:tree",
 	       rr_arr(4, rr_str("/researcher"), rr_str("running\nr"), rr_str(""), rr_str("running\nagent")));
@@ -352,7 +400,7 @@ static void reconnect_trimmed(void **state)
 	struct tc_replay_from from = { .seq = 2, .epoch = "e1" };
 	fx->c.fresh = filter("{\"channels\":[\"messages\",\"values\"]}");
 	start(fx, true, &from);
-	expect(fx, "HMGET tc:{t1}:meta seq epoch run_seq run_id", meta("8", "e1", "1"));
+	expect(fx, "HMGET tc:{t1}:meta seq epoch run_seq run_id run_status", meta("8", "e1", "1"));
 	expect(fx, "XRANGE tc:{t1}:events - + COUNT 1", entries(6, 6));
 	expect(fx, "HGETALL tc:{t1}:tree", rr_arr(0));
 	assert_false(fx->c.answer.restored);
@@ -369,7 +417,7 @@ static void reconnect_new_epoch(void **state)
 	struct tc_replay_from from = { .seq = 40, .epoch = "e1" };
 	fx->c.fresh = filter("{\"channels\":[\"messages\",\"values\"]}");
 	start(fx, true, &from);
-	expect(fx, "HMGET tc:{t1}:meta seq epoch run_seq run_id", meta("3", "e2", "1"));
+	expect(fx, "HMGET tc:{t1}:meta seq epoch run_seq run_id run_status", meta("3", "e2", "1"));
 	expect(fx, "XRANGE tc:{t1}:events - + COUNT 1", entries(1, 1));
 	expect(fx, "HGETALL tc:{t1}:tree", rr_arr(0));
 	assert_false(fx->c.answer.restored);
@@ -385,7 +433,7 @@ static void reconnect_capped(void **state)
 	struct tc_replay_from from = { .seq = 2, .epoch = "e1" };
 	fx->c.fresh = filter("{\"channels\":[\"messages\",\"values\"]}");
 	start(fx, true, &from);
-	expect(fx, "HMGET tc:{t1}:meta seq epoch run_seq run_id", meta("10", "e1", "1"));
+	expect(fx, "HMGET tc:{t1}:meta seq epoch run_seq run_id run_status", meta("10", "e1", "1"));
 	expect(fx, "XRANGE tc:{t1}:events - + COUNT 1", entries(1, 1));
 	expect(fx, "HGETALL tc:{t1}:tree", rr_arr(0));
 	assert_false(fx->c.answer.restored);
@@ -404,7 +452,7 @@ static void reconnect_at_the_head_goes_live(void **state)
 	fx->c.fresh = filter("{\"channels\":[\"messages\"]}");
 	start(fx, true, &from);
 	hub_confirmed(fx);
-	expect(fx, "HMGET tc:{t1}:meta seq epoch run_seq run_id", meta("5", "e1", "1"));
+	expect(fx, "HMGET tc:{t1}:meta seq epoch run_seq run_id run_status", meta("5", "e1", "1"));
 	hub_sync(fx, "5", "e1");
 	expect(fx, "XRANGE tc:{t1}:events - + COUNT 1", entries(1, 1));
 	expect(fx, "HGETALL tc:{t1}:tree", rr_arr(0));
@@ -424,7 +472,7 @@ static void stream_since_any_epoch(void **state)
 	struct tc_replay_from from = { .seq = 1, .any_epoch = true };
 	fx->c.fresh = filter("{\"channels\":[\"messages\",\"values\"]}");
 	start(fx, true, &from);
-	expect(fx, "HMGET tc:{t1}:meta seq epoch run_seq run_id", meta("3", "e5", "1"));
+	expect(fx, "HMGET tc:{t1}:meta seq epoch run_seq run_id run_status", meta("3", "e5", "1"));
 	expect(fx, "XRANGE tc:{t1}:events - + COUNT 1", entries(1, 1));
 	expect(fx, "HGETALL tc:{t1}:tree", rr_arr(0));
 	assert_true(fx->c.answer.restored);
@@ -440,7 +488,7 @@ static void late_subscription_gets_only_its_own(void **state)
 	fx->c.fresh = filter("{\"channels\":[\"messages\"]}");
 	start(fx, false, NULL);
 	hub_confirmed(fx);
-	expect(fx, "HMGET tc:{t1}:meta seq epoch run_seq run_id", meta("4", "e1", "1"));
+	expect(fx, "HMGET tc:{t1}:meta seq epoch run_seq run_id run_status", meta("4", "e1", "1"));
 	hub_sync(fx, "4", "e1");
 	expect(fx, "HGETALL tc:{t1}:values", rr_arr(0));
 	expect(fx, "XRANGE tc:{t1}:events 0-1 4-0 COUNT 512", entries(1, 4));
@@ -453,7 +501,7 @@ static void late_subscription_gets_only_its_own(void **state)
 	fx->c.answered = false;
 	fx->c.nframes = 0;
 	start(fx, false, NULL);
-	expect(fx, "HMGET tc:{t1}:meta seq epoch run_seq run_id", meta("4", "e1", "1"));
+	expect(fx, "HMGET tc:{t1}:meta seq epoch run_seq run_id run_status", meta("4", "e1", "1"));
 	expect(fx, "HGETALL tc:{t1}:values", rr_arr(0));
 	expect(fx, "XRANGE tc:{t1}:events 0-1 4-0 COUNT 512", entries(1, 4));
 	assert_int_equal(fx->c.answer.replayed, 2);
@@ -477,7 +525,7 @@ static void redis_loss_before_and_after_answer(void **state)
 	struct tc_replay_from from = { .seq = 1, .epoch = "e1" };
 	fx->c.failed = false;
 	start(fx, true, &from);
-	expect(fx, "HMGET tc:{t1}:meta seq epoch run_seq run_id", meta("3", "e1", "1"));
+	expect(fx, "HMGET tc:{t1}:meta seq epoch run_seq run_id run_status", meta("3", "e1", "1"));
 	expect(fx, "XRANGE tc:{t1}:events - + COUNT 1", entries(1, 1));
 	expect(fx, "HGETALL tc:{t1}:tree", rr_arr(0));
 	assert_true(fx->c.answered);
@@ -511,7 +559,7 @@ static void paced_by_the_client(void **state)
 	struct tc_replay_from from = { .seq = 0, .epoch = "e1" };
 	fx->c.fresh = filter("{\"channels\":[\"messages\",\"values\"]}");
 	start(fx, true, &from);
-	expect(fx, "HMGET tc:{t1}:meta seq epoch run_seq run_id", meta("1024", "e1", "1"));
+	expect(fx, "HMGET tc:{t1}:meta seq epoch run_seq run_id run_status", meta("1024", "e1", "1"));
 	expect(fx, "XRANGE tc:{t1}:events - + COUNT 1", entries(1, 1));
 	expect(fx, "HGETALL tc:{t1}:tree", rr_arr(0));
 	fx->c.queued = (size_t)fx->cfg.max_queue_bytes; /* the client reads nothing */
@@ -525,6 +573,95 @@ static void paced_by_the_client(void **state)
 	assert_int_equal(fx->c.nframes, 1024);
 	for (int i = 0; i < 1024; i++)
 		assert_int_equal(fx->c.seqs[i], i + 1);
+}
+
+/* A subscribe counted over a run (seqs 1..4) whose root lifecycle is at status. */
+static void count_run(struct fixture *fx, const char *status)
+{
+	start(fx, false, NULL);
+	expect(fx, "HMGET tc:{t1}:meta seq epoch run_seq run_id run_status", meta_status("4", "e1", "1", status));
+	expect(fx, "HGETALL tc:{t1}:values", rr_arr(0));
+	expect(fx, "XRANGE tc:{t1}:events 0-1 4-0 COUNT 512", entries(1, 4));
+}
+
+/* A subscribe of the held kind, counted over a run that is over: held. */
+static void held_subscribe(struct fixture *fx, const char *channels)
+{
+	fx->c.fresh = filter(channels);
+	fx->c.may_hold = true;
+	count_run(fx, "completed");
+	assert_false(fx->c.answered);
+	assert_int_equal(fx->c.nframes, 0);
+	assert_int_equal(fake_pending(fx->redis), 0);
+}
+
+/* The run is over: the answer waits for a quiet moment, then goes out with the replay. */
+static void held_until_quiet_when_the_run_is_over(void **state)
+{
+	struct fixture *fx = *state;
+	held_subscribe(fx, "{\"channels\":[\"messages\"]}");
+	uv_run(&fx->loop, UV_RUN_DEFAULT); /* the hold's timer: runs once, then nothing is active */
+	assert_true(fx->c.answered);
+	assert_int_equal(fx->c.answer.replayed, 2);
+	assert_seqs(&fx->c, 2, 1, 3);
+}
+
+/* A subscribe that arrives while one is held joins it: counted again for both, one pass. */
+static void nudged_hold_gathers_then_answers(void **state)
+{
+	struct fixture *fx = *state;
+	held_subscribe(fx, "{\"channels\":[\"messages\"]}");
+	fx->c.joining = filter("{\"channels\":[\"values\"]}");
+	tc_replay_nudge(fx->c.rp);
+	assert_false(fx->c.answered);
+	/* Counted again, for both (count_run's reads, without a second start). */
+	expect(fx, "HMGET tc:{t1}:meta seq epoch run_seq run_id run_status", meta_status("4", "e1", "1", "completed"));
+	expect(fx, "HGETALL tc:{t1}:values", rr_arr(0));
+	expect(fx, "XRANGE tc:{t1}:events 0-1 4-0 COUNT 512", entries(1, 4));
+	assert_false(fx->c.answered); /* held again: more may follow */
+	fx->c.may_hold = false;       /* a frame that does not join: answer now */
+	tc_replay_nudge(fx->c.rp);
+	assert_true(fx->c.answered);
+	assert_int_equal(fx->c.answer.replayed, 4);
+	assert_seqs(&fx->c, 4, 1, 2, 3, 4); /* in seq order, whoever wanted them */
+}
+
+/* Never held while the run goes on, nor when the session has more to serve. */
+static void not_held_while_running_or_busy(void **state)
+{
+	struct fixture *fx = *state;
+	fx->c.fresh = filter("{\"channels\":[\"messages\"]}");
+	fx->c.may_hold = true;
+	count_run(fx, "running");
+	assert_true(fx->c.answered);
+	expect(fx, "XRANGE tc:{t1}:events 4-1 + COUNT 512", entries(1, 0));
+	tc_replay_free(fx->c.rp); /* waiting for the hub */
+	fx->c.rp = NULL;
+
+	fx->c.answered = false;
+	fx->c.nframes = 0;
+	fx->c.may_hold = false;
+	count_run(fx, "interrupted");
+	assert_true(fx->c.answered);
+}
+
+/* Stopping answers what is held at once; a replay freed while held leaves no trace (ASan). */
+static void stop_answers_held_and_free_unlinks(void **state)
+{
+	struct fixture *fx = *state;
+	held_subscribe(fx, "{\"channels\":[\"messages\"]}");
+	tc_replay_free(fx->c.rp); /* the connection went away while held */
+	fx->c.rp = NULL;
+	uv_run(&fx->loop, UV_RUN_DEFAULT);
+	assert_false(fx->c.answered);
+
+	tc_hub_detach(fx->hub, &fx->c.m);
+	tc_filter_free(fx->c.fresh);
+	held_subscribe(fx, "{\"channels\":[\"messages\"]}");
+	tc_replay_holds_stop(fx->holds);
+	fx->holds_stopped = true;
+	assert_true(fx->c.answered);
+	assert_seqs(&fx->c, 2, 1, 3);
 }
 
 int main(void)
@@ -546,6 +683,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(redis_loss_before_and_after_answer, setup, teardown),
 		cmocka_unit_test_setup_teardown(cancelled_while_in_flight, setup, teardown),
 		cmocka_unit_test_setup_teardown(paced_by_the_client, setup, teardown),
+		cmocka_unit_test_setup_teardown(held_until_quiet_when_the_run_is_over, setup_holds, teardown),
+		cmocka_unit_test_setup_teardown(nudged_hold_gathers_then_answers, setup_holds, teardown),
+		cmocka_unit_test_setup_teardown(not_held_while_running_or_busy, setup_holds, teardown),
+		cmocka_unit_test_setup_teardown(stop_answers_held_and_free_unlinks, setup_holds, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -64,7 +64,7 @@ static void command_builders(void **state)
 {
 	struct tc_store_cmd c;
 	tc_store_read_meta(&c, "t1");
-	assert_string_equal(words(&c), "HMGET tc:{t1}:meta seq epoch run_seq run_id");
+	assert_string_equal(words(&c), "HMGET tc:{t1}:meta seq epoch run_seq run_id run_status");
 	tc_store_read_head(&c, "t1");
 	assert_string_equal(words(&c), "HMGET tc:{t1}:meta seq epoch");
 	tc_store_read_range(&c, "t1", 7, 0, 512);
@@ -126,12 +126,23 @@ static redisReply *rarr(size_t n, redisReply **items)
 static void replies(void **state)
 {
 	struct tc_store_meta m;
-	redisReply *r = rarr(4, (redisReply *[]){ rstr("12"), rstr("e1"), rstr("5"), rstr("run-5") });
+	redisReply *r = rarr(5, (redisReply *[]){ rstr("12"), rstr("e1"), rstr("5"), rstr("run-5"), rstr("running") });
 	assert_int_equal(tc_store_meta_parse(r, &m), 0);
 	assert_int_equal(m.seq, 12);
 	assert_string_equal(m.epoch, "e1");
 	assert_int_equal(m.run_seq, 5);
 	assert_int_equal(m.run_id_len, 5);
+	assert_false(m.run_over);
+	freeReplyObject(r);
+	const char *over[] = { "completed", "failed", "interrupted" };
+	for (size_t i = 0; i < 3; i++) {
+		r = rarr(5, (redisReply *[]){ rstr("12"), rstr("e1"), rstr("5"), rstr("run-5"), rstr(over[i]) });
+		assert_int_equal(tc_store_meta_parse(r, &m), 0);
+		assert_true(m.run_over);
+		freeReplyObject(r);
+	}
+	r = rarr(4, (redisReply *[]){ rstr("12"), rstr("e1"), rstr("5"), rstr("run-5") });
+	assert_int_equal(tc_store_meta_parse(r, &m), -1); /* neither read */
 	freeReplyObject(r);
 	redisReply *nil = tc_xcalloc(1, sizeof(*nil));
 	nil->type = REDIS_REPLY_NIL;
