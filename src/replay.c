@@ -392,9 +392,10 @@ static bool hold(struct tc_replay *rp)
 	return true;
 }
 
-static uint64_t hold_until(const struct tc_replay *rp, uint64_t since)
+/* When rp's wait ends: quiet since its last frame, and within its longest wait. */
+static uint64_t hold_until(const struct tc_replay *rp)
 {
-	uint64_t quiet = since + TC_REPLAY_HOLD_QUIET_MS;
+	uint64_t quiet = rp->hold_since + TC_REPLAY_HOLD_QUIET_MS;
 	return quiet < rp->hold_max ? quiet : rp->hold_max;
 }
 
@@ -408,7 +409,7 @@ static struct tc_replay *first_due(const struct tc_replay_holds *h, uint64_t *at
 	*at = UINT64_MAX;
 	for (struct tc_dlink *n = h->held.head; n; n = n->next) {
 		struct tc_replay *rp = TC_DLIST_ENTRY(n, struct tc_replay, held);
-		uint64_t until = hold_until(rp, rp->hold_since);
+		uint64_t until = hold_until(rp);
 		if (until < *at || !first) {
 			first = rp;
 			*at = until;
