@@ -19,9 +19,9 @@
 #include "hub.h"
 #include "log.h"
 #include "lwsmem.h"
-#include "scratch.h"
 #include "redis.h"
 #include "replay.h"
+#include "scratch.h"
 #include "server.h"
 #include "util.h"
 
@@ -159,10 +159,9 @@ int main(int argc, char **argv)
 					   .holds = tc_replay_holds_new(&app.loop) };
 	app.server = tc_server_new(&app.loop, &app.env);
 	if (!app.server) {
+		tc_replay_holds_stop(app.env.holds);
 		tc_bridge_stop(app.bridge);
 		tc_redis_stop(app.redis);
-		uv_run(&app.loop, UV_RUN_DEFAULT);
-		tc_replay_holds_stop(app.env.holds);
 		uv_run(&app.loop, UV_RUN_DEFAULT);
 		tc_replay_holds_free(app.env.holds);
 		tc_bridge_free(app.bridge);

@@ -156,7 +156,7 @@ void tc_scratch_free(void *p)
 	c->free = p;
 	c->used--;
 	objects--;
-	/* Empty: released, unless it is the only chunk of its class. */
+	/* Empty: released, unless no other chunk of its class has room. */
 	if (c->used == 0 && (room[c->cls] != c || c->next))
 		chunk_release(c);
 }
