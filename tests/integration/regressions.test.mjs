@@ -256,17 +256,23 @@ test('subscribes of one burst that arrive milliseconds apart are still replayed 
     ev('lifecycle', { event: 'completed', graph_name: 'g' }),
   ];
   const filters = [['lifecycle', 'input'], ['values', 'lifecycle', 'input'], ['messages', 'lifecycle', 'input']];
+  // A gateway and Redis of its own: the only XRANGEs are this test's replays.
+  const redis2 = await startRedis();
+  const tc2 = await startThreadcast({ redisUrl: redis2.url });
+  await tc2.ready();
+  const rc2 = redisClient(redis2.port);
+  const xranges = async () => Number(/cmdstat_xrange:calls=(\d+)/.exec(await rc2.cmd('INFO', 'commandstats'))?.[1] ?? 0);
   // The first subscribe alone; the others once its replay has counted the
   // run (its XRANGE seen in Redis' stats): without the wait its answer and
   // replay would be on their way by then.
   const burstApart = async (thread, events) => {
-    await produce(redis.url, thread, events);
-    const c = await connect(`ws://127.0.0.1:${tc.port}/threads/${thread}/stream/events`);
+    await produce(redis2.url, thread, events);
+    const c = await connect(`ws://127.0.0.1:${tc2.port}/threads/${thread}/stream/events`);
     const send = (i) => c.ws.send(JSON.stringify({ id: i + 1, method: 'subscription.subscribe', params: { channels: filters[i] } }));
-    const before = await xrangeCalls();
+    const before = await xranges();
     send(0);
     const end = Date.now() + 5000;
-    while ((await xrangeCalls()) === before) assert.ok(Date.now() < end, 'the first subscribe\'s count');
+    while ((await xranges()) === before) assert.ok(Date.now() < end, 'the first subscribe\'s count');
     send(1);
     send(2);
     await waitUntil(() => c.frames.filter((f) => f.type === 'success').length === 3, 5000, 'three replies');
@@ -284,6 +290,10 @@ test('subscribes of one burst that arrive milliseconds apart are still replayed 
   assert.deepEqual(order.slice(0, 3), ['success 1', 'event 1', 'success 2']);
   await c.close();
   await d.close();
+  rc2.close();
+  await tc2.stop();
+  await redis2.cleanup();
+  assert.deepEqual(tc2.sanitizerReports(), []);
 });
 
 // Bug 7: scripts/run --port 9000 printed URLs with port 8080.
