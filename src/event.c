@@ -67,10 +67,53 @@ static struct tc_buf *sse_frame(struct tc_event *ev, enum tc_spelling sp)
 	return b;
 }
 
+/*
+ * The parts: the seq and the method's length in a fixed head (host order: the
+ * frame never leaves the process), the method, then the stored JSON as it
+ * is (no respelling: its reader takes either spelling).
+ */
+struct parts_head {
+	uint64_t seq;
+	uint32_t method_len;
+	uint32_t magic;
+};
+#define PARTS_MAGIC 0x70617274u
+
+static struct tc_buf *parts_frame(struct tc_event *ev)
+{
+	struct parts_head h = { .seq = ev->seq, .method_len = (uint32_t)ev->method_len, .magic = PARTS_MAGIC };
+	struct tc_buf *b = tc_buf_new(sizeof(h) + ev->method_len + ev->json_len);
+	unsigned char *o = tc_buf_data(b);
+	memcpy(o, &h, sizeof(h));
+	memcpy(o + sizeof(h), ev->method, ev->method_len);
+	memcpy(o + sizeof(h) + ev->method_len, ev->json, ev->json_len);
+	return b;
+}
+
+int tc_event_parts_read(struct tc_buf *b, struct tc_event_parts *p)
+{
+	struct parts_head h;
+	if (b->len < sizeof(h))
+		return -1;
+	memcpy(&h, tc_buf_data(b), sizeof(h));
+	if (h.magic != PARTS_MAGIC || h.method_len > b->len - sizeof(h))
+		return -1;
+	p->seq = h.seq;
+	p->method = (const char *)tc_buf_data(b) + sizeof(h);
+	p->method_len = h.method_len;
+	p->json = p->method + h.method_len;
+	p->json_len = b->len - sizeof(h) - h.method_len;
+	return 0;
+}
+
 struct tc_buf *tc_event_frame(struct tc_event *ev, enum tc_frame_kind kind, enum tc_spelling sp)
 {
+	if (kind == TC_FRAME_PARTS)
+		sp = TC_SPELL_SEED; /* one form, whatever the spelling */
 	if (!ev->frames[kind][sp])
-		ev->frames[kind][sp] = kind == TC_FRAME_WS ? ws_frame(ev, sp) : sse_frame(ev, sp);
+		ev->frames[kind][sp] = kind == TC_FRAME_WS  ? ws_frame(ev, sp) :
+				       kind == TC_FRAME_SSE ? sse_frame(ev, sp) :
+							      parts_frame(ev);
 	return ev->frames[kind][sp];
 }
 

@@ -17,8 +17,13 @@
 #include "buf.h"
 #include "spell.h"
 
-/** How a transport frames events. */
-enum tc_frame_kind { TC_FRAME_WS, TC_FRAME_SSE, TC_FRAME_KINDS };
+/**
+ * How a transport frames events. TC_FRAME_PARTS is no client's: the event's
+ * parts as they were stored (seq, method, the JSON without respelling) for a
+ * reader inside the gateway, the run wing (run/feed.h), which parses the
+ * JSON once instead of a client frame.
+ */
+enum tc_frame_kind { TC_FRAME_WS, TC_FRAME_SSE, TC_FRAME_PARTS, TC_FRAME_KINDS };
 
 /**
  * One event on its way to clients: its parts (pointing into a Redis reply)
@@ -46,6 +51,16 @@ struct tc_event {
  * as "data:" lines.
  */
 struct tc_buf *tc_event_frame(struct tc_event *ev, enum tc_frame_kind kind, enum tc_spelling sp);
+
+/** A TC_FRAME_PARTS frame read back: pointers into its buffer. */
+struct tc_event_parts {
+	uint64_t seq;
+	const char *method, *json;
+	size_t method_len, json_len;
+};
+
+/** Reads a TC_FRAME_PARTS frame; -1 when b is not one. */
+int tc_event_parts_read(struct tc_buf *b, struct tc_event_parts *p);
 
 /** Drops the frames (and respelled texts) ev built. */
 void tc_event_release(struct tc_event *ev);

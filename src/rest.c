@@ -13,9 +13,11 @@
 #include "http.h"
 #include "log.h"
 #include "query.h"
-#include "runfmt.h"
-#include "runfollow.h"
-#include "seedfmt.h"
+#include "run/agent_events.h"
+#include "run/chunks.h"
+#include "run/follow.h"
+#include "run/modes.h"
+#include "run/ndjson.h"
 #include "spell.h"
 #include "sse.h"
 #include "store.h"
@@ -157,10 +159,15 @@ struct tc_rest {
 
 /* ==== the run's translator ==================================================================== */
 
-/* Takes one event frame; true when it ended the stream (once). */
-static bool fmt_event(struct tc_rest *r, const char *frame, size_t len)
+/* Takes one event (a TC_FRAME_PARTS frame); true when it ended the stream (once). */
+static bool fmt_event(struct tc_rest *r, struct tc_buf *frame)
 {
-	bool end = r->ops->event(r->fmt, frame, len);
+	struct tc_event_parts parts;
+	if (tc_event_parts_read(frame, &parts))
+		return false;
+	cJSON *event = cJSON_ParseWithLength(parts.json, parts.json_len);
+	bool end = r->ops->event(r->fmt, parts.seq, event);
+	cJSON_Delete(event);
 	bool first = end && !r->over;
 	r->over = r->over || end;
 	return first;
@@ -426,7 +433,7 @@ static void run_ended(struct tc_rest *r)
 		answer_saved(r);
 		return;
 	}
-	cJSON *body = tc_runfmt_result(r->fmt);
+	cJSON *body = tc_run_modes_result(r->fmt);
 	answer_json(r, 200, body);
 	cJSON_Delete(body);
 }
@@ -445,7 +452,7 @@ static void run_send(void *ctx, struct tc_buf *frame)
 {
 	struct tc_conn *c = ctx;
 	struct tc_rest *r = c->rest;
-	if (fmt_event(r, (const char *)tc_buf_data(frame), frame->len))
+	if (fmt_event(r, frame))
 		run_ended(r);
 	tc_buf_unref(frame);
 }
@@ -475,13 +482,13 @@ static void run_close(void *ctx, int code, const char *reason)
 	}
 	if (r->fk == FMT_AEP && !r->over) {
 		r->over = true;
-		tc_seed002_finish(r->fmt, "internal_error", reason);
+		tc_run_agent_events_finish(r->fmt, "internal_error", reason);
 	}
 	tc__conn_close(c, TC_CONN_FLUSH, (enum tc_close)code, reason);
 }
 
 static const struct tc_session_io run_io = {
-	.kind = TC_FRAME_WS,
+	.kind = TC_FRAME_PARTS,
 	.send = run_send,
 	.queued = tc__conn_io_queued,
 	.set_reading = tc__conn_io_set_reading,
@@ -519,32 +526,32 @@ static char *input_text(const cJSON *kwargs)
  */
 static void fmt_new(struct tc_rest *r, enum rest_out out, uint64_t from, const cJSON *modes, bool subgraphs)
 {
-	tc_seedfmt_emit *emit = out == OUT_STREAM ? stream_emit : NULL;
+	tc_run_emit *emit = out == OUT_STREAM ? stream_emit : NULL;
 	const char *agent = tc_run_str(r->path, "agent_name");
 	switch (r->fk) {
 	case FMT_SDK:
-		r->fmt = tc_runfmt_new(r->run_id, r->thread, tc_runfmt_modes(modes), subgraphs, false,
-				       from ? from : r->join_from, emit, r);
-		r->ops = &tc_runfmt_ops;
+		r->fmt = tc_run_modes_new(r->run_id, r->thread, tc_run_modes_parse(modes), subgraphs, false,
+					  from ? from : r->join_from, emit, r);
+		r->ops = &tc_run_modes_ops;
 		break;
 	case FMT_CHUNKS:
-		r->fmt = tc_seed004_new(r->run_id, r->assistant[0] ? r->assistant : NULL, false, from, emit, r);
-		r->ops = &tc_seed004_ops;
+		r->fmt = tc_run_chunks_new(r->run_id, r->assistant[0] ? r->assistant : NULL, false, from, emit, r);
+		r->ops = &tc_run_chunks_ops;
 		break;
 	case FMT_NDJSON: {
 		cJSON *kwargs = r->kwargs ? cJSON_Parse(r->kwargs) : NULL;
 		char *message = input_text(kwargs);
-		r->fmt = tc_seed003_new(r->run_id, r->thread, r->assistant[0] ? r->assistant : NULL, message, false,
-					from, emit, r);
-		r->ops = &tc_seed003_ops;
+		r->fmt = tc_run_ndjson_new(r->run_id, r->thread, r->assistant[0] ? r->assistant : NULL, message,
+					   false, from, emit, r);
+		r->ops = &tc_run_ndjson_ops;
 		free(message);
 		cJSON_Delete(kwargs);
 		break;
 	}
 	case FMT_AEP:
-		r->fmt = tc_seed002_new(r->run_id, r->run_id, r->thread, agent ? agent : r->assistant, false, from,
-					emit, r);
-		r->ops = &tc_seed002_ops;
+		r->fmt = tc_run_agent_events_new(r->run_id, r->run_id, r->thread, agent ? agent : r->assistant, false,
+						 from, emit, r);
+		r->ops = &tc_run_agent_events_ops;
 		break;
 	}
 }
@@ -562,7 +569,7 @@ static void follow_run(struct tc_rest *r, enum rest_out out, const cJSON *modes,
 	struct tc_error err;
 
 	r->out = out;
-	uint64_t from = resume_id(r->leid), meta_id = r->after_seq * TC_RUNFMT_IDS + TC_RUNFMT_IDS - 1;
+	uint64_t from = resume_id(r->leid), meta_id = r->after_seq * TC_RUN_MODES_IDS + TC_RUN_MODES_IDS - 1;
 	if (r->fk == FMT_SDK && from <= meta_id)
 		from = 0;
 	bool metadata = r->fk == FMT_SDK && !from && !r->join_from;
@@ -685,7 +692,7 @@ static void head_for_join(struct tc_rest *r, redisReply *reply)
 		answer_detail(r, 503, TC_MSG_REDIS_DOWN);
 		return;
 	}
-	r->join_from = m.seq * TC_RUNFMT_IDS + TC_RUNFMT_IDS - 1;
+	r->join_from = m.seq * TC_RUN_MODES_IDS + TC_RUN_MODES_IDS - 1;
 	join(r);
 }
 
@@ -929,8 +936,8 @@ static void agent_error(struct tc_rest *r, const char *code, const char *message
 {
 	struct timespec now;
 	clock_gettime(CLOCK_REALTIME, &now);
-	cJSON *e = tc_seed002_error_event(r->fresh_run, code, message, now.tv_sec * 1e3 + now.tv_nsec / 1e6);
-	unsigned status = !strcmp(code, "agent_not_found") ? 404 : (unsigned)tc_seed002_http_status(code);
+	cJSON *e = tc_agent_events_error_event(r->fresh_run, code, message, now.tv_sec * 1e3 + now.tv_nsec / 1e6);
+	unsigned status = !strcmp(code, "agent_not_found") ? 404 : (unsigned)tc_agent_events_http_status(code);
 	answer_json(r, status, e);
 	cJSON_Delete(e);
 }
@@ -986,7 +993,7 @@ static cJSON *agent_message(const cJSON *m, char *why, size_t cap)
 				free(text);
 				return NULL;
 			}
-			tc_seed_append(&text, &len, t, SIZE_MAX);
+			tc_run_append(&text, &len, t, SIZE_MAX);
 		}
 	} else {
 		snprintf(why, cap, "a message's content must be a string or an array of text blocks");

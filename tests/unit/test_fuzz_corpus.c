@@ -18,8 +18,8 @@ int fuzz_command_entry(const uint8_t *data, size_t size);
 int fuzz_stream_entry(const uint8_t *data, size_t size);
 int fuzz_store_entry(const uint8_t *data, size_t size);
 int fuzz_spell_entry(const uint8_t *data, size_t size);
-int fuzz_runfmt_entry(const uint8_t *data, size_t size);
-int fuzz_seedfmt_entry(const uint8_t *data, size_t size);
+int fuzz_run_modes_entry(const uint8_t *data, size_t size);
+int fuzz_run_formats_entry(const uint8_t *data, size_t size);
 
 static int replay(const char *sub, int (*entry)(const uint8_t *, size_t))
 {
@@ -66,14 +66,14 @@ static void spell_corpus(void **state)
 	assert_true(replay("spell", fuzz_spell_entry) >= 3);
 }
 
-static void runfmt_corpus(void **state)
+static void run_modes_corpus(void **state)
 {
-	assert_true(replay("runfmt", fuzz_runfmt_entry) >= 3);
+	assert_true(replay("run_modes", fuzz_run_modes_entry) >= 3);
 }
 
-static void seedfmt_corpus(void **state)
+static void run_formats_corpus(void **state)
 {
-	assert_true(replay("seedfmt", fuzz_seedfmt_entry) >= 3);
+	assert_true(replay("run_formats", fuzz_run_formats_entry) >= 3);
 }
 
 int main(void)
@@ -83,8 +83,8 @@ int main(void)
 		cmocka_unit_test(stream_corpus),
 		cmocka_unit_test(store_corpus),
 		cmocka_unit_test(spell_corpus),
-		cmocka_unit_test(runfmt_corpus),
-		cmocka_unit_test(seedfmt_corpus),
+		cmocka_unit_test(run_modes_corpus),
+		cmocka_unit_test(run_formats_corpus),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

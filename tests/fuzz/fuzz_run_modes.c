@@ -1,5 +1,5 @@
 /*
- * libFuzzer target: a run's events as the SDK's run stream (runfmt.c). The
+ * libFuzzer target: a run's events as the SDK's run stream (run/modes.c). The
  * first byte picks the stream modes, subgraphs, whether the stream starts
  * inside the run and a resume id; the rest is event frames, one per line.
  * Properties: every emitted event is "id: <n>", "event: <name>", one
@@ -12,7 +12,8 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "runfmt.h"
+#include "../unit/feed_frame.h"
+#include "run/modes.h"
 #include "util.h"
 
 struct seen {
@@ -53,8 +54,8 @@ int FUZZ_ENTRY(const uint8_t *data, size_t size)
 		return 0;
 	uint8_t b = data[0];
 	struct seen s = { .ordered = true };
-	struct tc_runfmt *f = tc_runfmt_new("r1", "t1", b & 0x3f ? b & 0x3f : TC_MODE_VALUES, b & 0x40, b & 0x80,
-					    b & 0x80 ? (uint64_t)(b & 0x0f) * TC_RUNFMT_IDS + (b >> 4 & 7) : 0,
+	struct tc_run_modes *f = tc_run_modes_new("r1", "t1", b & 0x3f ? b & 0x3f : TC_MODE_VALUES, b & 0x40, b & 0x80,
+					    b & 0x80 ? (uint64_t)(b & 0x0f) * TC_RUN_MODES_IDS + (b >> 4 & 7) : 0,
 					    check, &s);
 	char *text = tc_xstrndup((const char *)data + 1, size - 1);
 	double last_seq = -1;
@@ -68,15 +69,17 @@ int FUZZ_ENTRY(const uint8_t *data, size_t size)
 			if (seq->valuedouble <= last_seq || seq->valuedouble > 1e15)
 				s.ordered = false;
 			last_seq = seq->valuedouble;
+		} else {
+			s.ordered = false; /* fed as seq 0 */
 		}
 		cJSON_Delete(j);
-		bool over = tc_runfmt_event(f, line, strlen(line));
-		must(over == tc_runfmt_ended(f));
+		bool over = feed_frame(tc_run_modes_ops.event, f, line, strlen(line));
+		must(over == tc_run_modes_ended(f));
 	}
-	cJSON *res = tc_runfmt_result(f);
+	cJSON *res = tc_run_modes_result(f);
 	must(cJSON_IsObject(res));
 	cJSON_Delete(res);
-	tc_runfmt_free(f);
+	tc_run_modes_free(f);
 	free(text);
 	return 0;
 }

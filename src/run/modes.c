@@ -1,69 +1,41 @@
 /*
- * runfmt.c — a run's protocol events as the Agent Protocol's run stream (runfmt.h).
+ * run/modes.c — a run's protocol events as the Agent Protocol's run stream (modes.h).
  */
-#include "runfmt.h"
+#include "run/modes.h"
 
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "runfollow.h"
+#include "run/assemble.h"
+#include "run/follow.h"
 #include "util.h"
 
-#define OPEN_MESSAGES 32    /* messages assembled at once (one per namespace) */
-
-/* A message being streamed in one namespace (the slot's key). */
-struct open_msg {
-	struct tc_slot slot;
-	char *id, *role, *node, *tool_call_id;
-	bool any_text;   /* text went out in a chunk */
-	bool any_tool;   /* a tool call chunk went out */
-};
-
 /* A run's events on their way out, as the SDK's stream modes. */
-struct tc_runfmt {
+struct tc_run_modes {
 	struct tc_run_follow fw;
+	struct tc_msg_asm msgs; /* the messages being streamed */
 	char *thread;
 	unsigned modes;
 	bool subgraphs;
 	cJSON *values;     /* the latest root values */
 	cJSON *interrupts; /* [{value, id}] of the run */
 	cJSON *error;      /* {error, message} when the run failed */
-	tc_runfmt_emit *emit;
+	tc_run_emit *emit;
 	void *ctx;
 	uint64_t cur_seq;  /* the event being formatted */
 	unsigned cur_k;    /* events it made so far */
 	uint64_t skip_seq; /* resumed: that event's first skip_k + 1 outputs were sent already */
 	unsigned skip_k;
-	struct open_msg msgs[OPEN_MESSAGES];
-	uint64_t clock;
 };
 
-/* Frees what the message holds; its slot stays. */
-static void msg_free(struct open_msg *m)
-{
-	free(m->id);
-	free(m->role);
-	free(m->node);
-	free(m->tool_call_id);
-	m->id = m->role = m->node = m->tool_call_id = NULL;
-	m->any_text = m->any_tool = false;
-}
-
-static void msg_clear(struct open_msg *m)
-{
-	msg_free(m);
-	tc_slot_clear(&m->slot);
-}
-
-void tc_runfmt_free(struct tc_runfmt *f)
+void tc_run_modes_free(struct tc_run_modes *f)
 {
 	cJSON_Delete(f->values);
 	cJSON_Delete(f->interrupts);
 	cJSON_Delete(f->error);
-	for (int i = 0; i < OPEN_MESSAGES; i++)
-		msg_clear(&f->msgs[i]);
+	tc_msg_asm_clear(&f->msgs);
 	tc_run_follow_clear(&f->fw);
 	free(f->thread);
 	free(f);
@@ -83,7 +55,7 @@ static unsigned mode_bit(const char *m)
 }
 
 /* stream_mode as a string or an array of them; none: values. */
-unsigned tc_runfmt_modes(const cJSON *v)
+unsigned tc_run_modes_parse(const cJSON *v)
 {
 	unsigned bits = 0;
 	const cJSON *it;
@@ -98,32 +70,22 @@ unsigned tc_runfmt_modes(const cJSON *v)
 
 /*
  * One SSE event for the client, when it streams. Its id is the protocol
- * event's seq times TC_RUNFMT_IDS plus its place among the events that one
+ * event's seq times TC_RUN_MODES_IDS plus its place among the events that one
  * made: ids increase, one per event, and say where to resume.
  */
-static void emit(struct tc_runfmt *f, const char *mode, const char *ns, const cJSON *data)
+static void emit(struct tc_run_modes *f, const char *mode, const char *ns, const cJSON *data)
 {
-	unsigned k = f->cur_k < TC_RUNFMT_IDS - 1 ? f->cur_k++ : TC_RUNFMT_IDS - 1;
+	unsigned k = f->cur_k < TC_RUN_MODES_IDS - 1 ? f->cur_k++ : TC_RUN_MODES_IDS - 1;
 	if (!f->emit || f->cur_seq < f->skip_seq || (f->cur_seq == f->skip_seq && k <= f->skip_k))
 		return;
 	char id[32];
 	size_t len;
-	snprintf(id, sizeof(id), "%llu", (unsigned long long)(f->cur_seq * TC_RUNFMT_IDS + k));
+	snprintf(id, sizeof(id), "%llu", (unsigned long long)(f->cur_seq * TC_RUN_MODES_IDS + k));
 	char event[256];
 	snprintf(event, sizeof(event), "%s%s%.200s", mode, *ns ? "|" : "", ns);
 	char *text = tc_sse_event(id, event, data, &len);
 	f->emit(f->ctx, text, len);
 	free(text);
-}
-
-/* The message open in ns; with create a new one (what an evicted one held is dropped). */
-static struct open_msg *msg_slot(struct tc_runfmt *f, const char *ns, bool create)
-{
-	bool fresh;
-	struct open_msg *m = tc_slot_find(f->msgs, OPEN_MESSAGES, sizeof(f->msgs[0]), &f->clock, ns, create, &fresh);
-	if (fresh)
-		msg_free(m);
-	return m;
 }
 
 static const char *chunk_type(const char *role)
@@ -138,7 +100,7 @@ static const char *chunk_type(const char *role)
 }
 
 /* The metadata half of a messages-tuple pair. */
-static cJSON *tuple_metadata(const struct tc_runfmt *f, const char *ns, const char *node)
+static cJSON *tuple_metadata(const struct tc_run_modes *f, const char *ns, const char *node)
 {
 	cJSON *meta = cJSON_CreateObject();
 	cJSON_AddStringToObject(meta, "langgraph_node", node);
@@ -150,7 +112,7 @@ static cJSON *tuple_metadata(const struct tc_runfmt *f, const char *ns, const ch
 }
 
 /* A messages-tuple chunk: [message chunk, metadata]. content: text; tool: one tool call chunk. */
-static void emit_chunk(struct tc_runfmt *f, const char *ns, struct open_msg *m,
+static void emit_chunk(struct tc_run_modes *f, const char *ns, const struct tc_msg *m,
 		       const char *text, cJSON *tool)
 {
 	cJSON *pair = cJSON_CreateArray();
@@ -201,75 +163,40 @@ static cJSON *tool_chunk(const cJSON *block, int index)
 	return t;
 }
 
-static void tr_messages(struct tc_runfmt *f, const struct tc_run_ev *e)
+/*
+ * One messages event, assembled (assemble.h): text and tool call chunks go
+ * out as they come; a block's finish only when nothing of it went out
+ * before (a block given whole).
+ */
+static void msg_part(void *ctx, struct tc_msg *m, const struct tc_msg_part *p, const struct tc_run_ev *e)
 {
-	const char *ns = e->ns;
-	const cJSON *data = e->data;
-	const char *ev = tc_run_str(data, "event");
-	if (!ev)
-		return;
-	if (!strcmp(ev, "message-start")) {
-		/* A new message in a namespace replaces the one that did not finish. */
-		struct open_msg *m = msg_slot(f, ns, true);
-		const char *s;
-		msg_free(m);
-		m->id = (s = tc_run_str(data, "id")) ? tc_xstrdup(s) : NULL;
-		m->role = (s = tc_run_str(data, "role")) ? tc_xstrdup(s) : NULL;
-		m->node = *e->node ? tc_xstrdup(e->node) : NULL;
-		m->tool_call_id = (s = tc_run_str(data, "tool_call_id")) ? tc_xstrdup(s) : NULL;
-		return;
-	}
-	struct open_msg *m = msg_slot(f, ns, false);
-	if (!m) {
-		m = msg_slot(f, ns, true); /* resumed mid-message: what started it is not known */
-		m->node = *e->node ? tc_xstrdup(e->node) : NULL;
-	}
-	const cJSON *idx = cJSON_GetObjectItemCaseSensitive(data, "index");
-	int index = cJSON_IsNumber(idx) ? idx->valueint : 0;
-	if (!strcmp(ev, "content-block-start") || !strcmp(ev, "content-block-finish")) {
-		bool finish = ev[14] == 'f';
-		const cJSON *block = cJSON_GetObjectItemCaseSensitive(data, "content");
-		const char *type = tc_run_str(block, "type");
-		if (!type)
-			return;
-		if (!strcmp(type, "text")) {
-			const char *text = tc_run_str(block, "text");
-			if (text && *text && (!finish || !m->any_text)) {
-				m->any_text = true;
-				emit_chunk(f, ns, m, text, NULL);
-			}
-		} else if (!strcmp(type, "tool_call_chunk") || (!strcmp(type, "tool_call") && (!finish || !m->any_tool))) {
-			if (finish && m->any_tool)
-				return;
-			m->any_tool = true;
-			emit_chunk(f, ns, m, NULL, tool_chunk(block, index));
-		}
-	} else if (!strcmp(ev, "content-block-delta")) {
-		const cJSON *delta = cJSON_GetObjectItemCaseSensitive(data, "delta");
-		const char *type = tc_run_str(delta, "type");
-		if (!type)
-			return;
-		if (!strcmp(type, "text-delta")) {
-			const char *text = tc_run_str(delta, "text");
-			if (text && *text) {
-				m->any_text = true;
-				emit_chunk(f, ns, m, text, NULL);
-			}
-		} else if (!strcmp(type, "block-delta")) {
-			const cJSON *fields = cJSON_GetObjectItemCaseSensitive(delta, "fields");
-			const char *ft = tc_run_str(fields, "type");
-			if (ft && !strcmp(ft, "tool_call_chunk")) {
-				m->any_tool = true;
-				emit_chunk(f, ns, m, NULL, tool_chunk(fields, index));
-			}
-		}
-	} else if (!strcmp(ev, "message-finish")) {
-		msg_clear(m);
+	struct tc_run_modes *f = ctx;
+	bool finish = p->kind == TC_MSG_BLOCK_FINISH;
+	int index = p->index < 0 ? 0 : p->index;
+
+	switch (p->kind) {
+	case TC_MSG_BLOCK_START:
+	case TC_MSG_BLOCK_FINISH:
+		if (p->block == TC_BLOCK_TEXT && p->text && *p->text && (!finish || !p->had))
+			emit_chunk(f, e->ns, m, p->text, NULL);
+		else if (p->block == TC_BLOCK_TOOL && (!finish || !p->had))
+			emit_chunk(f, e->ns, m, NULL, tool_chunk(p->content, index));
+		break;
+	case TC_MSG_BLOCK_DELTA:
+		if (p->block == TC_BLOCK_TEXT && p->text && *p->text)
+			emit_chunk(f, e->ns, m, p->text, NULL);
+		else if (p->block == TC_BLOCK_TOOL && p->type && !strcmp(p->type, "tool_call_chunk"))
+			emit_chunk(f, e->ns, m, NULL, tool_chunk(p->content, index));
+		break;
+	default:
+		break;
 	}
 }
 
+static const struct tc_msg_ops msg_ops = { .part = msg_part };
+
 /* A tool-finished event as the [ToolMessage, metadata] pair LangGraph's messages mode has. */
-static void emit_tool_message(struct tc_runfmt *f, const char *ns, const char *node, const cJSON *data)
+static void emit_tool_message(struct tc_run_modes *f, const char *ns, const char *node, const cJSON *data)
 {
 	const cJSON *out = cJSON_GetObjectItemCaseSensitive(data, "output");
 	const char *call = tc_run_str(data, "tool_call_id");
@@ -304,7 +231,7 @@ static void emit_tool_message(struct tc_runfmt *f, const char *ns, const char *n
 }
 
 /* values with the run's interrupts, as LangGraph shows them: "__interrupt__". */
-static cJSON *values_with_interrupts(const struct tc_runfmt *f)
+static cJSON *values_with_interrupts(const struct tc_run_modes *f)
 {
 	cJSON *v = f->values && cJSON_IsObject(f->values) ? cJSON_Duplicate(f->values, true) : cJSON_CreateObject();
 	if (f->interrupts && cJSON_GetArraySize(f->interrupts))
@@ -313,7 +240,7 @@ static cJSON *values_with_interrupts(const struct tc_runfmt *f)
 }
 
 /* The run's end: a failed run says why. */
-static void run_end(struct tc_runfmt *f, const struct tc_run_ev *e)
+static void run_end(struct tc_run_modes *f, const struct tc_run_ev *e)
 {
 	if (strcmp(e->status, "failed"))
 		return;
@@ -325,7 +252,7 @@ static void run_end(struct tc_runfmt *f, const struct tc_run_ev *e)
 }
 
 /* An interrupt: kept for the wait's answer, shown as "__interrupt__" in updates and values. */
-static void interrupt(struct tc_runfmt *f, const cJSON *data)
+static void interrupt(struct tc_run_modes *f, const cJSON *data)
 {
 	cJSON *i = cJSON_CreateObject();
 	const cJSON *payload = cJSON_GetObjectItemCaseSensitive(data, "payload");
@@ -353,7 +280,7 @@ static void interrupt(struct tc_runfmt *f, const cJSON *data)
 }
 
 /* One of the run's events (not its end). */
-static void run_event(struct tc_runfmt *f, const struct tc_run_ev *e)
+static void run_event(struct tc_run_modes *f, const struct tc_run_ev *e)
 {
 	const char *method = e->method, *ns = e->ns;
 	const cJSON *data = e->data;
@@ -379,7 +306,7 @@ static void run_event(struct tc_runfmt *f, const struct tc_run_ev *e)
 		}
 	} else if (!strcmp(method, "messages")) {
 		if (shown && (f->modes & TC_MODE_MESSAGES))
-			tr_messages(f, e);
+			tc_msg_asm_event(&f->msgs, e);
 	} else if (!strcmp(method, "tools")) {
 		/* A tool's result is a message of its own (a ToolMessage) in LangGraph's messages mode. */
 		const char *te = tc_run_str(data, "event");
@@ -399,13 +326,13 @@ static void run_event(struct tc_runfmt *f, const struct tc_run_ev *e)
 	}
 }
 
-/* One protocol event of the thread (its WebSocket frame, spelled 0.0.21). */
-bool tc_runfmt_event(struct tc_runfmt *f, const char *frame, size_t len)
+/* One event of the thread. */
+bool tc_run_modes_event(struct tc_run_modes *f, uint64_t seq, const cJSON *event)
 {
 	struct tc_run_ev e;
-	enum tc_run_step step = tc_run_follow_step(&f->fw, frame, len, &e);
-	if ((step == TC_RUN_EVENT || step == TC_RUN_END) && e.seq >= 0) { /* ids need the seq */
-		f->cur_seq = (uint64_t)e.seq;
+	enum tc_run_step step = tc_run_follow_step(&f->fw, seq, event, &e);
+	if (step == TC_RUN_EVENT || step == TC_RUN_END) {
+		f->cur_seq = seq;
 		f->cur_k = 0;
 		if (step == TC_RUN_END)
 			run_end(f, &e);
@@ -416,29 +343,30 @@ bool tc_runfmt_event(struct tc_runfmt *f, const char *frame, size_t len)
 	return f->fw.ended;
 }
 
-struct tc_runfmt *tc_runfmt_new(const char *run_id, const char *thread_id, unsigned modes, bool subgraphs,
-				bool in_run, uint64_t resume_id, tc_runfmt_emit *out, void *ctx)
+struct tc_run_modes *tc_run_modes_new(const char *run_id, const char *thread_id, unsigned modes, bool subgraphs,
+				      bool in_run, uint64_t resume_id, tc_run_emit *out, void *ctx)
 {
-	struct tc_runfmt *f = tc_xcalloc(1, sizeof(*f));
+	struct tc_run_modes *f = tc_xcalloc(1, sizeof(*f));
 	tc_run_follow_init(&f->fw, run_id, in_run);
+	tc_msg_asm_init(&f->msgs, &msg_ops, f);
 	f->thread = tc_xstrdup(thread_id);
 	f->modes = modes;
 	f->subgraphs = subgraphs;
-	f->skip_seq = resume_id / TC_RUNFMT_IDS;
-	f->skip_k = (unsigned)(resume_id % TC_RUNFMT_IDS);
+	f->skip_seq = resume_id / TC_RUN_MODES_IDS;
+	f->skip_k = (unsigned)(resume_id % TC_RUN_MODES_IDS);
 	f->emit = out;
 	f->ctx = ctx;
 	return f;
 }
 
-TC_RUN_FMT_OPS(runfmt);
+TC_RUN_FMT_OPS(modes, NULL);
 
-bool tc_runfmt_ended(const struct tc_runfmt *f)
+bool tc_run_modes_ended(const struct tc_run_modes *f)
 {
 	return f->fw.ended;
 }
 
-cJSON *tc_runfmt_result(const struct tc_runfmt *f)
+cJSON *tc_run_modes_result(const struct tc_run_modes *f)
 {
 	if (f->error) {
 		cJSON *body = cJSON_CreateObject();

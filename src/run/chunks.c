@@ -1,25 +1,19 @@
 /*
- * seed004.c — a run as seed 004's resumable stream of typed chunks
- * (seedfmt.h): SSE events "id: N" + data {"type":"chunk","chunk":{…},
+ * run/chunks.c — a run as seed 004's resumable stream of typed chunks
+ * (chunks.h): SSE events "id: N" + data {"type":"chunk","chunk":{…},
  * "sequence":N}, then {"type":"end"} or {"type":"fail","error":…}.
  */
-#include "seedfmt.h"
+#include "run/chunks.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "run/assemble.h"
+#include "run/follow.h"
 #include "util.h"
 
-#define OPEN_MESSAGES 32 /* messages streaming at once */
 #define GRAPHS 64        /* graphs (the root, subgraphs) whose state is kept */
-
-/* A message being streamed by one node of one graph. */
-struct open_msg {
-	struct tc_slot slot; /* key: ns "#" node */
-	bool ai;        /* an AI message: its text and reasoning are chunks */
-	uint64_t streamed; /* content indexes whose block had deltas (from 63 on: bit 63) */
-};
 
 /* A graph of the run (the root: ns ""), its last values and its type. */
 struct graph {
@@ -29,22 +23,21 @@ struct graph {
 	cJSON *values;
 };
 
-struct tc_seed004 {
+struct tc_run_chunks {
 	struct tc_run_follow fw;
+	struct tc_msg_asm msgs; /* the messages being streamed */
 	char *agent_type;
-	tc_seedfmt_emit *emit;
+	tc_run_emit *emit;
 	void *ctx;
 	uint64_t seq, skip;
 	enum { ACTIVE, ENDED, FAILED } status;
 	double step;      /* the root's last checkpoint step */
-	struct open_msg msgs[OPEN_MESSAGES];
-	uint64_t clock;
 	struct graph graphs[GRAPHS];
 	size_t ngraphs;
 	cJSON *interrupts; /* [{value, id}] */
 };
 
-static void out(struct tc_seed004 *f, cJSON *body)
+static void out(struct tc_run_chunks *f, cJSON *body)
 {
 	uint64_t n = ++f->seq;
 	if (f->emit && n > f->skip) {
@@ -59,7 +52,7 @@ static void out(struct tc_seed004 *f, cJSON *body)
 }
 
 /* The agent (session) id of a graph: the run's for the root, run_id "/" ns for a subgraph. */
-static char *agent_id(const struct tc_seed004 *f, const char *ns)
+static char *agent_id(const struct tc_run_chunks *f, const char *ns)
 {
 	if (!*ns)
 		return tc_xstrdup(f->fw.run_id);
@@ -69,7 +62,7 @@ static char *agent_id(const struct tc_seed004 *f, const char *ns)
 	return s;
 }
 
-static struct graph *graph_of(struct tc_seed004 *f, const char *ns, bool create)
+static struct graph *graph_of(struct tc_run_chunks *f, const char *ns, bool create)
 {
 	for (size_t i = 0; i < f->ngraphs; i++)
 		if (!strcmp(f->graphs[i].ns, ns))
@@ -82,7 +75,7 @@ static struct graph *graph_of(struct tc_seed004 *f, const char *ns, bool create)
 }
 
 /* A chunk of a type, with agentId, agentType and timestamp filled for the graph ns. */
-static cJSON *chunk(struct tc_seed004 *f, const char *type, const char *ns, double ts)
+static cJSON *chunk(struct tc_run_chunks *f, const char *type, const char *ns, double ts)
 {
 	cJSON *c = cJSON_CreateObject();
 	cJSON_AddStringToObject(c, "type", type);
@@ -97,7 +90,7 @@ static cJSON *chunk(struct tc_seed004 *f, const char *type, const char *ns, doub
 	return c;
 }
 
-static void out_chunk(struct tc_seed004 *f, cJSON *c)
+static void out_chunk(struct tc_run_chunks *f, cJSON *c)
 {
 	cJSON *body = cJSON_CreateObject();
 	cJSON_AddStringToObject(body, "type", "chunk");
@@ -106,33 +99,14 @@ static void out_chunk(struct tc_seed004 *f, cJSON *c)
 	out(f, body);
 }
 
-static void msg_clear(struct open_msg *m)
-{
-	tc_slot_clear(&m->slot);
-	m->ai = false;
-	m->streamed = 0;
-}
-
-/* The message open in key (with create: a new one, taken as an AI message until it says). */
-static struct open_msg *msg_slot(struct tc_seed004 *f, const char *key, bool create)
-{
-	bool fresh;
-	struct open_msg *m = tc_slot_find(f->msgs, OPEN_MESSAGES, sizeof(f->msgs[0]), &f->clock, key, create, &fresh);
-	if (fresh) {
-		m->ai = true;
-		m->streamed = 0;
-	}
-	return m;
-}
-
-static void text_chunk(struct tc_seed004 *f, const struct tc_run_ev *ev, const char *text)
+static void text_chunk(struct tc_run_chunks *f, const struct tc_run_ev *ev, const char *text)
 {
 	cJSON *c = chunk(f, "text_delta", ev->ns, ev->timestamp);
 	cJSON_AddStringToObject(c, "delta", text);
 	out_chunk(f, c);
 }
 
-static void thinking_chunk(struct tc_seed004 *f, const struct tc_run_ev *ev, const char *text, bool complete)
+static void thinking_chunk(struct tc_run_chunks *f, const struct tc_run_ev *ev, const char *text, bool complete)
 {
 	cJSON *c = chunk(f, "thinking", ev->ns, ev->timestamp);
 	cJSON_AddStringToObject(c, "content", text);
@@ -140,23 +114,13 @@ static void thinking_chunk(struct tc_seed004 *f, const struct tc_run_ev *ev, con
 	out_chunk(f, c);
 }
 
-static void on_messages(struct tc_seed004 *f, const struct tc_run_ev *ev)
+/* One messages event, assembled (assemble.h): an AI message's text and reasoning as chunks; a model error. */
+static void msg_part(void *ctx, struct tc_msg *m, const struct tc_msg_part *p, const struct tc_run_ev *ev)
 {
-	const char *e = tc_run_str(ev->data, "event");
-	if (!e)
-		return;
-	size_t kl = strlen(ev->ns) + strlen(ev->node) + 2;
-	char *key = tc_xmalloc(kl);
-	snprintf(key, kl, "%s#%s", ev->ns, ev->node);
-	if (!strcmp(e, "message-start")) {
-		struct open_msg *m = msg_slot(f, key, true);
-		const char *role = tc_run_str(ev->data, "role");
-		m->ai = !role || !strcmp(role, "ai") || !strcmp(role, "assistant");
-		m->streamed = 0;
-		free(key);
-		return;
-	}
-	if (!strcmp(e, "error")) {
+	struct tc_run_chunks *f = ctx;
+	bool finish = p->kind == TC_MSG_BLOCK_FINISH;
+
+	if (p->kind == TC_MSG_ERROR) {
 		const char *msg = tc_run_str(ev->data, "message");
 		const char *code = tc_run_str(ev->data, "code");
 		cJSON *c = chunk(f, "error", ev->ns, ev->timestamp);
@@ -166,71 +130,29 @@ static void on_messages(struct tc_seed004 *f, const struct tc_run_ev *ev)
 		cJSON_AddBoolToObject(c, "recoverable", false);
 		cJSON_AddNumberToObject(c, "step", f->step);
 		out_chunk(f, c);
-		struct open_msg *m = msg_slot(f, key, false);
-		if (m)
-			msg_clear(m);
-		free(key);
 		return;
 	}
-	struct open_msg *m = msg_slot(f, key, true); /* resumed mid-message: taken as an AI one */
-	free(key);
-	if (!strcmp(e, "message-finish")) {
-		msg_clear(m);
+	if (!m->ai || p->kind == TC_MSG_START || p->kind == TC_MSG_FINISH)
+		return;
+	if (p->kind == TC_MSG_BLOCK_DELTA) {
+		if (p->text && *p->text && p->block == TC_BLOCK_TEXT)
+			text_chunk(f, ev, p->text);
+		else if (p->text && *p->text && p->block == TC_BLOCK_REASONING)
+			thinking_chunk(f, ev, p->text, false);
 		return;
 	}
-	if (!m->ai)
-		return;
-	/* a message's blocks may overlap: what had deltas is kept per content index */
-	const cJSON *ix = tc_run_get(ev->data, "index");
-	uint64_t bit = 1ull << (cJSON_IsNumber(ix) && ix->valuedouble >= 0 && ix->valuedouble < 63 ? (int)ix->valuedouble : 63);
-	if (!strcmp(e, "content-block-start") || !strcmp(e, "content-block-finish")) {
-		bool finish = e[14] == 'f';
-		const cJSON *block = tc_run_get(ev->data, "content");
-		const char *type = tc_run_str(block, "type");
-		if (!finish)
-			m->streamed &= ~bit;
-		if (!type)
-			return;
-		if (!strcmp(type, "text")) {
-			const char *text = tc_run_str(block, "text");
-			if (text && *text && !(m->streamed & bit))
-				text_chunk(f, ev, text);
-			if (text && *text)
-				m->streamed |= bit;
-		} else if (!strcmp(type, "reasoning")) {
-			const char *text = tc_run_str(block, "reasoning");
-			if (!finish && text && *text) {
-				thinking_chunk(f, ev, text, false);
-				m->streamed |= bit;
-			} else if (finish) {
-				/* the block's end: its text when none went out, else an empty completion */
-				thinking_chunk(f, ev, !(m->streamed & bit) && text ? text : "", true);
-			}
-		}
-		if (finish)
-			m->streamed &= ~bit;
-	} else if (!strcmp(e, "content-block-delta")) {
-		const cJSON *delta = tc_run_get(ev->data, "delta");
-		const char *type = tc_run_str(delta, "type");
-		if (!type)
-			return;
-		if (!strcmp(type, "text-delta")) {
-			const char *text = tc_run_str(delta, "text");
-			if (text && *text) {
-				m->streamed |= bit;
-				text_chunk(f, ev, text);
-			}
-		} else if (!strcmp(type, "reasoning-delta")) {
-			const char *text = tc_run_str(delta, "reasoning");
-			if (text && *text) {
-				m->streamed |= bit;
-				thinking_chunk(f, ev, text, false);
-			}
-		}
-	}
+	/* a block's start, or its finish: its text when none went out before */
+	if (p->block == TC_BLOCK_TEXT && p->text && *p->text && (!finish || !p->had))
+		text_chunk(f, ev, p->text);
+	else if (p->block == TC_BLOCK_REASONING && !finish && p->text && *p->text)
+		thinking_chunk(f, ev, p->text, false);
+	else if (p->block == TC_BLOCK_REASONING && finish) /* the end: its text, or an empty completion */
+		thinking_chunk(f, ev, !p->had && p->text ? p->text : "", true);
 }
 
-static void on_tools(struct tc_seed004 *f, const struct tc_run_ev *ev)
+static const struct tc_msg_ops msg_ops = { .part = msg_part };
+
+static void on_tools(struct tc_run_chunks *f, const struct tc_run_ev *ev)
 {
 	const char *e = tc_run_str(ev->data, "event");
 	const char *call = tc_run_str(ev->data, "tool_call_id");
@@ -332,7 +254,7 @@ static cJSON *diff(const cJSON *old, const cJSON *now)
 	return patches;
 }
 
-static void on_values(struct tc_seed004 *f, const struct tc_run_ev *ev)
+static void on_values(struct tc_run_chunks *f, const struct tc_run_ev *ev)
 {
 	if (!cJSON_IsObject(ev->data))
 		return;
@@ -352,7 +274,7 @@ static void on_values(struct tc_seed004 *f, const struct tc_run_ev *ev)
 }
 
 /* A subgraph's lifecycle: its start and its end are a sub-agent's. */
-static void on_subgraph(struct tc_seed004 *f, const struct tc_run_ev *ev)
+static void on_subgraph(struct tc_run_chunks *f, const struct tc_run_ev *ev)
 {
 	bool start = !strcmp(ev->status, "started");
 	bool end = !strcmp(ev->status, "completed") || !strcmp(ev->status, "failed") ||
@@ -400,11 +322,11 @@ static void on_subgraph(struct tc_seed004 *f, const struct tc_run_ev *ev)
 	out_chunk(f, c);
 }
 
-static void on_event(struct tc_seed004 *f, const struct tc_run_ev *ev)
+static void on_event(struct tc_run_chunks *f, const struct tc_run_ev *ev)
 {
 	const char *m = ev->method;
 	if (!strcmp(m, "messages")) {
-		on_messages(f, ev);
+		tc_msg_asm_event(&f->msgs, ev);
 	} else if (!strcmp(m, "tools")) {
 		on_tools(f, ev);
 	} else if (!strcmp(m, "values")) {
@@ -443,7 +365,7 @@ static void on_event(struct tc_seed004 *f, const struct tc_run_ev *ev)
 	}
 }
 
-static void fail(struct tc_seed004 *f, const char *error)
+static void fail(struct tc_run_chunks *f, const char *error)
 {
 	cJSON *body = cJSON_CreateObject();
 	cJSON_AddStringToObject(body, "type", "fail");
@@ -452,7 +374,7 @@ static void fail(struct tc_seed004 *f, const char *error)
 	out(f, body);
 }
 
-static void on_end(struct tc_seed004 *f, const struct tc_run_ev *ev)
+static void on_end(struct tc_run_chunks *f, const struct tc_run_ev *ev)
 {
 	if (!strcmp(ev->status, "failed")) {
 		const char *err = tc_run_str(ev->data, "error");
@@ -478,12 +400,12 @@ static void on_end(struct tc_seed004 *f, const struct tc_run_ev *ev)
 	out(f, body);
 }
 
-bool tc_seed004_event(struct tc_seed004 *f, const char *frame, size_t len)
+bool tc_run_chunks_event(struct tc_run_chunks *f, uint64_t seq, const cJSON *event)
 {
 	if (f->status != ACTIVE)
 		return true;
 	struct tc_run_ev ev;
-	switch (tc_run_follow_step(&f->fw, frame, len, &ev)) {
+	switch (tc_run_follow_step(&f->fw, seq, event, &ev)) {
 	case TC_RUN_SKIP:
 		return false;
 	case TC_RUN_CUT:
@@ -501,7 +423,7 @@ bool tc_seed004_event(struct tc_seed004 *f, const char *frame, size_t len)
 	return false;
 }
 
-void tc_seed004_finish(struct tc_seed004 *f, const char *error)
+void tc_run_chunks_finish(struct tc_run_chunks *f, const char *error)
 {
 	if (f->status == ACTIVE) {
 		f->fw.ended = true;
@@ -509,22 +431,23 @@ void tc_seed004_finish(struct tc_seed004 *f, const char *error)
 	}
 }
 
-const char *tc_seed004_status(const struct tc_seed004 *f)
+const char *tc_run_chunks_status(const struct tc_run_chunks *f)
 {
 	return f->status == ACTIVE ? "active" : f->status == ENDED ? "ended" : "failed";
 }
 
 
-uint64_t tc_seed004_sequence(const struct tc_seed004 *f)
+uint64_t tc_run_chunks_sequence(const struct tc_run_chunks *f)
 {
 	return f->seq;
 }
 
-struct tc_seed004 *tc_seed004_new(const char *run_id, const char *agent_type, bool in_run, uint64_t skip_through,
-				  tc_seedfmt_emit *emit, void *ctx)
+struct tc_run_chunks *tc_run_chunks_new(const char *run_id, const char *agent_type, bool in_run,
+					uint64_t skip_through, tc_run_emit *emit, void *ctx)
 {
-	struct tc_seed004 *f = tc_xcalloc(1, sizeof(*f));
+	struct tc_run_chunks *f = tc_xcalloc(1, sizeof(*f));
 	tc_run_follow_init(&f->fw, run_id, in_run);
+	tc_msg_asm_init(&f->msgs, &msg_ops, f);
 	f->agent_type = agent_type ? tc_xstrdup(agent_type) : NULL;
 	f->skip = skip_through;
 	f->emit = emit;
@@ -532,13 +455,12 @@ struct tc_seed004 *tc_seed004_new(const char *run_id, const char *agent_type, bo
 	return f;
 }
 
-void tc_seed004_free(struct tc_seed004 *f)
+void tc_run_chunks_free(struct tc_run_chunks *f)
 {
 	if (!f)
 		return;
 	tc_run_follow_clear(&f->fw);
-	for (int i = 0; i < OPEN_MESSAGES; i++)
-		msg_clear(&f->msgs[i]);
+	tc_msg_asm_clear(&f->msgs);
 	for (size_t i = 0; i < f->ngraphs; i++) {
 		free(f->graphs[i].ns);
 		free(f->graphs[i].type);
@@ -550,4 +472,4 @@ void tc_seed004_free(struct tc_seed004 *f)
 	free(f);
 }
 
-TC_RUN_FMT_OPS(seed004);
+TC_RUN_FMT_OPS(chunks, NULL);

@@ -1,31 +1,29 @@
 /*
- * seed003.c — a run as seed 003's streaming output (seedfmt.h): NDJSON
+ * run/ndjson.c — a run as seed 003's streaming output (ndjson.h): NDJSON
  * lines {"session_id","node_id"?,"event_id","type",…}: run_start, node spans
  * (node_enter … node_exit, from the root graph's tasks), message and tool
  * call chunks, usage, values, updates, custom, checkpoint, the tools' events
  * and tool approvals; then exactly one reply line {"session_id","node_id"?,
  * "event_id","reply","status","error"?}.
  */
-#include "seedfmt.h"
+#include "run/ndjson.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "run/assemble.h"
+#include "run/follow.h"
 #include "util.h"
 
-#define OPEN_MESSAGES 32          /* messages streaming at once */
 #define OPEN_SPANS 64             /* root nodes running at once */
 #define OPEN_TOOLS 32             /* tool calls running at once */
 #define REPLY_TEXT (1 << 20)      /* the reply's text */
 #define ARGS_TEXT (256 << 10)     /* a streamed tool call's arguments */
 
-/* A message being streamed by one node of one graph. */
-struct open_msg {
-	struct tc_slot slot; /* key: msg_key() */
-	bool ai;             /* an AI message: its text and tool calls go out */
-	bool streamed;       /* the current text block had deltas */
-	char *call, *name;   /* the tool call block being streamed */
+/* The tool call block a message is streaming. */
+struct tool_block {
+	char *call, *name;   /* its id and name, when given */
 	char *args;          /* its arguments so far (text) */
 	size_t args_len;
 };
@@ -44,26 +42,28 @@ struct open_tool {
 	char *name;
 };
 
-struct tc_seed003 {
+struct tc_run_ndjson {
 	struct tc_run_follow fw;
+	struct tc_msg_asm msgs;  /* the messages being streamed */
+	struct tool_block blocks[TC_MSG_OPEN]; /* each message's tool call block (by tc_msg.no) */
+	const struct span *sp;   /* the span of the messages event being assembled */
 	char *session, *agent, *message;
-	tc_seedfmt_emit *emit;
+	tc_run_emit *emit;
 	void *ctx;
 	uint64_t seq, skip;
 	bool started, ended;
 	uint64_t nspans; /* spans made */
 	struct span spans[OPEN_SPANS];
-	struct open_msg msgs[OPEN_MESSAGES];
 	struct open_tool tools[OPEN_TOOLS];
 	uint64_t clock;
 	char *reply;      /* the text of the root's last AI message */
 	size_t reply_len;
-	char *reply_key;  /* that message's key (msg_key()) */
+	char *reply_key;  /* that message's key (tc_msg.slot: its namespace as sent, "#", its node) */
 	char *reply_node; /* the node_id of the span it came in (NULL: none) */
 };
 
 /* A line of a type, its envelope filled (node_id: the span's, NULL for none); sent by put_line(). */
-static cJSON *line(struct tc_seed003 *f, const char *type, const struct span *sp)
+static cJSON *line(struct tc_run_ndjson *f, const char *type, const struct span *sp)
 {
 	cJSON *o = cJSON_CreateObject();
 	cJSON_AddStringToObject(o, "session_id", f->session);
@@ -75,7 +75,7 @@ static cJSON *line(struct tc_seed003 *f, const char *type, const struct span *sp
 }
 
 /* Gives out a line's event_id; emits it (with "namespace" for a subgraph's) when past the skip. */
-static void put_line(struct tc_seed003 *f, cJSON *o, const char *ns)
+static void put_line(struct tc_run_ndjson *f, cJSON *o, const char *ns)
 {
 	uint64_t n = ++f->seq;
 	if (ns && *ns)
@@ -105,7 +105,7 @@ static void span_free(struct span *s)
 }
 
 /* A span's node_exit; the span is closed. err: NULL for "Ok". */
-static void node_exit(struct tc_seed003 *f, struct span *s, const char *err)
+static void node_exit(struct tc_run_ndjson *f, struct span *s, const char *err)
 {
 	cJSON *o = line(f, "node_exit", s);
 	cJSON_AddStringToObject(o, "id", s->name);
@@ -118,7 +118,7 @@ static void node_exit(struct tc_seed003 *f, struct span *s, const char *err)
 	tc_slot_clear(&s->slot);
 }
 
-static void node_enter(struct tc_seed003 *f, const char *task, const char *name)
+static void node_enter(struct tc_run_ndjson *f, const char *task, const char *name)
 {
 	bool fresh;
 	struct span *s = tc_slot_find(f->spans, OPEN_SPANS, sizeof(f->spans[0]), &f->clock, task, false, &fresh);
@@ -144,7 +144,7 @@ static void node_enter(struct tc_seed003 *f, const char *task, const char *name)
 }
 
 /* The latest span open of a node (NULL: none). */
-static struct span *span_named(struct tc_seed003 *f, const char *name)
+static struct span *span_named(struct tc_run_ndjson *f, const char *name)
 {
 	struct span *best = NULL;
 	for (int i = 0; i < OPEN_SPANS; i++)
@@ -159,7 +159,7 @@ static struct span *span_named(struct tc_seed003 *f, const char *name)
  * node (params.node; an update's data.node); an event of no node (root
  * values, checkpoints, …) is in the span open when there is exactly one.
  */
-static struct span *span_of(struct tc_seed003 *f, const struct tc_run_ev *ev)
+static struct span *span_of(struct tc_run_ndjson *f, const struct tc_run_ev *ev)
 {
 	const cJSON *first = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(ev->params, "namespace"), 0);
 	char name[128] = "";
@@ -207,7 +207,7 @@ static char *error_text(const cJSON *e)
  * A root task: created {id, name, input, triggers, …} opens its node's
  * span, its result {id, name, result, error, interrupts} closes it.
  */
-static void on_tasks(struct tc_seed003 *f, const struct tc_run_ev *ev)
+static void on_tasks(struct tc_run_ndjson *f, const struct tc_run_ev *ev)
 {
 	const char *id = tc_run_str(ev->data, "id"), *name = tc_run_str(ev->data, "name");
 	if (!name)
@@ -233,7 +233,7 @@ static void on_tasks(struct tc_seed003 *f, const struct tc_run_ev *ev)
 
 /* ---- messages ---- */
 
-static void tool_block_free(struct open_msg *m)
+static void tool_block_free(struct tool_block *m)
 {
 	free(m->call);
 	free(m->name);
@@ -242,28 +242,8 @@ static void tool_block_free(struct open_msg *m)
 	m->args_len = 0;
 }
 
-static void msg_clear(struct open_msg *m)
-{
-	tool_block_free(m);
-	tc_slot_clear(&m->slot);
-	m->ai = m->streamed = false;
-}
-
-/* The message open in key (with create: a new one, taken as an AI message until it says). */
-static struct open_msg *msg_slot(struct tc_seed003 *f, const char *key, bool create)
-{
-	bool fresh;
-	struct open_msg *m = tc_slot_find(f->msgs, OPEN_MESSAGES, sizeof(f->msgs[0]), &f->clock, key, create, &fresh);
-	if (fresh) {
-		tool_block_free(m);
-		m->ai = true;
-		m->streamed = false;
-	}
-	return m;
-}
-
 /* The root's AI message in key is the last one: the reply starts over. */
-static void reply_start(struct tc_seed003 *f, const char *key, const struct span *sp)
+static void reply_start(struct tc_run_ndjson *f, const char *key, const struct span *sp)
 {
 	free(f->reply_key);
 	free(f->reply_node);
@@ -274,7 +254,7 @@ static void reply_start(struct tc_seed003 *f, const char *key, const struct span
 		f->reply[0] = '\0';
 }
 
-static void text_chunk(struct tc_seed003 *f, const struct tc_run_ev *ev, const struct span *sp, const char *key,
+static void text_chunk(struct tc_run_ndjson *f, const struct tc_run_ev *ev, const struct span *sp, const char *key,
 		       const char *text)
 {
 	cJSON *o = line(f, "message_chunk", sp);
@@ -286,11 +266,11 @@ static void text_chunk(struct tc_seed003 *f, const struct tc_run_ev *ev, const s
 	if (!f->reply_key) /* resumed mid-message */
 		reply_start(f, key, sp);
 	if (!strcmp(f->reply_key, key))
-		tc_seed_append(&f->reply, &f->reply_len, text, REPLY_TEXT);
+		tc_run_append(&f->reply, &f->reply_len, text, REPLY_TEXT);
 }
 
 /* A tool call block starts (or is seen first): its id and name, when it has them. */
-static void tool_block(struct open_msg *m, const cJSON *block, bool start)
+static void tool_block(struct tool_block *m, const cJSON *block, bool start)
 {
 	const char *s;
 	if (start)
@@ -305,12 +285,12 @@ static void tool_block(struct open_msg *m, const cJSON *block, bool start)
 	}
 }
 
-static void args_chunk(struct tc_seed003 *f, const struct tc_run_ev *ev, const struct span *sp, struct open_msg *m,
-		       const char *delta)
+static void args_chunk(struct tc_run_ndjson *f, const struct tc_run_ev *ev, const struct span *sp,
+		       struct tool_block *m, const char *delta)
 {
 	if (!delta || !*delta)
 		return;
-	tc_seed_append(&m->args, &m->args_len, delta, ARGS_TEXT);
+	tc_run_append(&m->args, &m->args_len, delta, ARGS_TEXT);
 	cJSON *o = line(f, "tool_call_chunk", sp);
 	if (m->call)
 		cJSON_AddStringToObject(o, "call_id", m->call);
@@ -321,8 +301,8 @@ static void args_chunk(struct tc_seed003 *f, const struct tc_run_ev *ev, const s
 }
 
 /* A tool call block's finish: the whole call, its arguments an object (the block's, else the deltas'). */
-static void tool_call(struct tc_seed003 *f, const struct tc_run_ev *ev, const struct span *sp, struct open_msg *m,
-		      const cJSON *block)
+static void tool_call(struct tc_run_ndjson *f, const struct tc_run_ev *ev, const struct span *sp,
+		      struct tool_block *m, const cJSON *block)
 {
 	tool_block(m, block, false);
 	const cJSON *args = tc_run_get(block, "args");
@@ -345,7 +325,7 @@ static void tool_call(struct tc_seed003 *f, const struct tc_run_ev *ev, const st
 	tool_block_free(m);
 }
 
-static void usage(struct tc_seed003 *f, const struct tc_run_ev *ev, const struct span *sp, const cJSON *u)
+static void usage(struct tc_run_ndjson *f, const struct tc_run_ev *ev, const struct span *sp, const cJSON *u)
 {
 	const cJSON *in = tc_run_get(u, "input_tokens"), *out = tc_run_get(u, "output_tokens");
 	const cJSON *total = tc_run_get(u, "total_tokens");
@@ -359,90 +339,66 @@ static void usage(struct tc_seed003 *f, const struct tc_run_ev *ev, const struct
 	put_line(f, l, ev->ns);
 }
 
-static bool is_tool_type(const char *type)
-{
-	return type && (!strcmp(type, "tool_call") || !strcmp(type, "tool_call_chunk"));
-}
-
 /*
- * A message's key: its whole namespace (as JSON), node tasks included (two
- * tasks of one node stream messages of their own), "#", its node.
+ * One messages event, assembled (assemble.h): an AI message's text and tool
+ * calls (chunks as they stream, then the whole call), its usage; the root's
+ * AI messages make the reply.
  */
-static char *msg_key(const struct tc_run_ev *ev)
+static void msg_part(void *ctx, struct tc_msg *m, const struct tc_msg_part *p, const struct tc_run_ev *ev)
 {
-	char *ns = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(ev->params, "namespace"));
-	size_t n = strlen(ns) + strlen(ev->node) + 2;
-	char *key = tc_xmalloc(n);
-	snprintf(key, n, "%s#%s", ns, ev->node);
-	free(ns);
-	return key;
+	struct tc_run_ndjson *f = ctx;
+	struct tool_block *t = &f->blocks[m->no];
+	const struct span *sp = f->sp;
+	bool finish = p->kind == TC_MSG_BLOCK_FINISH;
+
+	switch (p->kind) {
+	case TC_MSG_START:
+		if (m->ai && !*ev->ns)
+			reply_start(f, m->slot.key, sp);
+		return;
+	case TC_MSG_FINISH:
+		if (m->ai)
+			usage(f, ev, sp, p->usage);
+		return;
+	case TC_MSG_ERROR:
+		return;
+	case TC_MSG_BLOCK_DELTA:
+		if (!m->ai)
+			return;
+		if (p->block == TC_BLOCK_TEXT && p->text && *p->text) {
+			text_chunk(f, ev, sp, m->slot.key, p->text);
+		} else if (p->type && !strcmp(p->type, "tool_call_chunk")) {
+			tool_block(t, p->content, false);
+			args_chunk(f, ev, sp, t, tc_run_str(p->content, "args"));
+		}
+		return;
+	case TC_MSG_BLOCK_START:
+	case TC_MSG_BLOCK_FINISH:
+		if (!m->ai)
+			return;
+		if (p->block == TC_BLOCK_TEXT) {
+			/* its text when it has some no delta gave (chunks.c's rule) */
+			if (p->text && *p->text && (!finish || !p->had))
+				text_chunk(f, ev, sp, m->slot.key, p->text);
+		} else if (p->block == TC_BLOCK_TOOL && !finish) {
+			tool_block(t, p->content, true);
+			const cJSON *args = tc_run_get(p->content, "args");
+			if (cJSON_IsString(args))
+				args_chunk(f, ev, sp, t, args->valuestring);
+		} else if (p->block == TC_BLOCK_TOOL) {
+			tool_call(f, ev, sp, t, p->content);
+		}
+		return;
+	}
 }
 
-static void on_messages(struct tc_seed003 *f, const struct tc_run_ev *ev, const struct span *sp)
+static void msg_drop(void *ctx, struct tc_msg *m, bool finished)
 {
-	const char *e = tc_run_str(ev->data, "event");
-	if (!e)
-		return;
-	char *key = msg_key(ev);
-	if (!strcmp(e, "message-start")) {
-		struct open_msg *m = msg_slot(f, key, true);
-		const char *role = tc_run_str(ev->data, "role");
-		tool_block_free(m);
-		m->ai = !role || !strcmp(role, "ai") || !strcmp(role, "assistant");
-		m->streamed = false;
-		if (m->ai && !*ev->ns)
-			reply_start(f, key, sp);
-	} else if (!strcmp(e, "error")) {
-		struct open_msg *m = msg_slot(f, key, false);
-		if (m)
-			msg_clear(m);
-	} else {
-		struct open_msg *m = msg_slot(f, key, true); /* resumed mid-message: taken as an AI one */
-		if (!strcmp(e, "message-finish")) {
-			if (m->ai)
-				usage(f, ev, sp, tc_run_get(ev->data, "usage"));
-			msg_clear(m);
-		} else if (m->ai && (!strcmp(e, "content-block-start") || !strcmp(e, "content-block-finish"))) {
-			bool finish = e[14] == 'f';
-			const cJSON *block = tc_run_get(ev->data, "content");
-			const char *type = tc_run_str(block, "type");
-			if (type && !strcmp(type, "text")) {
-				/* its text when it has some no delta gave (seed004's rule) */
-				const char *text = tc_run_str(block, "text");
-				if (!finish)
-					m->streamed = false;
-				if (text && *text && !m->streamed)
-					text_chunk(f, ev, sp, key, text);
-				m->streamed = !finish && ((text && *text) || m->streamed);
-			} else if (is_tool_type(type) && !finish) {
-				tool_block(m, block, true);
-				const cJSON *args = tc_run_get(block, "args");
-				if (cJSON_IsString(args))
-					args_chunk(f, ev, sp, m, args->valuestring);
-			} else if (is_tool_type(type)) {
-				tool_call(f, ev, sp, m, block);
-			}
-		} else if (m->ai && !strcmp(e, "content-block-delta")) {
-			const cJSON *delta = tc_run_get(ev->data, "delta");
-			const char *type = tc_run_str(delta, "type");
-			if (type && !strcmp(type, "block-delta")) {
-				delta = tc_run_get(delta, "fields");
-				type = tc_run_str(delta, "type");
-			}
-			if (type && !strcmp(type, "text-delta")) {
-				const char *text = tc_run_str(delta, "text");
-				if (text && *text) {
-					m->streamed = true;
-					text_chunk(f, ev, sp, key, text);
-				}
-			} else if (type && !strcmp(type, "tool_call_chunk")) {
-				tool_block(m, delta, false);
-				args_chunk(f, ev, sp, m, tc_run_str(delta, "args"));
-			}
-		}
-	}
-	free(key);
+	struct tc_run_ndjson *f = ctx;
+	tool_block_free(&f->blocks[m->no]);
 }
+
+static const struct tc_msg_ops msg_ops = { .part = msg_part, .drop = msg_drop };
 
 /* ---- tools ---- */
 
@@ -459,7 +415,7 @@ static char *output_text(const cJSON *out)
 	return cJSON_PrintUnformatted(out);
 }
 
-static void on_tools(struct tc_seed003 *f, const struct tc_run_ev *ev, const struct span *sp)
+static void on_tools(struct tc_run_ndjson *f, const struct tc_run_ev *ev, const struct span *sp)
 {
 	const char *e = tc_run_str(ev->data, "event");
 	const char *call = tc_run_str(ev->data, "tool_call_id");
@@ -529,7 +485,7 @@ static const char *approval_name(const cJSON *p)
 	return s && *s ? s : "interrupt";
 }
 
-static void on_event(struct tc_seed003 *f, const struct tc_run_ev *ev)
+static void on_event(struct tc_run_ndjson *f, const struct tc_run_ev *ev)
 {
 	const char *m = ev->method;
 	bool root = !*ev->ns;
@@ -554,7 +510,9 @@ static void on_event(struct tc_seed003 *f, const struct tc_run_ev *ev)
 	struct span *sp = span_of(f, ev);
 	cJSON *o = NULL;
 	if (!strcmp(m, "messages")) {
-		on_messages(f, ev, sp);
+		f->sp = sp;
+		tc_msg_asm_event(&f->msgs, ev);
+		f->sp = NULL;
 	} else if (!strcmp(m, "tools")) {
 		on_tools(f, ev, sp);
 	} else if (!strcmp(m, "values")) {
@@ -613,7 +571,7 @@ static void on_event(struct tc_seed003 *f, const struct tc_run_ev *ev)
  * The end: the spans still open exit (err: NULL for "Ok"), then the reply
  * line. status: "completed", "interrupted" or "failed" (error given).
  */
-static void reply(struct tc_seed003 *f, const char *status, const char *exit_err, const char *error)
+static void reply(struct tc_run_ndjson *f, const char *status, const char *exit_err, const char *error)
 {
 	for (;;) { /* in the order they were entered */
 		struct span *first = NULL;
@@ -638,17 +596,17 @@ static void reply(struct tc_seed003 *f, const char *status, const char *exit_err
 	put_line(f, o, NULL);
 }
 
-static void fail(struct tc_seed003 *f, const char *error)
+static void fail(struct tc_run_ndjson *f, const char *error)
 {
 	reply(f, "failed", error, error);
 }
 
-bool tc_seed003_event(struct tc_seed003 *f, const char *frame, size_t len)
+bool tc_run_ndjson_event(struct tc_run_ndjson *f, uint64_t seq, const cJSON *event)
 {
 	if (f->ended)
 		return true;
 	struct tc_run_ev ev;
-	enum tc_run_step step = tc_run_follow_step(&f->fw, frame, len, &ev);
+	enum tc_run_step step = tc_run_follow_step(&f->fw, seq, event, &ev);
 	const char *err = step == TC_RUN_END ? tc_run_str(ev.data, "error") : NULL;
 	if (step == TC_RUN_CUT)
 		fail(f, "the run's events ended without its end: another run started");
@@ -662,24 +620,25 @@ bool tc_seed003_event(struct tc_seed003 *f, const char *frame, size_t len)
 	return f->ended;
 }
 
-void tc_seed003_finish(struct tc_seed003 *f, const char *error)
+void tc_run_ndjson_finish(struct tc_run_ndjson *f, const char *error)
 {
 	if (!f->ended)
 		fail(f, error && *error ? error : "the stream was closed before the run ended");
 }
 
 
-uint64_t tc_seed003_event_id(const struct tc_seed003 *f)
+uint64_t tc_run_ndjson_event_id(const struct tc_run_ndjson *f)
 {
 	return f->seq;
 }
 
-struct tc_seed003 *tc_seed003_new(const char *run_id, const char *session_id, const char *agent,
-				  const char *message, bool in_run, uint64_t skip_through, tc_seedfmt_emit *emit,
-				  void *ctx)
+struct tc_run_ndjson *tc_run_ndjson_new(const char *run_id, const char *session_id, const char *agent,
+					const char *message, bool in_run, uint64_t skip_through, tc_run_emit *emit,
+					void *ctx)
 {
-	struct tc_seed003 *f = tc_xcalloc(1, sizeof(*f));
+	struct tc_run_ndjson *f = tc_xcalloc(1, sizeof(*f));
 	tc_run_follow_init(&f->fw, run_id, in_run);
+	tc_msg_asm_init(&f->msgs, &msg_ops, f);
 	f->session = tc_xstrdup(session_id ? session_id : "");
 	f->agent = agent ? tc_xstrdup(agent) : NULL;
 	f->message = message ? tc_xstrdup(message) : NULL;
@@ -689,7 +648,7 @@ struct tc_seed003 *tc_seed003_new(const char *run_id, const char *session_id, co
 	return f;
 }
 
-void tc_seed003_free(struct tc_seed003 *f)
+void tc_run_ndjson_free(struct tc_run_ndjson *f)
 {
 	if (!f)
 		return;
@@ -698,8 +657,9 @@ void tc_seed003_free(struct tc_seed003 *f)
 		span_free(&f->spans[i]);
 		tc_slot_clear(&f->spans[i].slot);
 	}
-	for (int i = 0; i < OPEN_MESSAGES; i++)
-		msg_clear(&f->msgs[i]);
+	tc_msg_asm_clear(&f->msgs);
+	for (int i = 0; i < TC_MSG_OPEN; i++)
+		tool_block_free(&f->blocks[i]);
 	for (int i = 0; i < OPEN_TOOLS; i++) {
 		free(f->tools[i].name);
 		tc_slot_clear(&f->tools[i].slot);
@@ -713,4 +673,4 @@ void tc_seed003_free(struct tc_seed003 *f)
 	free(f);
 }
 
-TC_RUN_FMT_OPS(seed003);
+TC_RUN_FMT_OPS(ndjson, NULL);

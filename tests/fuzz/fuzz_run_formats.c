@@ -1,5 +1,5 @@
 /*
- * libFuzzer target: the seed formats' translators (seedfmt.h). The input is
+ * libFuzzer target: the seed formats' translators (src/run/: chunks.h, agent_events.h, ndjson.h). The input is
  * event frames, one a line; the first byte picks where the stream starts
  * (inside the run or not) and a resume point for seeds 004 and 003.
  * Properties: each translator emits exactly one terminal unit once
@@ -14,7 +14,10 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "seedfmt.h"
+#include "../unit/feed_frame.h"
+#include "run/agent_events.h"
+#include "run/chunks.h"
+#include "run/ndjson.h"
 #include "util.h"
 
 struct out {
@@ -75,14 +78,14 @@ static void out003(void *ctx, const char *t, size_t len)
 }
 
 /* Feeds every line of the input to fn. */
-static void lines(const uint8_t *data, size_t size, bool (*fn)(void *, const char *, size_t), void *f)
+static void lines(const uint8_t *data, size_t size, tc_event_fn *fn, void *f)
 {
 	size_t i = 0;
 	while (i < size) {
 		size_t j = i;
 		while (j < size && data[j] != '\n')
 			j++;
-		fn(f, (const char *)data + i, j - i);
+		feed_frame(fn, f, (const char *)data + i, j - i);
 		i = j + 1;
 	}
 }
@@ -113,59 +116,59 @@ int FUZZ_ENTRY(const uint8_t *data, size_t size)
 	size--;
 
 	struct out all = { 0 }, part = { 0 };
-	struct tc_seed004 *a = tc_seed004_new("r1", "agent", in_run, 0, out004, &all);
-	lines(data, size, tc_seed004_ops.event, a);
-	tc_seed004_finish(a, "closed");
+	struct tc_run_chunks *a = tc_run_chunks_new("r1", "agent", in_run, 0, out004, &all);
+	lines(data, size, tc_run_chunks_ops.event, a);
+	tc_run_chunks_finish(a, "closed");
 	must(all.terminals == 1 && !all.after);
-	must(strcmp(tc_seed004_status(a), "active") != 0);
-	uint64_t n = tc_seed004_sequence(a);
+	must(strcmp(tc_run_chunks_status(a), "active") != 0);
+	uint64_t n = tc_run_chunks_sequence(a);
 	must(n == (uint64_t)all.units);
-	tc_seed004_free(a);
-	struct tc_seed004 *b = tc_seed004_new("r1", "agent", in_run, skip, out004, &part);
-	lines(data, size, tc_seed004_ops.event, b);
-	tc_seed004_finish(b, "closed");
+	tc_run_chunks_free(a);
+	struct tc_run_chunks *b = tc_run_chunks_new("r1", "agent", in_run, skip, out004, &part);
+	lines(data, size, tc_run_chunks_ops.event, b);
+	tc_run_chunks_finish(b, "closed");
 	/* what followed sequence skip the first time, exactly */
 	const char *from = after_unit(all.text, skip, "\n\n");
 	must((skip >= n && part.units == 0) || (from && part.text && !strcmp(from, part.text)));
-	tc_seed004_free(b);
+	tc_run_chunks_free(b);
 	free(all.text);
 	free(part.text);
 
 	struct out o = { 0 }, o2 = { 0 };
-	struct tc_seed002 *c = tc_seed002_new("r1", "req", "th", "agent", in_run, 0, out002, &o);
-	lines(data, size, tc_seed002_ops.event, c);
-	tc_seed002_finish(c, NULL, NULL);
+	struct tc_run_agent_events *c = tc_run_agent_events_new("r1", "req", "th", "agent", in_run, 0, out002, &o);
+	lines(data, size, tc_run_agent_events_ops.event, c);
+	tc_run_agent_events_finish(c, NULL, NULL);
 	must(o.terminals == 1 && !o.after);
-	tc_seed002_free(c);
+	tc_run_agent_events_free(c);
 	/* resumed after id skip: what followed it the first time, exactly */
-	c = tc_seed002_new("r1", "req", "th", "agent", in_run, skip, out002, &o2);
-	lines(data, size, tc_seed002_ops.event, c);
-	tc_seed002_finish(c, NULL, NULL);
+	c = tc_run_agent_events_new("r1", "req", "th", "agent", in_run, skip, out002, &o2);
+	lines(data, size, tc_run_agent_events_ops.event, c);
+	tc_run_agent_events_finish(c, NULL, NULL);
 	const char *rest = o.text;
 	for (uint64_t k = 0; k < skip && rest; k++) {
 		rest = strstr(rest, "\n\n");
 		rest = rest ? rest + 2 : NULL;
 	}
 	must((skip >= (uint64_t)o.units && o2.units == 0) || (rest && o2.text && !strcmp(rest, o2.text)));
-	tc_seed002_free(c);
+	tc_run_agent_events_free(c);
 	free(o.text);
 	free(o2.text);
 
 	struct out all3 = { .first = 1 }, part3 = { .first = skip + 1 };
-	struct tc_seed003 *d = tc_seed003_new("r1", "th", "agent", "hi", in_run, 0, out003, &all3);
-	lines(data, size, tc_seed003_ops.event, d);
-	tc_seed003_finish(d, "closed");
+	struct tc_run_ndjson *d = tc_run_ndjson_new("r1", "th", "agent", "hi", in_run, 0, out003, &all3);
+	lines(data, size, tc_run_ndjson_ops.event, d);
+	tc_run_ndjson_finish(d, "closed");
 	must(all3.terminals == 1 && !all3.after);
-	n = tc_seed003_event_id(d);
+	n = tc_run_ndjson_event_id(d);
 	must(n == (uint64_t)all3.units);
-	tc_seed003_free(d);
-	d = tc_seed003_new("r1", "th", "agent", "hi", in_run, skip, out003, &part3);
-	lines(data, size, tc_seed003_ops.event, d);
-	tc_seed003_finish(d, "closed");
-	must(tc_seed003_event_id(d) == n);
+	tc_run_ndjson_free(d);
+	d = tc_run_ndjson_new("r1", "th", "agent", "hi", in_run, skip, out003, &part3);
+	lines(data, size, tc_run_ndjson_ops.event, d);
+	tc_run_ndjson_finish(d, "closed");
+	must(tc_run_ndjson_event_id(d) == n);
 	from = after_unit(all3.text, skip, "\n");
 	must((skip >= n && part3.units == 0) || (from && part3.text && !strcmp(from, part3.text)));
-	tc_seed003_free(d);
+	tc_run_ndjson_free(d);
 	free(all3.text);
 	free(part3.text);
 	return 0;

@@ -1,4 +1,4 @@
-/* Unit tests: seedfmt.c, seed004.c, seed002.c, seed003.c — a run in the seeds' wire formats. */
+/* Unit tests: run/chunks.c, run/agent_events.c, run/ndjson.c, run/follow.c — a run in the seeds' wire formats. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,7 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "seedfmt.h"
+#include "feed_frame.h"
+#include "run/agent_events.h"
+#include "run/chunks.h"
+#include "run/follow.h"
+#include "run/ndjson.h"
 #include "sink.h"
 #include "util.h"
 
@@ -33,14 +37,14 @@ static size_t frame(char *buf, size_t cap, const char *method, const char *ns, c
 				seq, seq, method, ns, 1000 + seq, params_rest);
 }
 
-/* A translator's event function, whichever format (tc_seed<N>_ops.event). */
-typedef bool feed_fn(void *f, const char *frame, size_t len);
+/* A translator's event function, whichever format (tc_run_<format>_ops.event). */
+typedef tc_event_fn feed_fn;
 
 static bool feed(feed_fn *fn, void *f, const char *method, const char *ns, const char *params_rest)
 {
 	char buf[4096];
 	size_t n = frame(buf, sizeof(buf), method, ns, params_rest);
-	return fn(f, buf, n);
+	return feed_frame(fn, f, buf, n);
 }
 
 /*
@@ -55,7 +59,7 @@ static void task(feed_fn *fn, void *f, const char *data)
 			 "{\"type\":\"event\",\"seq\":%d,\"method\":\"tasks\",\"params\":{\"namespace\":[],"
 			 "\"timestamp\":%d,\"data\":%s}}",
 			 seq, 1000 + seq, data);
-	fn(f, buf, (size_t)n);
+	feed_frame(fn, f, buf, (size_t)n);
 }
 
 #define TASK(id, name) "{\"id\":\"" id "\",\"name\":\"" name "\",\"input\":{},\"triggers\":[\"branch:to:" name "\"],\"interrupts\":[]}"
@@ -128,9 +132,9 @@ static bool ends004(struct sink *s)
 static void s004_completed(void **state)
 {
 	struct sink s = { 0 };
-	struct tc_seed004 *f = tc_seed004_new("r1", "agent", false, 0, collect, &s);
-	assert_string_equal(tc_seed004_status(f), "active");
-	assert_true(whole_run(tc_seed004_ops.event, f, "{\"data\":{\"event\":\"completed\"}"));
+	struct tc_run_chunks *f = tc_run_chunks_new("r1", "agent", false, 0, collect, &s);
+	assert_string_equal(tc_run_chunks_status(f), "active");
+	assert_true(whole_run(tc_run_chunks_ops.event, f, "{\"data\":{\"event\":\"completed\"}"));
 	const char *want =
 		"id: 1\ndata: {\"type\":\"chunk\",\"chunk\":{\"type\":\"state_patch\",\"agentId\":\"r1\",\"agentType\":\"agent\",\"timestamp\":1005,\"patches\":[{\"op\":\"add\",\"path\":\"/messages\",\"value\":[\"q\"]}]},\"sequence\":1}\n\n"
 		"id: 2\ndata: {\"type\":\"chunk\",\"chunk\":{\"type\":\"thinking\",\"agentId\":\"r1\",\"agentType\":\"agent\",\"timestamp\":1008,\"content\":\"hmm\",\"isComplete\":false},\"sequence\":2}\n\n"
@@ -146,69 +150,69 @@ static void s004_completed(void **state)
 		"id: 12\ndata: {\"type\":\"chunk\",\"chunk\":{\"type\":\"output\",\"agentId\":\"r1\",\"agentType\":\"agent\",\"timestamp\":1032,\"output\":{\"messages\":[\"q\",\"call\",\"42\",\"It is 42.\"],\"n\":1}},\"sequence\":12}\n\n"
 		"id: 13\ndata: {\"type\":\"end\"}\n\n";
 	assert_string_equal(s.text, want);
-	assert_string_equal(tc_seed004_status(f), "ended");
-	assert_int_equal(tc_seed004_sequence(f), 13);
+	assert_string_equal(tc_run_chunks_status(f), "ended");
+	assert_int_equal(tc_run_chunks_sequence(f), 13);
 	/* after the end: nothing, whatever comes */
-	assert_true(feed(tc_seed004_ops.event, f, "values", "[]", "\"data\":{\"n\":2}"));
-	tc_seed004_finish(f, "late");
+	assert_true(feed(tc_run_chunks_ops.event, f, "values", "[]", "\"data\":{\"n\":2}"));
+	tc_run_chunks_finish(f, "late");
 	assert_int_equal(s.units, 13);
-	tc_seed004_free(f);
+	tc_run_chunks_free(f);
 }
 
 /* A failed run: an error chunk, then the fail sentinel, once. */
 static void s004_failed(void **state)
 {
 	struct sink s = { 0 };
-	struct tc_seed004 *f = tc_seed004_new("r1", NULL, false, 0, collect, &s);
-	assert_true(whole_run(tc_seed004_ops.event, f, "{\"data\":{\"event\":\"failed\",\"error\":\"boom\"}"));
+	struct tc_run_chunks *f = tc_run_chunks_new("r1", NULL, false, 0, collect, &s);
+	assert_true(whole_run(tc_run_chunks_ops.event, f, "{\"data\":{\"event\":\"failed\",\"error\":\"boom\"}"));
 	assert_non_null(strstr(s.text, "\"chunk\":{\"type\":\"error\",\"agentId\":\"r1\",\"timestamp\":1032,\"error\":\"boom\",\"recoverable\":false,\"step\":0},\"sequence\":12}\n\n"
 				       "id: 13\ndata: {\"type\":\"fail\",\"error\":\"boom\"}\n\n"));
 	assert_null(strstr(s.text, "\"output\""));
 	assert_true(ends004(&s));
-	assert_string_equal(tc_seed004_status(f), "failed");
-	tc_seed004_free(f);
+	assert_string_equal(tc_run_chunks_status(f), "failed");
+	tc_run_chunks_free(f);
 }
 
 /* Stopped at an interrupt: a custom "interrupt" chunk, the output with "__interrupt__", end. */
 static void s004_interrupted(void **state)
 {
 	struct sink s = { 0 };
-	struct tc_seed004 *f = tc_seed004_new("r1", NULL, true, 0, collect, &s);
+	struct tc_run_chunks *f = tc_run_chunks_new("r1", NULL, true, 0, collect, &s);
 	seq = 0;
-	feed(tc_seed004_ops.event, f, "values", "[]", "\"data\":{\"n\":1}");
-	feed(tc_seed004_ops.event, f, "checkpoints", "[]", "\"data\":{\"id\":\"k\",\"step\":3,\"source\":\"loop\"}");
-	feed(tc_seed004_ops.event, f, "input.requested", "[]", "\"data\":{\"interrupt_id\":\"i1\",\"payload\":{\"ask\":\"ok?\"}}");
-	assert_true(feed(tc_seed004_ops.event, f, "lifecycle", "[]", "\"data\":{\"event\":\"interrupted\"}"));
+	feed(tc_run_chunks_ops.event, f, "values", "[]", "\"data\":{\"n\":1}");
+	feed(tc_run_chunks_ops.event, f, "checkpoints", "[]", "\"data\":{\"id\":\"k\",\"step\":3,\"source\":\"loop\"}");
+	feed(tc_run_chunks_ops.event, f, "input.requested", "[]", "\"data\":{\"interrupt_id\":\"i1\",\"payload\":{\"ask\":\"ok?\"}}");
+	assert_true(feed(tc_run_chunks_ops.event, f, "lifecycle", "[]", "\"data\":{\"event\":\"interrupted\"}"));
 	assert_non_null(strstr(s.text, "\"type\":\"custom\",\"agentId\":\"r1\",\"timestamp\":1003,\"eventName\":\"interrupt\",\"data\":{\"value\":{\"ask\":\"ok?\"},\"id\":\"i1\"}"));
 	assert_non_null(strstr(s.text, "\"output\":{\"n\":1,\"__interrupt__\":[{\"value\":{\"ask\":\"ok?\"},\"id\":\"i1\"}]}},\"sequence\":3}\n\nid: 4\ndata: {\"type\":\"end\"}\n\n"));
 	assert_true(ends004(&s));
-	tc_seed004_free(f);
+	tc_run_chunks_free(f);
 }
 
 /* Another run's start cuts the stream: a fail sentinel; the caller's finish adds nothing. */
 static void s004_cut_and_finish(void **state)
 {
 	struct sink s = { 0 };
-	struct tc_seed004 *f = tc_seed004_new("r1", NULL, false, 0, collect, &s);
-	assert_true(whole_run(tc_seed004_ops.event, f, "{\"data\":{\"event\":\"started\",\"run_id\":\"r2\"}"));
-	assert_string_equal(tc_seed004_status(f), "failed");
-	tc_seed004_finish(f, "closing");
+	struct tc_run_chunks *f = tc_run_chunks_new("r1", NULL, false, 0, collect, &s);
+	assert_true(whole_run(tc_run_chunks_ops.event, f, "{\"data\":{\"event\":\"started\",\"run_id\":\"r2\"}"));
+	assert_string_equal(tc_run_chunks_status(f), "failed");
+	tc_run_chunks_finish(f, "closing");
 	assert_true(ends004(&s));
 	assert_non_null(strstr(s.text, "id: 12\ndata: {\"type\":\"fail\",\"error\":\"the run's events ended without its end: another run started\"}\n\n"));
-	tc_seed004_free(f);
+	tc_run_chunks_free(f);
 
 	/* the gateway gives up on a run still going: one fail, then nothing */
 	memset(&s, 0, sizeof(s));
-	f = tc_seed004_new("r1", NULL, true, 0, collect, &s);
+	f = tc_run_chunks_new("r1", NULL, true, 0, collect, &s);
 	seq = 0;
-	feed(tc_seed004_ops.event, f, "custom", "[]", "\"data\":{\"payload\":1}");
-	tc_seed004_finish(f, "stream_timeout");
-	tc_seed004_finish(f, "again");
-	assert_true(feed(tc_seed004_ops.event, f, "lifecycle", "[]", "\"data\":{\"event\":\"completed\"}"));
+	feed(tc_run_chunks_ops.event, f, "custom", "[]", "\"data\":{\"payload\":1}");
+	tc_run_chunks_finish(f, "stream_timeout");
+	tc_run_chunks_finish(f, "again");
+	assert_true(feed(tc_run_chunks_ops.event, f, "lifecycle", "[]", "\"data\":{\"event\":\"completed\"}"));
 	assert_int_equal(s.units, 2);
 	assert_true(ends004(&s));
 	assert_non_null(strstr(s.text, "id: 2\ndata: {\"type\":\"fail\",\"error\":\"stream_timeout\"}\n\n"));
-	tc_seed004_free(f);
+	tc_run_chunks_free(f);
 }
 
 /* Resumed after sequence k (the run read from its start again): exactly what followed k. */
@@ -216,13 +220,13 @@ static void s004_resume(void **state)
 {
 	static struct sink all, part;
 	memset(&all, 0, sizeof(all));
-	struct tc_seed004 *f = tc_seed004_new("r1", "agent", false, 0, collect, &all);
-	whole_run(tc_seed004_ops.event, f, "{\"data\":{\"event\":\"completed\"}");
-	tc_seed004_free(f);
+	struct tc_run_chunks *f = tc_run_chunks_new("r1", "agent", false, 0, collect, &all);
+	whole_run(tc_run_chunks_ops.event, f, "{\"data\":{\"event\":\"completed\"}");
+	tc_run_chunks_free(f);
 	for (uint64_t k = 0; k <= 13; k++) {
 		memset(&part, 0, sizeof(part));
-		f = tc_seed004_new("r1", "agent", false, k, collect, &part);
-		whole_run(tc_seed004_ops.event, f, "{\"data\":{\"event\":\"completed\"}");
+		f = tc_run_chunks_new("r1", "agent", false, k, collect, &part);
+		whole_run(tc_run_chunks_ops.event, f, "{\"data\":{\"event\":\"completed\"}");
 		char id[32];
 		snprintf(id, sizeof(id), "id: %llu\n", (unsigned long long)k + 1);
 		const char *from = k == 0 ? all.text : strstr(all.text, id);
@@ -231,7 +235,7 @@ static void s004_resume(void **state)
 		assert_non_null(from);
 		assert_string_equal(part.text, from);
 		assert_int_equal(part.units, 13 - (int)k);
-		tc_seed004_free(f);
+		tc_run_chunks_free(f);
 	}
 }
 
@@ -239,40 +243,40 @@ static void s004_resume(void **state)
 static void s004_subagents(void **state)
 {
 	struct sink s = { 0 };
-	struct tc_seed004 *f = tc_seed004_new("r1", "supervisor", true, 0, collect, &s);
+	struct tc_run_chunks *f = tc_run_chunks_new("r1", "supervisor", true, 0, collect, &s);
 	seq = 0;
-	feed(tc_seed004_ops.event, f, "lifecycle", "[\"tools:4\",\"researcher:7\"]",
+	feed(tc_run_chunks_ops.event, f, "lifecycle", "[\"tools:4\",\"researcher:7\"]",
 	     "\"data\":{\"event\":\"started\",\"graph_name\":\"researcher\",\"cause\":{\"type\":\"toolCall\",\"tool_call_id\":\"c9\"}}");
-	feed(tc_seed004_ops.event, f, "messages", "[\"tools:4\",\"researcher:7\",\"model:1\"]", MSG_START("ai", "m5"));
-	feed(tc_seed004_ops.event, f, "messages", "[\"tools:4\",\"researcher:7\",\"model:1\"]", TEXT_DELTA("found"));
-	feed(tc_seed004_ops.event, f, "values", "[\"tools:4\",\"researcher:7\"]", "\"data\":{\"notes\":[\"a\"]}");
-	feed(tc_seed004_ops.event, f, "lifecycle", "[\"tools:4\",\"researcher:7\"]", "\"data\":{\"event\":\"completed\"}");
+	feed(tc_run_chunks_ops.event, f, "messages", "[\"tools:4\",\"researcher:7\",\"model:1\"]", MSG_START("ai", "m5"));
+	feed(tc_run_chunks_ops.event, f, "messages", "[\"tools:4\",\"researcher:7\",\"model:1\"]", TEXT_DELTA("found"));
+	feed(tc_run_chunks_ops.event, f, "values", "[\"tools:4\",\"researcher:7\"]", "\"data\":{\"notes\":[\"a\"]}");
+	feed(tc_run_chunks_ops.event, f, "lifecycle", "[\"tools:4\",\"researcher:7\"]", "\"data\":{\"event\":\"completed\"}");
 	const char *sub = "\"agentId\":\"r1/tools:4|researcher:7\",\"agentType\":\"researcher\"";
 	assert_non_null(strstr(s.text, "id: 1\ndata: {\"type\":\"chunk\",\"chunk\":{\"type\":\"subagent_start\",\"agentId\":\"r1\",\"agentType\":\"supervisor\",\"timestamp\":1001,\"step\":0,\"subAgentType\":\"researcher\",\"subSessionId\":\"r1/tools:4|researcher:7\",\"callId\":\"c9\"}"));
 	assert_non_null(strstr(s.text, "id: 2\ndata: {\"type\":\"chunk\",\"chunk\":{\"type\":\"text_delta\","));
 	assert_int_equal(count(s.text, sub), 2); /* the text and the state patch */
 	assert_non_null(strstr(s.text, "id: 4\ndata: {\"type\":\"chunk\",\"chunk\":{\"type\":\"subagent_end\",\"agentId\":\"r1\",\"agentType\":\"supervisor\",\"timestamp\":1005,\"step\":0,\"subAgentType\":\"researcher\",\"subSessionId\":\"r1/tools:4|researcher:7\",\"callId\":\"c9\",\"result\":{\"notes\":[\"a\"]}}"));
-	assert_string_equal(tc_seed004_status(f), "active"); /* a subgraph's end is not the run's */
-	tc_seed004_free(f);
+	assert_string_equal(tc_run_chunks_status(f), "active"); /* a subgraph's end is not the run's */
+	tc_run_chunks_free(f);
 }
 
 /* Tool errors, model errors, removed and replaced state, pointer escaping. */
 static void s004_errors_and_patches(void **state)
 {
 	struct sink s = { 0 };
-	struct tc_seed004 *f = tc_seed004_new("r1", NULL, true, 0, collect, &s);
+	struct tc_run_chunks *f = tc_run_chunks_new("r1", NULL, true, 0, collect, &s);
 	seq = 0;
-	feed(tc_seed004_ops.event, f, "tools", "[]", "\"data\":{\"event\":\"tool-error\",\"tool_call_id\":\"c2\",\"message\":\"nope\"}");
-	feed(tc_seed004_ops.event, f, "messages", "[]", "\"data\":{\"event\":\"error\",\"message\":\"overloaded\",\"code\":\"provider_overloaded\"}");
-	feed(tc_seed004_ops.event, f, "values", "[]", "\"data\":{\"a/b\":1,\"c~\":[1,2],\"gone\":true}");
-	feed(tc_seed004_ops.event, f, "values", "[]", "\"data\":{\"a/b\":2,\"c~\":[2]}");
-	feed(tc_seed004_ops.event, f, "values", "[]", "\"data\":{\"a/b\":2,\"c~\":[2]}"); /* no change: no chunk */
+	feed(tc_run_chunks_ops.event, f, "tools", "[]", "\"data\":{\"event\":\"tool-error\",\"tool_call_id\":\"c2\",\"message\":\"nope\"}");
+	feed(tc_run_chunks_ops.event, f, "messages", "[]", "\"data\":{\"event\":\"error\",\"message\":\"overloaded\",\"code\":\"provider_overloaded\"}");
+	feed(tc_run_chunks_ops.event, f, "values", "[]", "\"data\":{\"a/b\":1,\"c~\":[1,2],\"gone\":true}");
+	feed(tc_run_chunks_ops.event, f, "values", "[]", "\"data\":{\"a/b\":2,\"c~\":[2]}");
+	feed(tc_run_chunks_ops.event, f, "values", "[]", "\"data\":{\"a/b\":2,\"c~\":[2]}"); /* no change: no chunk */
 	assert_int_equal(s.units, 4);
 	assert_non_null(strstr(s.text, "\"toolCallId\":\"c2\",\"result\":null,\"success\":false,\"error\":\"nope\""));
 	assert_non_null(strstr(s.text, "\"type\":\"error\",\"agentId\":\"r1\",\"timestamp\":1002,\"error\":\"overloaded\",\"code\":\"provider_overloaded\",\"recoverable\":false,\"step\":0"));
 	assert_non_null(strstr(s.text, "[{\"op\":\"add\",\"path\":\"/a~1b\",\"value\":1},{\"op\":\"add\",\"path\":\"/c~0\",\"value\":[1,2]},{\"op\":\"add\",\"path\":\"/gone\",\"value\":true}]"));
 	assert_non_null(strstr(s.text, "[{\"op\":\"remove\",\"path\":\"/gone\"},{\"op\":\"replace\",\"path\":\"/a~1b\",\"value\":2},{\"op\":\"replace\",\"path\":\"/c~0\",\"value\":[2]}]"));
-	tc_seed004_free(f);
+	tc_run_chunks_free(f);
 }
 
 /* Garbage in: ignored, nothing emitted, nothing leaked. */
@@ -291,13 +295,13 @@ static const char *const garbage_frames[] = {
 static void s004_garbage(void **state)
 {
 	struct sink s = { 0 };
-	struct tc_seed004 *f = tc_seed004_new("r1", NULL, true, 0, collect, &s);
+	struct tc_run_chunks *f = tc_run_chunks_new("r1", NULL, true, 0, collect, &s);
 	for (size_t i = 0; i < sizeof(garbage_frames) / sizeof(garbage_frames[0]); i++)
-		assert_false(tc_seed004_event(f, garbage_frames[i], strlen(garbage_frames[i])));
+		assert_false(feed_frame(tc_run_chunks_ops.event, f, garbage_frames[i], strlen(garbage_frames[i])));
 	/* only the custom event without data says anything: a chunk with null data */
 	assert_int_equal(s.units, 1);
 	assert_non_null(strstr(s.text, "\"eventName\":\"\",\"data\":null"));
-	tc_seed004_free(f);
+	tc_run_chunks_free(f);
 }
 
 /* ---- seed 002 ---- */
@@ -354,8 +358,8 @@ static void s002_completed(void **state)
 {
 	struct sink s = { 0 };
 	char tr[2048];
-	struct tc_seed002 *f = tc_seed002_new("r1", "req-1", "th-1", "agent", false, 0, collect, &s);
-	assert_true(whole_run(tc_seed002_ops.event, f, "{\"data\":{\"event\":\"completed\"}"));
+	struct tc_run_agent_events *f = tc_run_agent_events_new("r1", "req-1", "th-1", "agent", false, 0, collect, &s);
+	assert_true(whole_run(tc_run_agent_events_ops.event, f, "{\"data\":{\"event\":\"completed\"}"));
 	trace002(s.text, tr, sizeof(tr));
 	assert_string_equal(tr, "metadata thinking:start:0 thinking:delta:0 thinking:stop:0 "
 				"tool_call:start:1 tool_call:delta:0 tool_call:delta:1 tool_call:stop:1 "
@@ -373,10 +377,10 @@ static void s002_completed(void **state)
 				       "{\"type\":\"text\",\"text\":\"It is 42.\"}],"
 				       "\"usage\":{\"inputTokens\":20,\"outputTokens\":8,\"totalTokens\":28},\"finishReason\":\"stop\","));
 	assert_int_equal(terminals002(s.text), 1);
-	tc_seed002_finish(f, NULL, NULL); /* after the end: nothing */
-	assert_true(feed(tc_seed002_ops.event, f, "values", "[]", "\"data\":{}"));
+	tc_run_agent_events_finish(f, NULL, NULL); /* after the end: nothing */
+	assert_true(feed(tc_run_agent_events_ops.event, f, "values", "[]", "\"data\":{}"));
 	assert_int_equal(terminals002(s.text), 1);
-	tc_seed002_free(f);
+	tc_run_agent_events_free(f);
 }
 
 /* Exactly one terminal whatever the end: failed, cancelled, cut, interrupted, the caller's. */
@@ -391,71 +395,71 @@ static void s002_terminals(void **state)
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		struct sink s = { 0 };
-		struct tc_seed002 *f = tc_seed002_new("r1", "req-1", "th-1", "agent", false, 0, collect, &s);
-		assert_true(whole_run(tc_seed002_ops.event, f, cases[i].end));
-		tc_seed002_finish(f, "stream_timeout", "late");
+		struct tc_run_agent_events *f = tc_run_agent_events_new("r1", "req-1", "th-1", "agent", false, 0, collect, &s);
+		assert_true(whole_run(tc_run_agent_events_ops.event, f, cases[i].end));
+		tc_run_agent_events_finish(f, "stream_timeout", "late");
 		char tr[2048];
 		trace002(s.text, tr, sizeof(tr));
 		assert_non_null(strstr(s.text, cases[i].want));
 		assert_int_equal(terminals002(s.text), 1);
-		tc_seed002_free(f);
+		tc_run_agent_events_free(f);
 	}
 	/* the caller's: a client cancel mid-block closes the block, then aborted */
 	struct sink s = { 0 };
-	struct tc_seed002 *f = tc_seed002_new("r1", "req-1", "th-1", "agent", true, 0, collect, &s);
+	struct tc_run_agent_events *f = tc_run_agent_events_new("r1", "req-1", "th-1", "agent", true, 0, collect, &s);
 	seq = 0;
-	feed(tc_seed002_ops.event, f, "messages", "[]", MSG_START("ai", "m1"));
-	feed(tc_seed002_ops.event, f, "messages", "[]", TEXT_DELTA("par")); /* no block start seen: opened by the delta */
-	tc_seed002_finish(f, NULL, NULL);
-	tc_seed002_finish(f, "internal_error", "x");
+	feed(tc_run_agent_events_ops.event, f, "messages", "[]", MSG_START("ai", "m1"));
+	feed(tc_run_agent_events_ops.event, f, "messages", "[]", TEXT_DELTA("par")); /* no block start seen: opened by the delta */
+	tc_run_agent_events_finish(f, NULL, NULL);
+	tc_run_agent_events_finish(f, "internal_error", "x");
 	char tr[512];
 	trace002(s.text, tr, sizeof(tr));
 	assert_string_equal(tr, "metadata text:start:0 text:delta:0 text:stop:0 aborted");
 	assert_non_null(strstr(s.text, "\"reason\":\"client_cancelled\""));
-	tc_seed002_free(f);
+	tc_run_agent_events_free(f);
 	/* nothing of the run yet: metadata, then the error */
 	memset(&s, 0, sizeof(s));
-	f = tc_seed002_new("r1", "req-1", "th-1", "agent", false, 0, collect, &s);
-	tc_seed002_finish(f, "stream_timeout", "no events");
+	f = tc_run_agent_events_new("r1", "req-1", "th-1", "agent", false, 0, collect, &s);
+	tc_run_agent_events_finish(f, "stream_timeout", "no events");
 	trace002(s.text, tr, sizeof(tr));
 	assert_string_equal(tr, "metadata error");
 	assert_non_null(strstr(s.text, "\"code\":\"stream_timeout\",\"message\":\"no events\",\"retryable\":true"));
-	tc_seed002_free(f);
+	tc_run_agent_events_free(f);
 }
 
 /* An interrupt: continuation {actionId, kind, payload}, then done with action_required. */
 static void s002_continuation(void **state)
 {
 	struct sink s = { 0 };
-	struct tc_seed002 *f = tc_seed002_new("r1", "req-1", "th-1", "agent", true, 0, collect, &s);
+	struct tc_run_agent_events *f = tc_run_agent_events_new("r1", "req-1", "th-1", "agent", true, 0, collect, &s);
 	seq = 0;
-	feed(tc_seed002_ops.event, f, "input.requested", "[\"tools:1\"]", "\"data\":{\"interrupt_id\":\"i1\",\"payload\":{\"kind\":\"approval\",\"tool\":\"rm\"}}");
-	feed(tc_seed002_ops.event, f, "input.requested", "[]", "\"data\":{\"interrupt_id\":\"i2\",\"payload\":\"name?\"}");
-	assert_true(feed(tc_seed002_ops.event, f, "lifecycle", "[]", "\"data\":{\"event\":\"interrupted\"}"));
+	feed(tc_run_agent_events_ops.event, f, "input.requested", "[\"tools:1\"]", "\"data\":{\"interrupt_id\":\"i1\",\"payload\":{\"kind\":\"approval\",\"tool\":\"rm\"}}");
+	feed(tc_run_agent_events_ops.event, f, "input.requested", "[]", "\"data\":{\"interrupt_id\":\"i2\",\"payload\":\"name?\"}");
+	assert_true(feed(tc_run_agent_events_ops.event, f, "lifecycle", "[]", "\"data\":{\"event\":\"interrupted\"}"));
 	char tr[512];
 	trace002(s.text, tr, sizeof(tr));
 	assert_string_equal(tr, "metadata continuation continuation done");
 	assert_non_null(strstr(s.text, "{\"event\":\"continuation\",\"requestId\":\"req-1\",\"actionId\":\"i1\",\"kind\":\"approval\",\"payload\":{\"kind\":\"approval\",\"tool\":\"rm\"},"));
 	assert_non_null(strstr(s.text, "\"actionId\":\"i2\",\"kind\":\"input\",\"payload\":\"name?\""));
 	assert_non_null(strstr(s.text, "\"content\":[],\"usage\":{\"inputTokens\":0,\"outputTokens\":0,\"totalTokens\":0},\"finishReason\":\"action_required\""));
-	tc_seed002_free(f);
+	tc_run_agent_events_free(f);
 }
 
 /* Resumed after each id: exactly what followed it, ids and all. */
 static void s002_resume(void **state)
 {
 	static struct sink all, part;
-	struct tc_seed002 *f = tc_seed002_new("r1", "req-1", "th-1", "agent", false, 0, collect, &all);
-	assert_true(whole_run(tc_seed002_ops.event, f, "{\"data\":{\"event\":\"completed\"}"));
-	tc_seed002_free(f);
+	struct tc_run_agent_events *f = tc_run_agent_events_new("r1", "req-1", "th-1", "agent", false, 0, collect, &all);
+	assert_true(whole_run(tc_run_agent_events_ops.event, f, "{\"data\":{\"event\":\"completed\"}"));
+	tc_run_agent_events_free(f);
 	int units = count(all.text, "\n\n");
 	assert_true(units > 10);
 	const char *from = all.text;
 	for (int k = 0; k <= units; k++) {
 		memset(&part, 0, sizeof(part));
-		f = tc_seed002_new("r1", "req-1", "th-1", "agent", false, (uint64_t)k, collect, &part);
-		whole_run(tc_seed002_ops.event, f, "{\"data\":{\"event\":\"completed\"}");
-		tc_seed002_free(f);
+		f = tc_run_agent_events_new("r1", "req-1", "th-1", "agent", false, (uint64_t)k, collect, &part);
+		whole_run(tc_run_agent_events_ops.event, f, "{\"data\":{\"event\":\"completed\"}");
+		tc_run_agent_events_free(f);
 		assert_string_equal(part.text, from);
 		if (*from)
 			from = strstr(from, "\n\n") + 2;
@@ -481,14 +485,14 @@ static void overlapping_blocks(void **state)
 {
 	static struct sink s;
 	memset(&s, 0, sizeof(s));
-	struct tc_seed004 *a = tc_seed004_new("r1", "agent", false, 0, collect, &s);
-	overlapping(tc_seed004_ops.event, a);
-	tc_seed004_free(a);
+	struct tc_run_chunks *a = tc_run_chunks_new("r1", "agent", false, 0, collect, &s);
+	overlapping(tc_run_chunks_ops.event, a);
+	tc_run_chunks_free(a);
 	assert_int_equal(count(s.text, "\"text_delta\""), 1); /* the text once, not again at its finish */
 	memset(&s, 0, sizeof(s));
-	struct tc_seed002 *b = tc_seed002_new("r1", "req-1", "th-1", "agent", false, 0, collect, &s);
-	overlapping(tc_seed002_ops.event, b);
-	tc_seed002_free(b);
+	struct tc_run_agent_events *b = tc_run_agent_events_new("r1", "req-1", "th-1", "agent", false, 0, collect, &s);
+	overlapping(tc_run_agent_events_ops.event, b);
+	tc_run_agent_events_free(b);
 	char tr[512];
 	trace002(s.text, tr, sizeof(tr));
 	assert_string_equal(tr, "metadata text:start:0 text:delta:0 text:stop:0 tool_call:start:1 tool_call:stop:1 done");
@@ -498,30 +502,30 @@ static void overlapping_blocks(void **state)
 /* The seed's HTTP statuses and retry guidance. */
 static void s002_codes(void **state)
 {
-	assert_int_equal(tc_seed002_http_status("invalid_message_format"), 400);
-	assert_int_equal(tc_seed002_http_status("invalid_action_id"), 400);
-	assert_int_equal(tc_seed002_http_status("auth_failed"), 401);
-	assert_int_equal(tc_seed002_http_status("thread_access_denied"), 403);
-	assert_int_equal(tc_seed002_http_status("thread_not_found"), 404);
-	assert_int_equal(tc_seed002_http_status("message_too_large"), 413);
-	assert_int_equal(tc_seed002_http_status("rate_limit_exceeded"), 429);
-	assert_int_equal(tc_seed002_http_status("internal_error"), 500);
-	assert_int_equal(tc_seed002_http_status("stream_timeout"), 504);
-	assert_int_equal(tc_seed002_http_status("nope"), 500);
-	assert_true(tc_seed002_retryable("rate_limit_exceeded"));
-	assert_false(tc_seed002_retryable("auth_failed"));
+	assert_int_equal(tc_agent_events_http_status("invalid_message_format"), 400);
+	assert_int_equal(tc_agent_events_http_status("invalid_action_id"), 400);
+	assert_int_equal(tc_agent_events_http_status("auth_failed"), 401);
+	assert_int_equal(tc_agent_events_http_status("thread_access_denied"), 403);
+	assert_int_equal(tc_agent_events_http_status("thread_not_found"), 404);
+	assert_int_equal(tc_agent_events_http_status("message_too_large"), 413);
+	assert_int_equal(tc_agent_events_http_status("rate_limit_exceeded"), 429);
+	assert_int_equal(tc_agent_events_http_status("internal_error"), 500);
+	assert_int_equal(tc_agent_events_http_status("stream_timeout"), 504);
+	assert_int_equal(tc_agent_events_http_status("nope"), 500);
+	assert_true(tc_agent_events_retryable("rate_limit_exceeded"));
+	assert_false(tc_agent_events_retryable("auth_failed"));
 }
 
 static void s002_garbage(void **state)
 {
 	struct sink s = { 0 };
-	struct tc_seed002 *f = tc_seed002_new("r1", "req-1", "th-1", "agent", true, 0, collect, &s);
+	struct tc_run_agent_events *f = tc_run_agent_events_new("r1", "req-1", "th-1", "agent", true, 0, collect, &s);
 	for (size_t i = 0; i < sizeof(garbage_frames) / sizeof(garbage_frames[0]); i++)
-		assert_false(tc_seed002_event(f, garbage_frames[i], strlen(garbage_frames[i])));
+		assert_false(feed_frame(tc_run_agent_events_ops.event, f, garbage_frames[i], strlen(garbage_frames[i])));
 	char tr[512];
 	trace002(s.text, tr, sizeof(tr));
 	assert_string_equal(tr, "metadata"); /* events of the run, none of them ours */
-	tc_seed002_free(f);
+	tc_run_agent_events_free(f);
 }
 
 /* ---- seed 003 ---- */
@@ -582,8 +586,8 @@ static int check003(const char *text, double first_id, bool spans)
 static void s003_completed(void **state)
 {
 	struct sink s = { 0 };
-	struct tc_seed003 *f = tc_seed003_new("r1", "th-1", "agent", "what is it?", false, 0, collect, &s);
-	assert_true(whole_run(tc_seed003_ops.event, f, "{\"data\":{\"event\":\"completed\"}"));
+	struct tc_run_ndjson *f = tc_run_ndjson_new("r1", "th-1", "agent", "what is it?", false, 0, collect, &s);
+	assert_true(whole_run(tc_run_ndjson_ops.event, f, "{\"data\":{\"event\":\"completed\"}"));
 	const char *want =
 		"{\"session_id\":\"th-1\",\"event_id\":1,\"type\":\"run_start\",\"run_id\":\"r1\",\"agent\":\"agent\",\"message\":\"what is it?\"}\n"
 		"{\"session_id\":\"th-1\",\"event_id\":2,\"type\":\"values\",\"state\":{\"messages\":[\"q\"]}}\n"
@@ -611,13 +615,13 @@ static void s003_completed(void **state)
 		"{\"session_id\":\"th-1\",\"node_id\":\"r1:agent:3\",\"event_id\":24,\"reply\":\"It is 42.\",\"status\":\"completed\"}\n";
 	assert_string_equal(s.text, want);
 	assert_int_equal(check003(s.text, 1, true), 24);
-	assert_int_equal(tc_seed003_event_id(f), 24);
+	assert_int_equal(tc_run_ndjson_event_id(f), 24);
 	/* after the end: nothing, whatever comes */
-	assert_true(feed(tc_seed003_ops.event, f, "values", "[]", "\"data\":{\"n\":2}"));
-	tc_seed003_finish(f, "late");
+	assert_true(feed(tc_run_ndjson_ops.event, f, "values", "[]", "\"data\":{\"n\":2}"));
+	tc_run_ndjson_finish(f, "late");
 	assert_int_equal(s.units, 24);
-	assert_int_equal(tc_seed003_event_id(f), 24);
-	tc_seed003_free(f);
+	assert_int_equal(tc_run_ndjson_event_id(f), 24);
+	tc_run_ndjson_free(f);
 }
 
 /* Exactly one reply line whatever the end, last; nothing after it. */
@@ -635,10 +639,10 @@ static void s003_endings(void **state)
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		struct sink s = { 0 };
-		struct tc_seed003 *f = tc_seed003_new("r1", "th-1", NULL, NULL, false, 0, collect, &s);
-		assert_true(whole_run(tc_seed003_ops.event, f, cases[i].end));
-		tc_seed003_finish(f, "late");
-		assert_true(feed(tc_seed003_ops.event, f, "values", "[]", "\"data\":{\"n\":2}"));
+		struct tc_run_ndjson *f = tc_run_ndjson_new("r1", "th-1", NULL, NULL, false, 0, collect, &s);
+		assert_true(whole_run(tc_run_ndjson_ops.event, f, cases[i].end));
+		tc_run_ndjson_finish(f, "late");
+		assert_true(feed(tc_run_ndjson_ops.event, f, "values", "[]", "\"data\":{\"n\":2}"));
 		assert_int_equal(check003(s.text, 1, true), 24);
 		assert_int_equal(count(s.text, "\"reply\":"), 1);
 		const char *tail = strstr(s.text, cases[i].want);
@@ -646,44 +650,44 @@ static void s003_endings(void **state)
 		assert_string_equal(tail, cases[i].want); /* the last line */
 		assert_null(strstr(s.text, "\"agent\":")); /* no agent, no message: run_start without them */
 		assert_non_null(strstr(s.text, "{\"session_id\":\"th-1\",\"event_id\":1,\"type\":\"run_start\",\"run_id\":\"r1\"}\n"));
-		tc_seed003_free(f);
+		tc_run_ndjson_free(f);
 	}
 
 	/* a failed run with a node running: its node_exit with the error, then the reply */
 	struct sink s = { 0 };
-	struct tc_seed003 *f = tc_seed003_new("r1", "th-1", NULL, NULL, true, 0, collect, &s);
+	struct tc_run_ndjson *f = tc_run_ndjson_new("r1", "th-1", NULL, NULL, true, 0, collect, &s);
 	seq = 0;
-	task(tc_seed003_ops.event, f, TASK("7", "model"));
-	feed(tc_seed003_ops.event, f, "messages", "[\"model:7\"]", MSG_START("ai", "m1"));
-	feed(tc_seed003_ops.event, f, "messages", "[\"model:7\"]", TEXT_DELTA("par")); /* no block start: still text */
-	assert_true(feed(tc_seed003_ops.event, f, "lifecycle", "[]", "\"data\":{\"event\":\"failed\",\"error\":\"rate limited\"}"));
+	task(tc_run_ndjson_ops.event, f, TASK("7", "model"));
+	feed(tc_run_ndjson_ops.event, f, "messages", "[\"model:7\"]", MSG_START("ai", "m1"));
+	feed(tc_run_ndjson_ops.event, f, "messages", "[\"model:7\"]", TEXT_DELTA("par")); /* no block start: still text */
+	assert_true(feed(tc_run_ndjson_ops.event, f, "lifecycle", "[]", "\"data\":{\"event\":\"failed\",\"error\":\"rate limited\"}"));
 	assert_int_equal(check003(s.text, 1, true), 4);
 	assert_string_equal(s.text,
 			    "{\"session_id\":\"th-1\",\"node_id\":\"r1:model:1\",\"event_id\":1,\"type\":\"node_enter\",\"id\":\"model\"}\n"
 			    "{\"session_id\":\"th-1\",\"node_id\":\"r1:model:1\",\"event_id\":2,\"type\":\"message_chunk\",\"content\":\"par\",\"id\":\"agent\"}\n"
 			    "{\"session_id\":\"th-1\",\"node_id\":\"r1:model:1\",\"event_id\":3,\"type\":\"node_exit\",\"id\":\"model\",\"result\":{\"Err\":\"rate limited\"}}\n"
 			    "{\"session_id\":\"th-1\",\"node_id\":\"r1:model:1\",\"event_id\":4,\"reply\":\"par\",\"status\":\"failed\",\"error\":\"rate limited\"}\n");
-	tc_seed003_free(f);
+	tc_run_ndjson_free(f);
 
 	/* the caller's finish mid-node: the same, with its error (or a default); once */
 	memset(&s, 0, sizeof(s));
-	f = tc_seed003_new("r1", "th-1", NULL, NULL, true, 0, collect, &s);
+	f = tc_run_ndjson_new("r1", "th-1", NULL, NULL, true, 0, collect, &s);
 	seq = 0;
-	task(tc_seed003_ops.event, f, TASK("7", "model"));
-	tc_seed003_finish(f, NULL);
-	tc_seed003_finish(f, "again");
-	assert_true(feed(tc_seed003_ops.event, f, "lifecycle", "[]", "\"data\":{\"event\":\"completed\"}"));
+	task(tc_run_ndjson_ops.event, f, TASK("7", "model"));
+	tc_run_ndjson_finish(f, NULL);
+	tc_run_ndjson_finish(f, "again");
+	assert_true(feed(tc_run_ndjson_ops.event, f, "lifecycle", "[]", "\"data\":{\"event\":\"completed\"}"));
 	assert_int_equal(check003(s.text, 1, true), 3);
 	assert_non_null(strstr(s.text, "\"event_id\":2,\"type\":\"node_exit\",\"id\":\"model\",\"result\":{\"Err\":\"the stream was closed before the run ended\"}}\n"
 				       "{\"session_id\":\"th-1\",\"event_id\":3,\"reply\":\"\",\"status\":\"failed\",\"error\":\"the stream was closed before the run ended\"}\n"));
-	tc_seed003_free(f);
+	tc_run_ndjson_free(f);
 
 	/* nothing of the run yet: the reply alone */
 	memset(&s, 0, sizeof(s));
-	f = tc_seed003_new("r1", "th-1", NULL, NULL, false, 0, collect, &s);
-	tc_seed003_finish(f, "stream_timeout");
+	f = tc_run_ndjson_new("r1", "th-1", NULL, NULL, false, 0, collect, &s);
+	tc_run_ndjson_finish(f, "stream_timeout");
 	assert_string_equal(s.text, "{\"session_id\":\"th-1\",\"event_id\":1,\"reply\":\"\",\"status\":\"failed\",\"error\":\"stream_timeout\"}\n");
-	tc_seed003_free(f);
+	tc_run_ndjson_free(f);
 }
 
 /* Resumed after event_id k (the run read from its start again): exactly what followed k. */
@@ -694,15 +698,15 @@ static void s003_resume(void **state)
 	static struct sink all, part;
 	for (size_t e = 0; e < 2; e++) {
 		memset(&all, 0, sizeof(all));
-		struct tc_seed003 *f = tc_seed003_new("r1", "th-1", "agent", "hi", false, 0, collect, &all);
-		whole_run(tc_seed003_ops.event, f, ends[e]);
-		tc_seed003_free(f);
+		struct tc_run_ndjson *f = tc_run_ndjson_new("r1", "th-1", "agent", "hi", false, 0, collect, &all);
+		whole_run(tc_run_ndjson_ops.event, f, ends[e]);
+		tc_run_ndjson_free(f);
 		assert_int_equal(all.units, 24);
 		for (uint64_t k = 0; k <= 24; k++) {
 			memset(&part, 0, sizeof(part));
-			f = tc_seed003_new("r1", "th-1", "agent", "hi", false, k, collect, &part);
-			whole_run(tc_seed003_ops.event, f, ends[e]);
-			assert_int_equal(tc_seed003_event_id(f), 24);
+			f = tc_run_ndjson_new("r1", "th-1", "agent", "hi", false, k, collect, &part);
+			whole_run(tc_run_ndjson_ops.event, f, ends[e]);
+			assert_int_equal(tc_run_ndjson_event_id(f), 24);
 			char id[32];
 			snprintf(id, sizeof(id), "\"event_id\":%llu,", (unsigned long long)k + 1);
 			const char *from = all.text + all.len;
@@ -716,7 +720,7 @@ static void s003_resume(void **state)
 			assert_int_equal(part.units, 24 - (int)k);
 			if (k < 24)
 				check003(part.text, (double)k + 1, false);
-			tc_seed003_free(f);
+			tc_run_ndjson_free(f);
 		}
 	}
 }
@@ -729,31 +733,31 @@ static void s003_resume(void **state)
 static void s003_spans_and_more(void **state)
 {
 	struct sink s = { 0 };
-	struct tc_seed003 *f = tc_seed003_new("r1", "th-1", NULL, NULL, true, 0, collect, &s);
+	struct tc_run_ndjson *f = tc_run_ndjson_new("r1", "th-1", NULL, NULL, true, 0, collect, &s);
 	seq = 0;
-	task(tc_seed003_ops.event, f, TASK("a", "worker"));
-	task(tc_seed003_ops.event, f, TASK("b", "worker"));
-	task(tc_seed003_ops.event, f, TASK("a", "worker")); /* again: nothing */
-	feed(tc_seed003_ops.event, f, "custom", "[\"worker:a\"]", "\"data\":{\"payload\":\"from a\"}");
-	feed(tc_seed003_ops.event, f, "custom", "[\"worker:b\"]", "\"data\":{\"payload\":\"from b\"}");
-	feed(tc_seed003_ops.event, f, "updates", "[]", "\"node\":\"worker\",\"data\":{\"values\":{\"x\":1}}"); /* the latest worker */
-	feed(tc_seed003_ops.event, f, "values", "[]", "\"data\":{\"x\":1}"); /* no node, two open: none */
-	task(tc_seed003_ops.event, f, "{\"id\":\"a\",\"name\":\"worker\",\"result\":{},\"error\":{\"message\":\"bad input\",\"name\":\"Error\"}}");
-	task(tc_seed003_ops.event, f, "{\"id\":\"zz\",\"name\":\"worker\",\"result\":{}}"); /* never entered: nothing */
-	feed(tc_seed003_ops.event, f, "values", "[]", "\"data\":{\"x\":2}"); /* no node, one open: its */
-	feed(tc_seed003_ops.event, f, "checkpoints", "[]", "\"data\":{\"id\":\"ck1\",\"parent_id\":\"ck0\",\"step\":2,\"source\":\"loop\"}");
-	feed(tc_seed003_ops.event, f, "lifecycle", "[\"worker:b\",\"research:4\"]", "\"data\":{\"event\":\"started\",\"graph_name\":\"research\"}");
-	feed(tc_seed003_ops.event, f, "checkpoints", "[\"worker:b\",\"research:4\"]", "\"data\":{\"id\":\"ck9\",\"step\":0}"); /* a subgraph's: none */
-	feed(tc_seed003_ops.event, f, "messages", "[\"worker:b\",\"research:4\",\"model:9\"]", MSG_START("ai", "m7"));
-	feed(tc_seed003_ops.event, f, "messages", "[\"worker:b\",\"research:4\",\"model:9\"]", TEXT_DELTA("deep"));
-	feed(tc_seed003_ops.event, f, "tools", "[\"worker:b\",\"research:4\",\"tools:5\"]", "\"data\":{\"event\":\"tool-error\",\"tool_call_id\":\"c3\",\"tool_name\":\"fetch\",\"message\":\"timeout\"}");
-	feed(tc_seed003_ops.event, f, "tools", "[\"worker:b\",\"research:4\",\"tools:5\"]", "\"data\":{\"event\":\"tool-finished\",\"tool_call_id\":\"c4\",\"output\":[1,2]}");
-	feed(tc_seed003_ops.event, f, "tools", "[\"worker:b\",\"research:4\",\"tools:5\"]", "\"data\":{\"event\":\"tool-finished\",\"tool_call_id\":\"c5\",\"output\":\"plain\"}");
-	feed(tc_seed003_ops.event, f, "input.requested", "[\"worker:b\"]", "\"data\":{\"interrupt_id\":\"i1\",\"payload\":{\"action_request\":{\"action\":\"rm\",\"args\":{\"path\":\"/\"}}}}");
-	feed(tc_seed003_ops.event, f, "input.requested", "[]", "\"data\":{\"interrupt_id\":\"i2\",\"payload\":\"name?\"}");
-	feed(tc_seed003_ops.event, f, "input.requested", "[]", "\"data\":{\"interrupt_id\":\"i3\",\"payload\":{\"action_requests\":[{\"name\":\"send_email\",\"args\":{}}]}}");
-	task(tc_seed003_ops.event, f, "{\"id\":\"b\",\"name\":\"worker\",\"result\":{},\"interrupts\":[{\"value\":1}],\"error\":null}");
-	assert_true(feed(tc_seed003_ops.event, f, "lifecycle", "[]", "\"data\":{\"event\":\"interrupted\"}"));
+	task(tc_run_ndjson_ops.event, f, TASK("a", "worker"));
+	task(tc_run_ndjson_ops.event, f, TASK("b", "worker"));
+	task(tc_run_ndjson_ops.event, f, TASK("a", "worker")); /* again: nothing */
+	feed(tc_run_ndjson_ops.event, f, "custom", "[\"worker:a\"]", "\"data\":{\"payload\":\"from a\"}");
+	feed(tc_run_ndjson_ops.event, f, "custom", "[\"worker:b\"]", "\"data\":{\"payload\":\"from b\"}");
+	feed(tc_run_ndjson_ops.event, f, "updates", "[]", "\"node\":\"worker\",\"data\":{\"values\":{\"x\":1}}"); /* the latest worker */
+	feed(tc_run_ndjson_ops.event, f, "values", "[]", "\"data\":{\"x\":1}"); /* no node, two open: none */
+	task(tc_run_ndjson_ops.event, f, "{\"id\":\"a\",\"name\":\"worker\",\"result\":{},\"error\":{\"message\":\"bad input\",\"name\":\"Error\"}}");
+	task(tc_run_ndjson_ops.event, f, "{\"id\":\"zz\",\"name\":\"worker\",\"result\":{}}"); /* never entered: nothing */
+	feed(tc_run_ndjson_ops.event, f, "values", "[]", "\"data\":{\"x\":2}"); /* no node, one open: its */
+	feed(tc_run_ndjson_ops.event, f, "checkpoints", "[]", "\"data\":{\"id\":\"ck1\",\"parent_id\":\"ck0\",\"step\":2,\"source\":\"loop\"}");
+	feed(tc_run_ndjson_ops.event, f, "lifecycle", "[\"worker:b\",\"research:4\"]", "\"data\":{\"event\":\"started\",\"graph_name\":\"research\"}");
+	feed(tc_run_ndjson_ops.event, f, "checkpoints", "[\"worker:b\",\"research:4\"]", "\"data\":{\"id\":\"ck9\",\"step\":0}"); /* a subgraph's: none */
+	feed(tc_run_ndjson_ops.event, f, "messages", "[\"worker:b\",\"research:4\",\"model:9\"]", MSG_START("ai", "m7"));
+	feed(tc_run_ndjson_ops.event, f, "messages", "[\"worker:b\",\"research:4\",\"model:9\"]", TEXT_DELTA("deep"));
+	feed(tc_run_ndjson_ops.event, f, "tools", "[\"worker:b\",\"research:4\",\"tools:5\"]", "\"data\":{\"event\":\"tool-error\",\"tool_call_id\":\"c3\",\"tool_name\":\"fetch\",\"message\":\"timeout\"}");
+	feed(tc_run_ndjson_ops.event, f, "tools", "[\"worker:b\",\"research:4\",\"tools:5\"]", "\"data\":{\"event\":\"tool-finished\",\"tool_call_id\":\"c4\",\"output\":[1,2]}");
+	feed(tc_run_ndjson_ops.event, f, "tools", "[\"worker:b\",\"research:4\",\"tools:5\"]", "\"data\":{\"event\":\"tool-finished\",\"tool_call_id\":\"c5\",\"output\":\"plain\"}");
+	feed(tc_run_ndjson_ops.event, f, "input.requested", "[\"worker:b\"]", "\"data\":{\"interrupt_id\":\"i1\",\"payload\":{\"action_request\":{\"action\":\"rm\",\"args\":{\"path\":\"/\"}}}}");
+	feed(tc_run_ndjson_ops.event, f, "input.requested", "[]", "\"data\":{\"interrupt_id\":\"i2\",\"payload\":\"name?\"}");
+	feed(tc_run_ndjson_ops.event, f, "input.requested", "[]", "\"data\":{\"interrupt_id\":\"i3\",\"payload\":{\"action_requests\":[{\"name\":\"send_email\",\"args\":{}}]}}");
+	task(tc_run_ndjson_ops.event, f, "{\"id\":\"b\",\"name\":\"worker\",\"result\":{},\"interrupts\":[{\"value\":1}],\"error\":null}");
+	assert_true(feed(tc_run_ndjson_ops.event, f, "lifecycle", "[]", "\"data\":{\"event\":\"interrupted\"}"));
 	const char *want =
 		"{\"session_id\":\"th-1\",\"node_id\":\"r1:worker:1\",\"event_id\":1,\"type\":\"node_enter\",\"id\":\"worker\"}\n"
 		"{\"session_id\":\"th-1\",\"node_id\":\"r1:worker:2\",\"event_id\":2,\"type\":\"node_enter\",\"id\":\"worker\"}\n"
@@ -775,35 +779,35 @@ static void s003_spans_and_more(void **state)
 		"{\"session_id\":\"th-1\",\"event_id\":18,\"reply\":\"\",\"status\":\"interrupted\"}\n";
 	assert_string_equal(s.text, want);
 	check003(s.text, 1, false);
-	tc_seed003_free(f);
+	tc_run_ndjson_free(f);
 }
 
 /* Two tasks of one node streaming at once: their messages apart; the reply is the last started. */
 static void s003_parallel_reply(void **state)
 {
 	struct sink s = { 0 };
-	struct tc_seed003 *f = tc_seed003_new("r1", "th-1", NULL, NULL, true, 0, collect, &s);
+	struct tc_run_ndjson *f = tc_run_ndjson_new("r1", "th-1", NULL, NULL, true, 0, collect, &s);
 	seq = 0;
-	task(tc_seed003_ops.event, f, TASK("a", "agent"));
-	task(tc_seed003_ops.event, f, TASK("b", "agent"));
-	feed(tc_seed003_ops.event, f, "messages", "[\"agent:a\"]", MSG_START("ai", "m1"));
-	feed(tc_seed003_ops.event, f, "messages", "[\"agent:b\"]", MSG_START("ai", "m2"));
-	feed(tc_seed003_ops.event, f, "messages", "[\"agent:a\"]", TEXT_DELTA("A1"));
-	feed(tc_seed003_ops.event, f, "messages", "[\"agent:b\"]", TEXT_DELTA("B1"));
-	feed(tc_seed003_ops.event, f, "messages", "[\"agent:a\"]", TEXT_DELTA("A2"));
-	feed(tc_seed003_ops.event, f, "messages", "[\"agent:b\"]", TEXT_DELTA("B2"));
-	feed(tc_seed003_ops.event, f, "messages", "[\"agent:b\"]", MSG_FINISH);
-	feed(tc_seed003_ops.event, f, "messages", "[\"agent:a\"]", MSG_FINISH);
-	task(tc_seed003_ops.event, f, TASK_OK("b", "agent"));
-	task(tc_seed003_ops.event, f, TASK_OK("a", "agent"));
-	assert_true(feed(tc_seed003_ops.event, f, "lifecycle", "[]", "\"data\":{\"event\":\"completed\"}"));
+	task(tc_run_ndjson_ops.event, f, TASK("a", "agent"));
+	task(tc_run_ndjson_ops.event, f, TASK("b", "agent"));
+	feed(tc_run_ndjson_ops.event, f, "messages", "[\"agent:a\"]", MSG_START("ai", "m1"));
+	feed(tc_run_ndjson_ops.event, f, "messages", "[\"agent:b\"]", MSG_START("ai", "m2"));
+	feed(tc_run_ndjson_ops.event, f, "messages", "[\"agent:a\"]", TEXT_DELTA("A1"));
+	feed(tc_run_ndjson_ops.event, f, "messages", "[\"agent:b\"]", TEXT_DELTA("B1"));
+	feed(tc_run_ndjson_ops.event, f, "messages", "[\"agent:a\"]", TEXT_DELTA("A2"));
+	feed(tc_run_ndjson_ops.event, f, "messages", "[\"agent:b\"]", TEXT_DELTA("B2"));
+	feed(tc_run_ndjson_ops.event, f, "messages", "[\"agent:b\"]", MSG_FINISH);
+	feed(tc_run_ndjson_ops.event, f, "messages", "[\"agent:a\"]", MSG_FINISH);
+	task(tc_run_ndjson_ops.event, f, TASK_OK("b", "agent"));
+	task(tc_run_ndjson_ops.event, f, TASK_OK("a", "agent"));
+	assert_true(feed(tc_run_ndjson_ops.event, f, "lifecycle", "[]", "\"data\":{\"event\":\"completed\"}"));
 	check003(s.text, 1, false);
 	assert_non_null(strstr(s.text, "{\"session_id\":\"th-1\",\"node_id\":\"r1:agent:1\",\"event_id\":5,\"type\":\"message_chunk\",\"content\":\"A2\",\"id\":\"agent\"}\n"
 				       "{\"session_id\":\"th-1\",\"node_id\":\"r1:agent:2\",\"event_id\":6,\"type\":\"message_chunk\",\"content\":\"B2\",\"id\":\"agent\"}\n"));
 	assert_non_null(strstr(s.text, "\"node_id\":\"r1:agent:2\",\"event_id\":9,\"type\":\"node_exit\",\"id\":\"agent\",\"result\":\"Ok\"}\n"
 				       "{\"session_id\":\"th-1\",\"node_id\":\"r1:agent:1\",\"event_id\":10,\"type\":\"node_exit\",\"id\":\"agent\",\"result\":\"Ok\"}\n"
 				       "{\"session_id\":\"th-1\",\"node_id\":\"r1:agent:2\",\"event_id\":11,\"reply\":\"B1B2\",\"status\":\"completed\"}\n"));
-	tc_seed003_free(f);
+	tc_run_ndjson_free(f);
 }
 
 /* More nodes at once than it follows: the oldest span ends first; every enter has its exit. */
@@ -811,28 +815,28 @@ static void s003_many_spans(void **state)
 {
 	static struct sink s;
 	memset(&s, 0, sizeof(s));
-	struct tc_seed003 *f = tc_seed003_new("r1", "th-1", NULL, NULL, true, 0, collect, &s);
+	struct tc_run_ndjson *f = tc_run_ndjson_new("r1", "th-1", NULL, NULL, true, 0, collect, &s);
 	seq = 0;
 	for (int i = 0; i < 70; i++) {
 		char t[128];
 		snprintf(t, sizeof(t), "{\"id\":\"t%d\",\"name\":\"n\",\"input\":{}}", i);
-		task(tc_seed003_ops.event, f, t);
+		task(tc_run_ndjson_ops.event, f, t);
 	}
-	tc_seed003_finish(f, "bye");
+	tc_run_ndjson_finish(f, "bye");
 	assert_int_equal(count(s.text, "\"type\":\"node_enter\""), 70);
 	assert_int_equal(count(s.text, "\"type\":\"node_exit\""), 70);
 	assert_int_equal(count(s.text, "{\"Err\":\"no longer followed: too many nodes running at once\"}"), 6);
 	assert_non_null(strstr(s.text, "\"node_id\":\"r1:n:1\",\"event_id\":65,\"type\":\"node_exit\""));
 	check003(s.text, 1, false);
-	tc_seed003_free(f);
+	tc_run_ndjson_free(f);
 }
 
 static void s003_garbage(void **state)
 {
 	struct sink s = { 0 };
-	struct tc_seed003 *f = tc_seed003_new("r1", "th-1", NULL, NULL, true, 0, collect, &s);
+	struct tc_run_ndjson *f = tc_run_ndjson_new("r1", "th-1", NULL, NULL, true, 0, collect, &s);
 	for (size_t i = 0; i < sizeof(garbage_frames) / sizeof(garbage_frames[0]); i++)
-		assert_false(tc_seed003_event(f, garbage_frames[i], strlen(garbage_frames[i])));
+		assert_false(feed_frame(tc_run_ndjson_ops.event, f, garbage_frames[i], strlen(garbage_frames[i])));
 	static const char *const more[] = {
 		"{\"method\":\"tasks\",\"params\":{\"namespace\":[],\"data\":{\"id\":5}}}",
 		"{\"method\":\"tasks\",\"params\":{\"namespace\":[],\"data\":[1]}}",
@@ -841,11 +845,11 @@ static void s003_garbage(void **state)
 		"{\"method\":\"tools\",\"params\":{\"namespace\":[],\"data\":{\"event\":\"tool-output-delta\",\"tool_call_id\":\"c\"}}}",
 	};
 	for (size_t i = 0; i < sizeof(more) / sizeof(more[0]); i++)
-		assert_false(tc_seed003_event(f, more[i], strlen(more[i])));
+		assert_false(feed_frame(tc_run_ndjson_ops.event, f, more[i], strlen(more[i])));
 	/* only the custom event without data says anything: a line with a null value */
 	assert_int_equal(s.units, 1);
 	assert_string_equal(s.text, "{\"session_id\":\"th-1\",\"event_id\":1,\"type\":\"custom\",\"value\":null}\n");
-	tc_seed003_free(f);
+	tc_run_ndjson_free(f);
 }
 
 int main(void)

@@ -1,20 +1,21 @@
 /*
- * seed002.c — a run as seed 002's agent event protocol (seedfmt.h): SSE
+ * run/agent_events.c — a run as seed 002's agent event protocol (agent_events.h): SSE
  * "event: <type>" + data {"event":<type>,"requestId",…,"timestamp"}:
  * metadata, then text / thinking / tool_call / tool_result blocks in the
  * start / delta / stop stages, continuation for an interrupt, and exactly
  * one terminal event: done, error or aborted.
  */
-#include "seedfmt.h"
+#include "run/agent_events.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "run/assemble.h"
+#include "run/follow.h"
 #include "util.h"
 
-#define OPEN_MESSAGES 32        /* messages streaming at once */
 #define OPEN_TOOLS 32           /* tool results streaming at once */
 #define CONTENT_BLOCKS 256      /* blocks done's content keeps */
 #define BLOCK_TEXT (1 << 20)    /* text a block keeps for its stop and done */
@@ -31,10 +32,8 @@ struct block {
 	char *call, *name;  /* a tool call's */
 };
 
-struct open_msg {
-	struct tc_slot slot; /* key: ns "#" node */
-	bool ai;
-	char *id;
+/* What a message streaming (tc_msg) has open. */
+struct msg_blocks {
 	struct block b;     /* the block open (a message streams one at a time) */
 	uint64_t done;      /* content indexes (< 64) whose block has stopped */
 };
@@ -45,10 +44,12 @@ struct open_tool {
 	int index, deltas;
 };
 
-struct tc_seed002 {
+struct tc_run_agent_events {
 	struct tc_run_follow fw;
+	struct tc_msg_asm msgs;              /* the messages being streamed */
+	struct msg_blocks open[TC_MSG_OPEN]; /* each one's blocks (by tc_msg.no) */
 	char *request_id, *thread_id, *agent_id;
-	tc_seedfmt_emit *emit;
+	tc_run_emit *emit;
 	void *ctx;
 	bool meta_sent, ended, continued;
 	uint64_t seq, skip;  /* units given out; the last one the client has */
@@ -58,9 +59,7 @@ struct tc_seed002 {
 	double usage[3];    /* input, output, total tokens */
 	bool any_usage;
 	cJSON *content;
-	struct open_msg msgs[OPEN_MESSAGES];
 	struct open_tool tools[OPEN_TOOLS];
-	uint64_t clock;
 };
 
 static const struct { const char *code; int status; bool retryable; } codes[] = {
@@ -72,7 +71,7 @@ static const struct { const char *code; int status; bool retryable; } codes[] = 
 	{ "invalid_action_id", 400, false },
 };
 
-int tc_seed002_http_status(const char *code)
+int tc_agent_events_http_status(const char *code)
 {
 	for (size_t i = 0; code && i < sizeof(codes) / sizeof(codes[0]); i++)
 		if (!strcmp(codes[i].code, code))
@@ -80,7 +79,7 @@ int tc_seed002_http_status(const char *code)
 	return 500;
 }
 
-bool tc_seed002_retryable(const char *code)
+bool tc_agent_events_retryable(const char *code)
 {
 	for (size_t i = 0; code && i < sizeof(codes) / sizeof(codes[0]); i++)
 		if (!strcmp(codes[i].code, code))
@@ -89,7 +88,7 @@ bool tc_seed002_retryable(const char *code)
 }
 
 /* An event's body: event, requestId, then the fields; timestamp is added by send. */
-static cJSON *body(struct tc_seed002 *f, const char *event)
+static cJSON *body(struct tc_run_agent_events *f, const char *event)
 {
 	cJSON *b = cJSON_CreateObject();
 	cJSON_AddStringToObject(b, "event", event);
@@ -109,7 +108,7 @@ static void iso(double ms, char out[32])
 	snprintf(out + n, 32 - n, ".%03dZ", (int)((long long)ms % 1000));
 }
 
-static void put(struct tc_seed002 *f, cJSON *b)
+static void put(struct tc_run_agent_events *f, cJSON *b)
 {
 	char ts[32];
 	iso(f->last_ts, ts);
@@ -126,7 +125,7 @@ static void put(struct tc_seed002 *f, cJSON *b)
 	cJSON_Delete(b);
 }
 
-static void metadata(struct tc_seed002 *f)
+static void metadata(struct tc_run_agent_events *f)
 {
 	if (f->meta_sent)
 		return;
@@ -138,7 +137,7 @@ static void metadata(struct tc_seed002 *f)
 	put(f, b);
 }
 
-static void add_content(struct tc_seed002 *f, cJSON *block)
+static void add_content(struct tc_run_agent_events *f, cJSON *block)
 {
 	if (cJSON_GetArraySize(f->content) < CONTENT_BLOCKS)
 		cJSON_AddItemToArray(f->content, block);
@@ -147,25 +146,27 @@ static void add_content(struct tc_seed002 *f, cJSON *block)
 }
 
 /* A stage event of a block (text, thinking, tool_call). */
-static cJSON *stage(struct tc_seed002 *f, const struct open_msg *m, const char *st)
+static cJSON *stage(struct tc_run_agent_events *f, const struct tc_msg *m, const char *st)
 {
-	cJSON *b = body(f, m->b.kind);
+	const struct block *blk = &f->open[m->no].b;
+	cJSON *b = body(f, blk->kind);
 	if (m->id)
 		cJSON_AddStringToObject(b, "messageId", m->id);
 	char id[24];
-	snprintf(id, sizeof(id), "b%d", m->b.index);
+	snprintf(id, sizeof(id), "b%d", blk->index);
 	cJSON_AddStringToObject(b, "blockId", id);
 	cJSON_AddStringToObject(b, "stage", st);
-	if (!strcmp(m->b.kind, "tool_call")) {
-		cJSON_AddStringToObject(b, "toolCallId", m->b.call ? m->b.call : "");
-		cJSON_AddStringToObject(b, "toolName", m->b.name ? m->b.name : "");
+	if (!strcmp(blk->kind, "tool_call")) {
+		cJSON_AddStringToObject(b, "toolCallId", blk->call ? blk->call : "");
+		cJSON_AddStringToObject(b, "toolName", blk->name ? blk->name : "");
 	}
 	return b;
 }
 
-static void block_start(struct tc_seed002 *f, struct open_msg *m, const char *kind, const cJSON *content, int cindex)
+static void block_start(struct tc_run_agent_events *f, const struct tc_msg *m, const char *kind,
+			const cJSON *content, int cindex)
 {
-	struct block *b = &m->b;
+	struct block *b = &f->open[m->no].b;
 	*b = (struct block){ .open = true, .index = f->nblocks++, .cindex = cindex };
 	snprintf(b->kind, sizeof(b->kind), "%s", kind);
 	const char *s;
@@ -178,21 +179,23 @@ static void block_start(struct tc_seed002 *f, struct open_msg *m, const char *ki
 	put(f, e);
 }
 
-static void block_delta(struct tc_seed002 *f, struct open_msg *m, const char *text)
+static void block_delta(struct tc_run_agent_events *f, const struct tc_msg *m, const char *text)
 {
+	struct block *b = &f->open[m->no].b;
 	if (!text || !*text)
 		return;
-	tc_seed_append(&m->b.text, &m->b.len, text, BLOCK_TEXT);
+	tc_run_append(&b->text, &b->len, text, BLOCK_TEXT);
 	cJSON *e = stage(f, m, "delta");
 	cJSON_AddStringToObject(e, "delta", text);
-	cJSON_AddNumberToObject(e, "deltaIndex", m->b.deltas++);
+	cJSON_AddNumberToObject(e, "deltaIndex", b->deltas++);
 	put(f, e);
 }
 
 /* A block's stop, with its final data; its content block for done. final: the finished block, if any. */
-static void block_stop(struct tc_seed002 *f, struct open_msg *m, const cJSON *final)
+static void block_stop(struct tc_run_agent_events *f, const struct tc_msg *m, const cJSON *final)
 {
-	struct block *b = &m->b;
+	struct msg_blocks *o = &f->open[m->no];
+	struct block *b = &o->b;
 	if (!b->open)
 		return;
 	cJSON *e = stage(f, m, "stop");
@@ -218,60 +221,29 @@ static void block_stop(struct tc_seed002 *f, struct open_msg *m, const cJSON *fi
 	put(f, e);
 	add_content(f, c);
 	if (b->cindex >= 0 && b->cindex < 64)
-		m->done |= 1ull << b->cindex;
+		o->done |= 1ull << b->cindex;
 	free(b->text);
 	free(b->call);
 	free(b->name);
 	*b = (struct block){ 0 };
 }
 
-/* Frees what the message holds; its slot stays. */
-static void msg_free(struct open_msg *m)
-{
-	free(m->id);
-	free(m->b.text);
-	free(m->b.call);
-	free(m->b.name);
-	m->id = NULL;
-	m->b = (struct block){ 0 };
-	m->done = 0;
-	m->ai = false;
-}
-
-static void msg_clear(struct open_msg *m)
-{
-	msg_free(m);
-	tc_slot_clear(&m->slot);
-}
-
-/* The message open in key; a new one (taken as an AI message until it says) closes what it evicts. */
-static struct open_msg *msg_slot(struct tc_seed002 *f, const char *key)
-{
-	bool fresh;
-	struct open_msg *m = tc_slot_find(f->msgs, OPEN_MESSAGES, sizeof(f->msgs[0]), &f->clock, key, true, &fresh);
-	if (fresh) {
-		block_stop(f, m, NULL);
-		msg_free(m);
-		m->ai = true;
-	}
-	return m;
-}
-
 /* The kind of stream block a content block (or a delta) is, NULL: none of ours. */
-static const char *kind_of(const char *type)
+static const char *kind_of(enum tc_block_kind k)
 {
-	if (!type)
-		return NULL;
-	if (!strcmp(type, "text") || !strcmp(type, "text-delta"))
+	switch (k) {
+	case TC_BLOCK_TEXT:
 		return "text";
-	if (!strcmp(type, "reasoning") || !strcmp(type, "reasoning-delta"))
+	case TC_BLOCK_REASONING:
 		return "thinking";
-	if (!strcmp(type, "tool_call") || !strcmp(type, "tool_call_chunk"))
+	case TC_BLOCK_TOOL:
 		return "tool_call";
-	return NULL;
+	default:
+		return NULL;
+	}
 }
 
-static void usage_add(struct tc_seed002 *f, const cJSON *u)
+static void usage_add(struct tc_run_agent_events *f, const cJSON *u)
 {
 	static const char *const names[3][2] = { { "input_tokens", "inputTokens" },
 						 { "output_tokens", "outputTokens" },
@@ -287,35 +259,27 @@ static void usage_add(struct tc_seed002 *f, const cJSON *u)
 	}
 }
 
-static void on_messages(struct tc_seed002 *f, const struct tc_run_ev *ev)
+/* One root messages event, assembled (assemble.h): an AI message's blocks in their stages. */
+static void msg_part(void *ctx, struct tc_msg *m, const struct tc_msg_part *p, const struct tc_run_ev *ev)
 {
-	const char *e = tc_run_str(ev->data, "event");
-	if (!e)
-		return;
-	size_t kl = strlen(ev->ns) + strlen(ev->node) + 2;
-	char *key = tc_xmalloc(kl);
-	snprintf(key, kl, "%s#%s", ev->ns, ev->node);
-	struct open_msg *m = msg_slot(f, key);
-	free(key);
-	if (!strcmp(e, "message-start")) {
-		const char *role = tc_run_str(ev->data, "role"), *id = tc_run_str(ev->data, "id");
-		block_stop(f, m, NULL);
-		m->done = 0;
-		free(m->id);
-		m->id = id ? tc_xstrdup(id) : NULL;
-		m->ai = !role || !strcmp(role, "ai") || !strcmp(role, "assistant");
-		if (m->ai && id) {
+	struct tc_run_agent_events *f = ctx;
+	struct msg_blocks *o = &f->open[m->no];
+
+	switch (p->kind) {
+	case TC_MSG_START:
+		if (m->ai && m->id) {
 			free(f->message_id);
-			f->message_id = tc_xstrdup(id);
+			f->message_id = tc_xstrdup(m->id);
 		}
 		return;
-	}
-	if (!strcmp(e, "message-finish") || !strcmp(e, "error")) {
+	case TC_MSG_FINISH:
+	case TC_MSG_ERROR:
 		if (m->ai)
-			usage_add(f, tc_run_get(ev->data, "usage"));
+			usage_add(f, p->usage);
 		block_stop(f, m, NULL);
-		msg_clear(m);
 		return;
+	default:
+		break;
 	}
 	if (!m->ai)
 		return;
@@ -324,52 +288,53 @@ static void on_messages(struct tc_seed002 *f, const struct tc_run_ev *ev)
 	 * text before it finishes): a block starting stops the one open, and
 	 * what comes later for a stopped block is dropped.
 	 */
-	const cJSON *ix = tc_run_get(ev->data, "index");
-	int cindex = cJSON_IsNumber(ix) && ix->valuedouble >= 0 && ix->valuedouble < 1e6 ? (int)ix->valuedouble : -1;
-	bool stopped = cindex >= 0 && cindex < 64 && (m->done >> cindex & 1);
-	bool this_one = m->b.open && m->b.cindex == cindex;
-	if (!strcmp(e, "content-block-start") || !strcmp(e, "content-block-finish")) {
-		bool finish = e[14] == 'f';
-		const cJSON *block = tc_run_get(ev->data, "content");
-		const char *kind = kind_of(tc_run_str(block, "type"));
+	int cindex = p->index;
+	bool stopped = cindex >= 0 && cindex < 64 && (o->done >> cindex & 1);
+	bool this_one = o->b.open && o->b.cindex == cindex;
+	const char *kind = kind_of(p->block);
+	if (p->kind == TC_MSG_BLOCK_START || p->kind == TC_MSG_BLOCK_FINISH) {
+		bool finish = p->kind == TC_MSG_BLOCK_FINISH;
 		if (!kind || (finish && stopped && !this_one))
 			return;
-		if (!finish || !this_one || strcmp(m->b.kind, kind)) { /* a finish alone: the whole block */
+		if (!finish || !this_one || strcmp(o->b.kind, kind)) { /* a finish alone: the whole block */
 			block_stop(f, m, NULL);
-			block_start(f, m, kind, block, cindex);
+			block_start(f, m, kind, p->content, cindex);
 		}
 		if (!strcmp(kind, "tool_call")) {
-			const cJSON *args = tc_run_get(block, "args");
-			if (cJSON_IsString(args) && (!finish || !m->b.deltas))
+			const cJSON *args = tc_run_get(p->content, "args");
+			if (cJSON_IsString(args) && (!finish || !o->b.deltas))
 				block_delta(f, m, args->valuestring);
-		} else if (!finish || !m->b.deltas) {
-			block_delta(f, m, tc_run_str(block, !strcmp(kind, "text") ? "text" : "reasoning"));
+		} else if (!finish || !o->b.deltas) {
+			block_delta(f, m, p->text);
 		}
 		if (finish)
-			block_stop(f, m, block);
-	} else if (!strcmp(e, "content-block-delta")) {
-		const cJSON *delta = tc_run_get(ev->data, "delta");
-		const char *type = tc_run_str(delta, "type");
-		const cJSON *fields = NULL;
-		if (type && !strcmp(type, "block-delta")) {
-			fields = tc_run_get(delta, "fields");
-			type = tc_run_str(fields, "type");
-		}
-		const char *kind = kind_of(type);
+			block_stop(f, m, p->content);
+	} else {
 		if (!kind || (stopped && !this_one))
 			return;
-		if (!this_one || strcmp(m->b.kind, kind)) { /* resumed mid-block */
+		if (!this_one || strcmp(o->b.kind, kind)) { /* resumed mid-block */
 			block_stop(f, m, NULL);
-			block_start(f, m, kind, fields, cindex);
+			block_start(f, m, kind, p->wrapped ? p->content : NULL, cindex);
 		}
-		if (fields)
-			block_delta(f, m, tc_run_str(fields, "args"));
-		else
-			block_delta(f, m, tc_run_str(delta, !strcmp(kind, "text") ? "text" : "reasoning"));
+		block_delta(f, m, p->wrapped ? tc_run_str(p->content, "args") : p->text);
 	}
 }
 
-static struct open_tool *tool_slot(struct tc_seed002 *f, const char *call, bool create)
+/* A message leaves: its open block stops; what it held is freed. */
+static void msg_drop(void *ctx, struct tc_msg *m, bool finished)
+{
+	struct tc_run_agent_events *f = ctx;
+	struct msg_blocks *o = &f->open[m->no];
+	block_stop(f, m, NULL);
+	free(o->b.text);
+	free(o->b.call);
+	free(o->b.name);
+	*o = (struct msg_blocks){ 0 };
+}
+
+static const struct tc_msg_ops msg_ops = { .part = msg_part, .drop = msg_drop };
+
+static struct open_tool *tool_slot(struct tc_run_agent_events *f, const char *call, bool create)
 {
 	for (int i = 0; i < OPEN_TOOLS; i++)
 		if (f->tools[i].call && !strcmp(f->tools[i].call, call))
@@ -382,7 +347,7 @@ static struct open_tool *tool_slot(struct tc_seed002 *f, const char *call, bool 
 	return NULL;
 }
 
-static cJSON *tool_stage(struct tc_seed002 *f, const struct open_tool *t, const char *st)
+static cJSON *tool_stage(struct tc_run_agent_events *f, const struct open_tool *t, const char *st)
 {
 	cJSON *b = body(f, "tool_result");
 	char id[24];
@@ -401,12 +366,12 @@ static char *summary(const cJSON *out)
 	char *text = cJSON_IsString(c) ? tc_xstrdup(c->valuestring) : c ? cJSON_PrintUnformatted(c) : tc_xstrdup("");
 	char *s = NULL;
 	size_t len = 0;
-	tc_seed_append(&s, &len, text, 200);
+	tc_run_append(&s, &len, text, 200);
 	free(text);
 	return s;
 }
 
-static void on_tools(struct tc_seed002 *f, const struct tc_run_ev *ev)
+static void on_tools(struct tc_run_agent_events *f, const struct tc_run_ev *ev)
 {
 	const char *e = tc_run_str(ev->data, "event");
 	const char *call = tc_run_str(ev->data, "tool_call_id");
@@ -457,10 +422,10 @@ static void on_tools(struct tc_seed002 *f, const struct tc_run_ev *ev)
 }
 
 /* Stops every block still open (a terminal event closes the response). */
-static void close_all(struct tc_seed002 *f)
+static void close_all(struct tc_run_agent_events *f)
 {
-	for (int i = 0; i < OPEN_MESSAGES; i++)
-		block_stop(f, &f->msgs[i], NULL);
+	TC_MSG_FOR_EACH_OPEN(&f->msgs, m)
+		block_stop(f, m, NULL);
 	for (int i = 0; i < OPEN_TOOLS; i++) {
 		struct open_tool *t = &f->tools[i];
 		if (!t->call)
@@ -476,34 +441,34 @@ static void close_all(struct tc_seed002 *f)
 	}
 }
 
-cJSON *tc_seed002_error_event(const char *request_id, const char *code, const char *message, double ms)
+cJSON *tc_agent_events_error_event(const char *request_id, const char *code, const char *message, double ms)
 {
 	cJSON *b = cJSON_CreateObject();
 	cJSON_AddStringToObject(b, "event", "error");
 	cJSON_AddStringToObject(b, "requestId", request_id);
 	cJSON_AddStringToObject(b, "code", code);
 	cJSON_AddStringToObject(b, "message", message);
-	cJSON_AddBoolToObject(b, "retryable", tc_seed002_retryable(code));
+	cJSON_AddBoolToObject(b, "retryable", tc_agent_events_retryable(code));
 	char ts[32];
 	iso(ms, ts);
 	cJSON_AddStringToObject(b, "timestamp", ts);
 	return b;
 }
 
-static void terminal_error(struct tc_seed002 *f, const char *code, const char *message)
+static void terminal_error(struct tc_run_agent_events *f, const char *code, const char *message)
 {
 	metadata(f);
 	close_all(f);
 	cJSON *b = body(f, "error");
 	cJSON_AddStringToObject(b, "code", code);
 	cJSON_AddStringToObject(b, "message", message);
-	cJSON_AddBoolToObject(b, "retryable", tc_seed002_retryable(code));
+	cJSON_AddBoolToObject(b, "retryable", tc_agent_events_retryable(code));
 	f->ended = true;
 	f->fw.ended = true;
 	put(f, b);
 }
 
-static void terminal_aborted(struct tc_seed002 *f, const char *reason)
+static void terminal_aborted(struct tc_run_agent_events *f, const char *reason)
 {
 	metadata(f);
 	close_all(f);
@@ -514,7 +479,7 @@ static void terminal_aborted(struct tc_seed002 *f, const char *reason)
 	put(f, b);
 }
 
-static void terminal_done(struct tc_seed002 *f, const char *finish_reason)
+static void terminal_done(struct tc_run_agent_events *f, const char *finish_reason)
 {
 	close_all(f);
 	cJSON *b = body(f, "done");
@@ -531,12 +496,12 @@ static void terminal_done(struct tc_seed002 *f, const char *finish_reason)
 	put(f, b);
 }
 
-bool tc_seed002_event(struct tc_seed002 *f, const char *frame, size_t len)
+bool tc_run_agent_events_event(struct tc_run_agent_events *f, uint64_t seq, const cJSON *event)
 {
 	if (f->ended)
 		return true;
 	struct tc_run_ev ev;
-	enum tc_run_step step = tc_run_follow_step(&f->fw, frame, len, &ev);
+	enum tc_run_step step = tc_run_follow_step(&f->fw, seq, event, &ev);
 	if (step == TC_RUN_SKIP)
 		return false;
 	if (step == TC_RUN_CUT) {
@@ -557,7 +522,7 @@ bool tc_seed002_event(struct tc_seed002 *f, const char *frame, size_t len)
 		else
 			terminal_done(f, !strcmp(ev.status, "interrupted") || f->continued ? "action_required" : "stop");
 	} else if (root && !strcmp(ev.method, "messages")) {
-		on_messages(f, &ev);
+		tc_msg_asm_event(&f->msgs, &ev);
 	} else if (root && !strcmp(ev.method, "tools")) {
 		on_tools(f, &ev);
 	} else if (!strcmp(ev.method, "input.requested")) {
@@ -575,7 +540,7 @@ bool tc_seed002_event(struct tc_seed002 *f, const char *frame, size_t len)
 	return f->ended;
 }
 
-void tc_seed002_finish(struct tc_seed002 *f, const char *code, const char *message)
+void tc_run_agent_events_finish(struct tc_run_agent_events *f, const char *code, const char *message)
 {
 	if (f->ended)
 		return;
@@ -586,12 +551,13 @@ void tc_seed002_finish(struct tc_seed002 *f, const char *code, const char *messa
 }
 
 
-struct tc_seed002 *tc_seed002_new(const char *run_id, const char *request_id, const char *thread_id,
-				  const char *agent_id, bool in_run, uint64_t skip_through, tc_seedfmt_emit *emit,
-				  void *ctx)
+struct tc_run_agent_events *tc_run_agent_events_new(const char *run_id, const char *request_id,
+						    const char *thread_id, const char *agent_id, bool in_run,
+						    uint64_t skip_through, tc_run_emit *emit, void *ctx)
 {
-	struct tc_seed002 *f = tc_xcalloc(1, sizeof(*f));
+	struct tc_run_agent_events *f = tc_xcalloc(1, sizeof(*f));
 	tc_run_follow_init(&f->fw, run_id, in_run);
+	tc_msg_asm_init(&f->msgs, &msg_ops, f);
 	f->skip = skip_through;
 	f->request_id = tc_xstrdup(request_id ? request_id : "");
 	f->thread_id = tc_xstrdup(thread_id ? thread_id : "");
@@ -602,13 +568,17 @@ struct tc_seed002 *tc_seed002_new(const char *run_id, const char *request_id, co
 	return f;
 }
 
-void tc_seed002_free(struct tc_seed002 *f)
+void tc_run_agent_events_free(struct tc_run_agent_events *f)
 {
 	if (!f)
 		return;
 	tc_run_follow_clear(&f->fw);
-	for (int i = 0; i < OPEN_MESSAGES; i++)
-		msg_clear(&f->msgs[i]);
+	tc_msg_asm_clear(&f->msgs);
+	for (int i = 0; i < TC_MSG_OPEN; i++) {
+		free(f->open[i].b.text);
+		free(f->open[i].b.call);
+		free(f->open[i].b.name);
+	}
 	for (int i = 0; i < OPEN_TOOLS; i++) {
 		free(f->tools[i].call);
 		free(f->tools[i].name);
@@ -621,4 +591,9 @@ void tc_seed002_free(struct tc_seed002 *f)
 	free(f);
 }
 
-TC_RUN_FMT_OPS(seed002);
+static void ops_finish(void *f, const char *code, const char *message)
+{
+	tc_run_agent_events_finish(f, code, message);
+}
+
+TC_RUN_FMT_OPS(agent_events, ops_finish);

@@ -1,7 +1,7 @@
 /*
- * runfollow.c — following one run through a thread's events (runfollow.h).
+ * run/follow.c — following one run through a thread's events (follow.h).
  */
-#include "runfollow.h"
+#include "run/follow.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,7 +36,6 @@ void tc_run_follow_clear(struct tc_run_follow *fw)
 
 void tc_run_ev_clear(struct tc_run_ev *ev)
 {
-	cJSON_Delete(ev->frame);
 	free(ev->ns);
 	*ev = (struct tc_run_ev){ 0 };
 }
@@ -89,20 +88,17 @@ static void graph_ns(const struct tc_run_follow *fw, char *joined, char node[128
 	}
 }
 
-enum tc_run_step tc_run_follow_step(struct tc_run_follow *fw, const char *frame, size_t len, struct tc_run_ev *ev)
+enum tc_run_step tc_run_follow_step(struct tc_run_follow *fw, uint64_t seq, const cJSON *j, struct tc_run_ev *ev)
 {
 	*ev = (struct tc_run_ev){ 0 };
-	if (fw->ended || !frame)
+	if (fw->ended || !j)
 		return TC_RUN_SKIP;
-	cJSON *j = cJSON_ParseWithLength(frame, len);
 	const char *method = tc_run_str(j, "method");
 	const cJSON *params = cJSON_GetObjectItemCaseSensitive(j, "params");
 	const cJSON *nsv = cJSON_GetObjectItemCaseSensitive(params, "namespace");
 	const cJSON *data = cJSON_GetObjectItemCaseSensitive(params, "data");
-	if (!method || !cJSON_IsArray(nsv)) {
-		cJSON_Delete(j);
+	if (!method || !cJSON_IsArray(nsv))
 		return TC_RUN_SKIP;
-	}
 	bool root = cJSON_GetArraySize(nsv) == 0;
 	const char *status = !strcmp(method, "lifecycle") ? tc_run_str(data, "event") : NULL;
 	if (root && status && !strcmp(status, "started")) {
@@ -111,7 +107,6 @@ enum tc_run_step tc_run_follow_step(struct tc_run_follow *fw, const char *frame,
 			fw->in_run = true;
 		} else if (fw->in_run && rid && strcmp(rid, fw->run_id)) {
 			fw->ended = true;
-			cJSON_Delete(j);
 			return TC_RUN_CUT;
 		}
 	}
@@ -122,17 +117,14 @@ enum tc_run_step tc_run_follow_step(struct tc_run_follow *fw, const char *frame,
 		else
 			free(sub);
 	}
-	if (!fw->in_run) {
-		cJSON_Delete(j);
+	if (!fw->in_run)
 		return TC_RUN_SKIP;
-	}
-	ev->frame = j;
+	ev->seq = seq;
+	ev->event = j;
 	ev->method = method;
 	ev->params = params;
 	ev->data = data;
-	const cJSON *seq = cJSON_GetObjectItemCaseSensitive(j, "seq");
-	ev->seq = cJSON_IsNumber(seq) && seq->valuedouble >= 0 && seq->valuedouble <= (double)TC_JS_MAX_SAFE ?
-			  seq->valuedouble : -1;
+	ev->namespace_ = nsv;
 	const cJSON *ts = cJSON_GetObjectItemCaseSensitive(params, "timestamp");
 	ev->timestamp = cJSON_IsNumber(ts) ? ts->valuedouble : 0;
 	ev->status = status;
@@ -160,6 +152,20 @@ char *tc_sse_event(const char *id, const char *event, const cJSON *data, size_t 
 	free(json);
 	*len = (size_t)n;
 	return buf;
+}
+
+void tc_run_append(char **text, size_t *len, const char *s, size_t max)
+{
+	size_t add = strlen(s);
+	if (*len + add > max) {
+		add = max > *len ? max - *len : 0;
+		while (add && ((unsigned char)s[add] & 0xC0) == 0x80)
+			add--; /* not inside a UTF-8 sequence */
+	}
+	*text = tc_xrealloc(*text, *len + add + 1);
+	memcpy(*text + *len, s, add);
+	*len += add;
+	(*text)[*len] = '\0';
 }
 
 void *tc_slot_find(void *entries, size_t n, size_t size, uint64_t *clock, const char *key, bool create,
