@@ -78,7 +78,8 @@ void tc__conn_send(struct tc_conn *c, struct tc_buf *b)
 	if (c->out.bytes + b->len > (size_t)cfg->max_queue_bytes) {
 		tc_buf_unref(b);
 		tc_metrics.slow_consumer_cuts++;
-		tc_log(TC_LOG_WARN, "slow consumer cut off", TC_LS("thread", tc_session_thread(c->session)),
+		tc_log(TC_LOG_WARN, "slow consumer cut off",
+		       TC_LS("thread", c->session ? tc_session_thread(c->session) : NULL),
 		       TC_LS("transport", c->kind == TC_CONN_SSE ? "sse" : "websocket"),
 		       TC_LI("queued_bytes", c->out.bytes), TC_LI("limit", cfg->max_queue_bytes));
 		tc__conn_close(c, TC_CONN_DROP, TC_CLOSE_TRY_AGAIN, tc_close_reason(TC_CLOSE_TRY_AGAIN));
@@ -103,7 +104,10 @@ int tc__conn_after_write(struct tc_conn *c)
 			c->queue_full = false;
 			tc__conn_update_rx(c);
 		}
-		tc_session_on_drained(c->session); /* a paced replay may go on */
+		if (c->session)
+			tc_session_on_drained(c->session); /* a paced replay may go on */
+		else if (c->rest)
+			tc__rest_drained(c->rest); /* a run's stream may go on */
 	}
 	if (c->out.count || c->ping_due) {
 		tc__conn_request_write(c);

@@ -157,6 +157,9 @@ struct tc_server {
 	struct tc_dlist deflating;          /**< WebSockets holding a compressor, least recently used first */
 	char too_big[64];                   /**< close reason naming --max-frame-bytes */
 
+	/* rest.c: run streams, translated once per run and format (run/feed.h). */
+	struct tc_run_feeds *feeds;
+
 	/* sse.c: heartbeats. */
 	uv_timer_t heartbeat;               /**< writes heartbeat_frame to idle streams */
 	struct tc_buf *heartbeat_frame;     /**< one shared ": heartbeat" event */

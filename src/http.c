@@ -20,6 +20,7 @@
 #include "rest.h"
 #include "wsdeflate.h"
 #include "router.h"
+#include "run/feed.h"
 #include "sse.h"
 
 /* ==== responses ========================================================================== */
@@ -312,6 +313,7 @@ static int serve_metrics(struct tc_server *srv, struct lws *wsi, struct tc_pss *
 		.handshakes = tc_handshakes_pending(&srv->handshakes),
 		.deflaters = tc_dz_count(),
 		.deflate_memory = tc_deflate_memory(),
+		.run_feeds = tc_run_feeds_count(srv->feeds),
 	};
 	char *text = tc_metrics_render(&g);
 	int rc = http_send(wsi, 200, "text/plain; version=0.0.4", text);

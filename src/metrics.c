@@ -85,6 +85,7 @@ char *tc_metrics_render(const struct tc_metrics_gauges *g)
 	gauge(&o, "threadcast_deflaters", "permessage-deflate compressors, each shared by the WebSockets receiving the same events.", g->deflaters);
 	gauge(&o, "threadcast_deflate_memory_bytes", "Memory zlib holds for those compressors.", g->deflate_memory);
 	gauge(&o, "threadcast_subscriptions", "Subscriptions held by connections.", m->subscriptions);
+	gauge(&o, "threadcast_run_feeds", "Runs being translated for REST and seed-format streams, each shared by its viewers in one format.", g->run_feeds);
 	gauge(&o, "threadcast_threads_watched", "Threads with local subscribers.", g->threads);
 	gauge(&o, "threadcast_commands_pending", "Runtime commands waiting for a worker.", g->pending_commands);
 	gauge(&o, "threadcast_redis_up", "1 when Redis is connected and answering.", (uint64_t)g->redis_up);
@@ -92,6 +93,8 @@ char *tc_metrics_render(const struct tc_metrics_gauges *g)
 	counter(&o, "threadcast_bytes_out_total", "Bytes written to client sockets.", m->bytes_out);
 	counter(&o, "threadcast_deflate_in_bytes_total", "Payload bytes of WebSocket frames sent compressed (permessage-deflate).", m->deflate_in);
 	counter(&o, "threadcast_deflate_out_bytes_total", "What those frames took on the wire, headers included.", m->deflate_out);
+	counter(&o, "threadcast_run_events_translated_total", "Thread events run feeds translated (once per feed, however many viewers share it).", m->run_events);
+	counter(&o, "threadcast_run_units_total", "Stream units (SSE events, NDJSON lines) run feeds made.", m->run_units);
 	counter(&o, "threadcast_replay_requests_total", "Replays started (subscribe, reconnect, SSE).", m->replay_requests);
 	counter(&o, "threadcast_replayed_events_total", "Event frames sent by replays.", m->replayed_events);
 	counter(&o, "threadcast_replays_capped_total", "Replays that began later than asked because of --max-replay.", m->replays_capped);

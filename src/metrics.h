@@ -43,6 +43,8 @@ struct tc_metrics {
 	uint64_t subscriptions;      /**< gauge: subscriptions held */
 	uint64_t deflate_in;         /**< payload bytes of frames compressed (permessage-deflate) */
 	uint64_t deflate_out;        /**< the bytes those frames took on the wire */
+	uint64_t run_events;         /**< events a run's feed translated (once per feed, whatever its viewers: run/feed.h) */
+	uint64_t run_units;          /**< units run feeds made */
 	struct tc_hist command_latency; /**< runtime command: sent → answered */
 	struct tc_hist redis_rtt;       /**< PING round trips */
 };
@@ -54,6 +56,7 @@ extern struct tc_metrics tc_metrics;
 struct tc_metrics_gauges {
 	size_t websockets, sse, http_commands, threads, pending_commands, handshakes;
 	size_t deflaters, deflate_memory; /**< compressors alive (wsdeflate.h), and the bytes mapped for them */
+	size_t run_feeds;                 /**< run feeds alive (run/feed.h) */
 	int redis_up;
 };
 

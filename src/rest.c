@@ -14,10 +14,9 @@
 #include "log.h"
 #include "query.h"
 #include "run/agent_events.h"
-#include "run/chunks.h"
+#include "run/feed.h"
 #include "run/follow.h"
 #include "run/modes.h"
-#include "run/ndjson.h"
 #include "spell.h"
 #include "sse.h"
 #include "store.h"
@@ -149,36 +148,11 @@ struct tc_rest {
 	struct tc_buf *saved;        /* K_CANCEL / K_COPY: the body to answer once the rest is done */
 	unsigned saved_status;
 	enum fmt fk;                 /* how a run's stream is written */
-	void *fmt;                   /* a run's stream or wait: its translator (fk's) */
-	const struct tc_run_fmt_ops *ops; /* … and what it does */
-	bool over;                   /* the translator has ended the stream */
+	struct tc_run_view view;     /* a run's stream or wait: its place in the run's feed (run/feed.h) */
 	char assistant[TC_ROUTE_VALUE_MAX + 1]; /* a joined run's graph */
 	cJSON *actions;              /* seed 002: the action ids the request answers */
 	struct tc_bridge_caller caller;
 };
-
-/* ==== the run's translator ==================================================================== */
-
-/* Takes one event (a TC_FRAME_PARTS frame); true when it ended the stream (once). */
-static bool fmt_event(struct tc_rest *r, struct tc_buf *frame)
-{
-	struct tc_event_parts parts;
-	if (tc_event_parts_read(frame, &parts))
-		return false;
-	cJSON *event = cJSON_ParseWithLength(parts.json, parts.json_len);
-	bool end = r->ops->event(r->fmt, parts.seq, event);
-	cJSON_Delete(event);
-	bool first = end && !r->over;
-	r->over = r->over || end;
-	return first;
-}
-
-static void fmt_free(struct tc_rest *r)
-{
-	if (r->fmt)
-		r->ops->free(r->fmt);
-	r->fmt = NULL;
-}
 
 static void unref(struct tc_rest *r)
 {
@@ -190,7 +164,7 @@ static void unref(struct tc_rest *r)
 	free(r->kwargs);
 	tc_buf_unref(r->saved);
 	cJSON_Delete(r->actions);
-	fmt_free(r);
+	assert(!r->view.feed); /* detached with the conn */
 	free(r);
 }
 
@@ -202,6 +176,7 @@ void tc__rest_conn_gone(struct tc_rest *r)
 		return;
 	r->conn = NULL;
 	cancel_on_disconnect(r);
+	tc_run_feed_detach(&r->view);
 	unref(r);
 }
 
@@ -353,7 +328,7 @@ static void fcall(struct tc_rest *r, const char *op, reply_fn *fn)
  */
 static void cancel_on_disconnect(struct tc_rest *r)
 {
-	if (!r->fmt || r->over || !r->run_id[0])
+	if (!r->view.feed || tc_run_view_over(&r->view) || !r->run_id[0])
 		return;
 	const char *how = tc_run_str(r->body, "on_disconnect");
 	bool cancel = (how && !strcmp(how, "cancel")) ||
@@ -433,7 +408,7 @@ static void run_ended(struct tc_rest *r)
 		answer_saved(r);
 		return;
 	}
-	cJSON *body = tc_run_modes_result(r->fmt);
+	cJSON *body = tc_run_feed_result(&r->view);
 	answer_json(r, 200, body);
 	cJSON_Delete(body);
 }
@@ -446,55 +421,56 @@ static void stream_emit(void *ctx, const char *text, size_t len)
 		tc__conn_send(r->conn, tc_buf_copy(text, len));
 }
 
-/* ---- the session's transport hooks, for a run's stream or wait ---- */
+/* ---- what the run's feed tells the exchange (run/feed.h) ---- */
 
-static void run_send(void *ctx, struct tc_buf *frame)
+#define REST_OF_VIEW(v) TC_DLIST_ENTRY(v, struct tc_rest, view)
+
+static void view_unit(struct tc_run_view *v, struct tc_buf *unit)
 {
-	struct tc_conn *c = ctx;
-	struct tc_rest *r = c->rest;
-	if (fmt_event(r, frame))
-		run_ended(r);
-	tc_buf_unref(frame);
+	struct tc_rest *r = REST_OF_VIEW(v);
+	if (r->conn)
+		tc__conn_send(r->conn, unit);
+	else
+		tc_buf_unref(unit);
 }
 
-/* History cut by --max-replay (or trimmed) may have taken the run's start: assume we are in it. */
-static void run_started(void *ctx, bool restored, bool has_missed, uint64_t missed)
+static size_t view_queued(struct tc_run_view *v)
 {
-	struct tc_conn *c = ctx;
-	if (!restored || (has_missed && missed))
-		c->rest->ops->assume_in_run(c->rest->fmt);
+	struct tc_rest *r = REST_OF_VIEW(v);
+	return r->conn ? r->conn->out.bytes : 0;
+}
+
+static void view_end(struct tc_run_view *v)
+{
+	run_ended(REST_OF_VIEW(v));
 }
 
 /*
- * The stream's session gave up (the thread's history was reset under it,
- * the client was too slow): a stream just ends, and the SDK, seeing no end
- * of the run, reconnects with its Last-Event-ID and resumes (so do seed 004
- * and 003 clients, from their last sequence); seed 002's stream must end in
- * one terminal event, a retryable error; a wait cannot, and says why.
+ * The feed gave up (the thread's history was reset under it, Redis failed),
+ * or this client fell behind it: a stream just ends, and the SDK, seeing no
+ * end of the run, reconnects with its Last-Event-ID and resumes (so do seed
+ * 004 and 003 clients, from their last sequence; seed 002's stream got its
+ * terminal error event from the feed); a wait cannot, and says why.
  */
-static void run_close(void *ctx, int code, const char *reason)
+static void view_fail(struct tc_run_view *v, int code, const char *reason)
 {
-	struct tc_conn *c = ctx;
-	struct tc_rest *r = c->rest;
-	if (r->out != OUT_STREAM) {
-		answer_detail(r, 503, reason);
+	struct tc_rest *r = REST_OF_VIEW(v);
+	if (!r->conn)
 		return;
-	}
-	if (r->fk == FMT_AEP && !r->over) {
-		r->over = true;
-		tc_run_agent_events_finish(r->fmt, "internal_error", reason);
-	}
-	tc__conn_close(c, TC_CONN_FLUSH, (enum tc_close)code, reason);
+	if (r->out != OUT_STREAM)
+		answer_detail(r, 503, reason);
+	else
+		tc__conn_close(r->conn, TC_CONN_FLUSH, (enum tc_close)code, reason);
 }
 
-static const struct tc_session_io run_io = {
-	.kind = TC_FRAME_PARTS,
-	.send = run_send,
-	.queued = tc__conn_io_queued,
-	.set_reading = tc__conn_io_set_reading,
-	.close = run_close,
-	.stream_started = run_started,
+static const struct tc_run_view_ops view_ops = {
+	.unit = view_unit, .queued = view_queued, .end = view_end, .fail = view_fail,
 };
+
+void tc__rest_drained(struct tc_rest *r)
+{
+	tc_run_view_drained(&r->view);
+}
 
 /* Last-Event-ID as one of runfmt.h's ids or a seed's sequence; 0 when absent, "-1" (from the start) or not one. */
 static uint64_t resume_id(const char *leid)
@@ -518,98 +494,74 @@ static char *input_text(const cJSON *kwargs)
 	return text ? tc_xstrdup(text) : NULL;
 }
 
-/*
- * The run's translator, for a stream that starts after the last id the
- * client has (from) — a seed format's stream always starts at the run's
- * beginning and skips what the client has; the SDK's stream may also start
- * from now (join_from).
- */
-static void fmt_new(struct tc_rest *r, enum rest_out out, uint64_t from, const cJSON *modes, bool subgraphs)
+/* The run's feed for this exchange: its format, and the options that change what it makes. */
+static void run_spec(struct tc_rest *r, enum rest_out out, const cJSON *modes, bool subgraphs,
+		     struct tc_run_spec *spec, char **message)
 {
-	tc_run_emit *emit = out == OUT_STREAM ? stream_emit : NULL;
 	const char *agent = tc_run_str(r->path, "agent_name");
+	*message = NULL;
+	*spec = (struct tc_run_spec){ .thread = r->thread, .run_id = r->run_id, .after_seq = r->after_seq };
 	switch (r->fk) {
 	case FMT_SDK:
-		r->fmt = tc_run_modes_new(r->run_id, r->thread, tc_run_modes_parse(modes), subgraphs, false,
-					  from ? from : r->join_from, emit, r);
-		r->ops = &tc_run_modes_ops;
+		spec->format = TC_RUN_MODES;
+		spec->modes = tc_run_modes_parse(modes);
+		spec->subgraphs = subgraphs;
+		spec->result_only = out != OUT_STREAM;
 		break;
 	case FMT_CHUNKS:
-		r->fmt = tc_run_chunks_new(r->run_id, r->assistant[0] ? r->assistant : NULL, false, from, emit, r);
-		r->ops = &tc_run_chunks_ops;
+		spec->format = TC_RUN_CHUNKS;
+		spec->agent = r->assistant[0] ? r->assistant : NULL;
 		break;
 	case FMT_NDJSON: {
 		cJSON *kwargs = r->kwargs ? cJSON_Parse(r->kwargs) : NULL;
-		char *message = input_text(kwargs);
-		r->fmt = tc_run_ndjson_new(r->run_id, r->thread, r->assistant[0] ? r->assistant : NULL, message,
-					   false, from, emit, r);
-		r->ops = &tc_run_ndjson_ops;
-		free(message);
+		*message = input_text(kwargs);
 		cJSON_Delete(kwargs);
+		spec->format = TC_RUN_NDJSON;
+		spec->agent = r->assistant[0] ? r->assistant : NULL;
+		spec->message = *message;
 		break;
 	}
 	case FMT_AEP:
-		r->fmt = tc_run_agent_events_new(r->run_id, r->run_id, r->thread, agent ? agent : r->assistant, false,
-						 from, emit, r);
-		r->ops = &tc_run_agent_events_ops;
+		spec->format = TC_RUN_AGENT_EVENTS;
+		spec->agent = agent ? agent : r->assistant;
 		break;
 	}
 }
 
 /*
  * Follows run r->run_id of r->thread from the event after after_seq (or
- * from where Last-Event-ID says): the same replay and fan-out as an SSE
- * stream. A stream that starts at the beginning starts with "metadata",
- * whose id comes before the run's first event's.
+ * from where Last-Event-ID says) through the run's feed (run/feed.h),
+ * shared with every other client of the run in the same format. A stream
+ * that starts at the beginning starts with "metadata", whose id comes
+ * before the run's first event's. Without follow, only the stream's head
+ * is made (a finished run joined from now).
  */
-static void follow_run(struct tc_rest *r, enum rest_out out, const cJSON *modes, bool subgraphs)
+static void follow_run(struct tc_rest *r, enum rest_out out, const cJSON *modes, bool subgraphs, bool follow)
 {
 	struct tc_conn *c = r->conn;
 	struct tc_server *srv = r->srv;
 	struct tc_error err;
+	struct tc_run_spec spec;
+	char *message;
 
 	r->out = out;
 	uint64_t from = resume_id(r->leid), meta_id = r->after_seq * TC_RUN_MODES_IDS + TC_RUN_MODES_IDS - 1;
 	if (r->fk == FMT_SDK && from <= meta_id)
 		from = 0;
 	bool metadata = r->fk == FMT_SDK && !from && !r->join_from;
-	/*
-	 * The run is always read from its beginning, so that what a resumed or
-	 * joined stream sends is what the whole stream would have (a message's
-	 * id, the values an interrupt adds to); what the client has, or a join
-	 * from now skips, is followed but not sent.
-	 */
-	fmt_new(r, out, from, modes, subgraphs);
 	snprintf(r->content_location, sizeof(r->content_location), "/threads/%s/runs/%s", r->thread, r->run_id);
-	c->session = tc_session_new(srv->env, r->thread, &run_io, c);
-	tc_session_set_spelling(c->session, TC_SPELL_021);
-	cJSON *req = cJSON_CreateObject();
-	cJSON *ch = cJSON_AddArrayToObject(req, "channels");
-	static const char *const channels[] = { "values", "updates", "messages", "tools", "lifecycle",
-						"input", "checkpoints", "tasks", "custom" };
-	for (size_t i = 0; i < sizeof(channels) / sizeof(channels[0]); i++)
-		cJSON_AddItemToArray(ch, cJSON_CreateString(channels[i]));
-	cJSON_AddNumberToObject(req, "since", (double)r->after_seq);
-	int refused = tc_session_open_stream(c->session, req, NULL, &err);
-	cJSON_Delete(req);
-	if (refused) {
-		r->out = OUT_JSON;
-		answer_detail(r, 422, err.message);
-		return;
+	if (out == OUT_STREAM) {
+		c->kind = TC_CONN_SSE;
+		c->no_heartbeat = r->fk == FMT_NDJSON; /* a line that is not JSON would break it */
+		srv->nsse++;
+		const char *agent = tc_run_str(r->path, "agent_name");
+		if (r->fk == FMT_SDK)
+			snprintf(r->location, sizeof(r->location), "/threads/%s/runs/%s/stream", r->thread, r->run_id);
+		else if (r->fk == FMT_AEP && agent)
+			snprintf(r->location, sizeof(r->location), "/v1/agents/%s/threads/%s/runs/%s/stream", agent,
+				 r->thread, r->run_id);
 	}
-	if (out != OUT_STREAM)
-		return;
-	/* The replay's events come from the loop, after this: metadata goes first. */
-	c->kind = TC_CONN_SSE;
-	c->no_heartbeat = r->fk == FMT_NDJSON; /* a line that is not JSON would break it */
-	srv->nsse++;
-	const char *agent = tc_run_str(r->path, "agent_name");
-	if (r->fk == FMT_SDK)
-		snprintf(r->location, sizeof(r->location), "/threads/%s/runs/%s/stream", r->thread, r->run_id);
-	else if (r->fk == FMT_AEP && agent)
-		snprintf(r->location, sizeof(r->location), "/v1/agents/%s/threads/%s/runs/%s/stream", agent,
-			 r->thread, r->run_id);
-	if (metadata) {
+	if (metadata && out == OUT_STREAM) {
 		cJSON *meta = cJSON_CreateObject();
 		cJSON_AddStringToObject(meta, "run_id", r->run_id);
 		cJSON_AddStringToObject(meta, "thread_id", r->thread);
@@ -620,6 +572,28 @@ static void follow_run(struct tc_rest *r, enum rest_out out, const cJSON *modes,
 		stream_emit(r, text, len);
 		free(text);
 		cJSON_Delete(meta);
+	}
+	if (!follow)
+		return;
+	/*
+	 * The run's feed reads it from its beginning, so that what a resumed or
+	 * joined stream sends is what the whole stream would have (a message's
+	 * id, the values an interrupt adds to); what the client has, or a join
+	 * from now skips, is made but not sent to it.
+	 */
+	run_spec(r, out, modes, subgraphs, &spec, &message);
+	r->view = (struct tc_run_view){ .ops = &view_ops,
+					.after = r->fk == FMT_SDK && !from ? r->join_from : from };
+	int refused = tc_run_feed_attach(srv->feeds, &spec, &r->view, &err);
+	free(message);
+	if (refused) {
+		tc_bufq_clear(&c->out);
+		if (out == OUT_STREAM) {
+			c->kind = TC_CONN_QUERY;
+			srv->nsse--;
+		}
+		r->out = OUT_JSON;
+		answer_detail(r, 422, err.message);
 	}
 }
 
@@ -657,7 +631,7 @@ static void created(struct tc_rest *r, redisReply *reply)
 	}
 	const cJSON *b = r->body;
 	follow_run(r, r->op->out, r->op->out == OUT_STREAM ? tc_run_get(b, "stream_mode") : NULL,
-		   truthy(tc_run_get(b, "stream_subgraphs")));
+		   truthy(tc_run_get(b, "stream_subgraphs")), true);
 }
 
 /* The thread's seq before the run: its events come after. */
@@ -672,15 +646,15 @@ static void head_read(struct tc_rest *r, redisReply *reply)
 	fcall(r, "runs.create", created);
 }
 
-/* Follows the run read by run_read() (r->kwargs). */
-static void join(struct tc_rest *r)
+/* Follows the run read by run_read() (r->kwargs); without follow, only the stream's head. */
+static void join(struct tc_rest *r, bool follow)
 {
 	cJSON *kwargs = r->kwargs ? cJSON_Parse(r->kwargs) : NULL;
 	const cJSON *q = cJSON_GetObjectItemCaseSensitive(r->query, "stream_mode");
 	bool subgraphs = truthy(tc_run_get(kwargs, "stream_subgraphs")) ||
 			 truthy(cJSON_GetObjectItemCaseSensitive(r->query, "stream_subgraphs"));
 	enum rest_out out = r->saved ? OUT_WAIT : r->op->out;
-	follow_run(r, out, q ? q : tc_run_get(kwargs, "stream_mode"), subgraphs);
+	follow_run(r, out, q ? q : tc_run_get(kwargs, "stream_mode"), subgraphs, follow);
 	cJSON_Delete(kwargs);
 }
 
@@ -693,7 +667,7 @@ static void head_for_join(struct tc_rest *r, redisReply *reply)
 		return;
 	}
 	r->join_from = m.seq * TC_RUN_MODES_IDS + TC_RUN_MODES_IDS - 1;
-	join(r);
+	join(r, true);
 }
 
 /* The run's record (thread_id, after_seq, kwargs, status): a stream or a wait of it. */
@@ -737,9 +711,8 @@ static void run_read(struct tc_rest *r, redisReply *reply)
 	 */
 	if (!r->saved && r->op->out == OUT_STREAM && !r->leid[0] && r->fk == FMT_SDK) {
 		if (!live) { /* over: the stream is only its metadata */
-			join(r);
-			if (r->out == OUT_STREAM) /* (else refused, and answered) */
-				run_ended(r);
+			join(r, false);
+			run_ended(r);
 			return;
 		}
 		if (!strcmp(status, "running")) {
@@ -749,7 +722,7 @@ static void run_read(struct tc_rest *r, redisReply *reply)
 			return;
 		}
 	}
-	join(r);
+	join(r, true);
 }
 
 static void read_run(struct tc_rest *r)

@@ -48,6 +48,9 @@ bool tc__rest_writes(int route, unsigned method);
 /** LWS_CALLBACK_HTTP_WRITEABLE for a REST exchange. -1: close. */
 int tc__rest_writeable(struct tc_conn *c);
 
+/** The client drained its queue: a run's stream goes on. */
+void tc__rest_drained(struct tc_rest *r);
+
 /** The connection is being destroyed: the exchange forgets it. */
 void tc__rest_conn_gone(struct tc_rest *r);
 

@@ -16,6 +16,7 @@
 #include "rest.h"
 #include "http.h"
 #include "log.h"
+#include "run/feed.h"
 #include "sse.h"
 #include "ws.h"
 
@@ -237,6 +238,8 @@ struct tc_server *tc_server_new(uv_loop_t *loop, const struct tc_session_env *en
 	srv->drain_timer.data = srv->drain_tick.data = srv->expiry.data = srv;
 	tc__ws_init(srv);
 	tc__sse_init(srv);
+	/* A run's units are kept for clients that join late, up to a few queues' worth. */
+	srv->feeds = tc_run_feeds_new(env, 4 * (size_t)cfg->max_queue_bytes);
 	tc_handshakes_init(&srv->handshakes, loop, (uint64_t)cfg->handshake_timeout_s * 1000,
 			   (size_t)cfg->max_connections);
 
@@ -269,6 +272,7 @@ struct tc_server *tc_server_new(uv_loop_t *loop, const struct tc_session_env *en
 		close_handles(srv);
 		uv_run(loop, UV_RUN_NOWAIT);
 		tc__sse_free(srv);
+		tc_run_feeds_free(srv->feeds);
 		free(srv);
 		return NULL;
 	}
@@ -393,5 +397,6 @@ void tc_server_free(struct tc_server *srv)
 	if (srv->ctx)
 		lws_context_destroy(srv->ctx);
 	tc__sse_free(srv);
+	tc_run_feeds_free(srv->feeds);
 	free(srv);
 }

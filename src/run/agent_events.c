@@ -119,7 +119,7 @@ static void put(struct tc_run_agent_events *f, cJSON *b)
 		char id[24];
 		snprintf(id, sizeof(id), "%llu", (unsigned long long)n);
 		char *text = tc_sse_event(id, cJSON_GetObjectItemCaseSensitive(b, "event")->valuestring, b, &len);
-		f->emit(f->ctx, text, len);
+		f->emit(f->ctx, n, text, len);
 		free(text);
 	}
 	cJSON_Delete(b);

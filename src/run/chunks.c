@@ -45,7 +45,7 @@ static void out(struct tc_run_chunks *f, cJSON *body)
 		size_t len;
 		snprintf(id, sizeof(id), "%llu", (unsigned long long)n);
 		char *text = tc_sse_event(id, NULL, body, &len);
-		f->emit(f->ctx, text, len);
+		f->emit(f->ctx, n, text, len);
 		free(text);
 	}
 	cJSON_Delete(body);

@@ -80,11 +80,12 @@ static void emit(struct tc_run_modes *f, const char *mode, const char *ns, const
 		return;
 	char id[32];
 	size_t len;
-	snprintf(id, sizeof(id), "%llu", (unsigned long long)(f->cur_seq * TC_RUN_MODES_IDS + k));
+	uint64_t n = f->cur_seq * TC_RUN_MODES_IDS + k;
+	snprintf(id, sizeof(id), "%llu", (unsigned long long)n);
 	char event[256];
 	snprintf(event, sizeof(event), "%s%s%.200s", mode, *ns ? "|" : "", ns);
 	char *text = tc_sse_event(id, event, data, &len);
-	f->emit(f->ctx, text, len);
+	f->emit(f->ctx, n, text, len);
 	free(text);
 }
 

@@ -87,7 +87,7 @@ static void put_line(struct tc_run_ndjson *f, cJSON *o, const char *ns)
 		memcpy(text, json, len);
 		text[len] = '\n';
 		text[len + 1] = '\0';
-		f->emit(f->ctx, text, len + 1);
+		f->emit(f->ctx, n, text, len + 1);
 		free(text);
 		free(json);
 	}

@@ -11,8 +11,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/** Receives one complete wire unit (an SSE event with its blank line, an NDJSON line with its "\n"). */
-typedef void tc_run_emit(void *ctx, const char *text, size_t len);
+/**
+ * Receives one complete wire unit (an SSE event with its blank line, an
+ * NDJSON line with its "\n") and its id: the number a client resumes after
+ * (Last-Event-ID), increasing from unit to unit.
+ */
+typedef void tc_run_emit(void *ctx, uint64_t id, const char *text, size_t len);
 
 /** A translator's operations; f is the translator. */
 struct tc_run_fmt_ops {

@@ -10,6 +10,7 @@
  */
 #include <cjson/cJSON.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,23 +47,31 @@ static void sse(const char *t, size_t len)
 	must(len >= 2 && t[len - 1] == '\n' && t[len - 2] == '\n');
 }
 
-static void out004(void *ctx, const char *t, size_t len)
+/* The "id:" line names the id given with the unit. */
+static void id_line(const char *t, uint64_t id)
+{
+	unsigned long long n;
+	must(sscanf(t, "id: %llu\n", &n) == 1 && n == id);
+}
+
+static void out004(void *ctx, uint64_t id, const char *t, size_t len)
 {
 	sse(t, len);
+	id_line(t, id);
 	take(ctx, t, len, strstr(t, "data: {\"type\":\"end\"}") || strstr(t, "data: {\"type\":\"fail\""));
 }
 
-static void out002(void *ctx, const char *t, size_t len)
+static void out002(void *ctx, uint64_t id, const char *t, size_t len)
 {
 	sse(t, len);
-	must(!strncmp(t, "id: ", 4));
+	id_line(t, id);
 	const char *ev = strchr(t, '\n') + 1;
 	take(ctx, t, len, !strncmp(ev, "event: done\n", 12) || !strncmp(ev, "event: error\n", 13) ||
 				  !strncmp(ev, "event: aborted\n", 15));
 }
 
 /* A seed 003 line: one JSON object, one "\n" at its end; the reply line is the terminal. */
-static void out003(void *ctx, const char *t, size_t len)
+static void out003(void *ctx, uint64_t id, const char *t, size_t len)
 {
 	struct out *o = ctx;
 	must(len >= 1 && t[len - 1] == '\n' && !memchr(t, '\n', len - 1));
@@ -70,6 +79,7 @@ static void out003(void *ctx, const char *t, size_t len)
 	must(cJSON_IsObject(j));
 	const cJSON *eid = cJSON_GetObjectItemCaseSensitive(j, "event_id");
 	must(cJSON_IsNumber(eid) && eid->valuedouble == (double)(o->first + (uint64_t)o->units));
+	must(eid->valuedouble == (double)id);
 	must(cJSON_IsString(cJSON_GetObjectItemCaseSensitive(j, "session_id")));
 	bool reply = cJSON_GetObjectItemCaseSensitive(j, "reply") != NULL;
 	must(reply != cJSON_IsString(cJSON_GetObjectItemCaseSensitive(j, "type")));

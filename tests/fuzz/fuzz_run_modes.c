@@ -21,13 +21,14 @@ struct seen {
 	bool any, ordered;
 };
 
-static void check(void *ctx, const char *text, size_t len)
+static void check(void *ctx, uint64_t given, const char *text, size_t len)
 {
 	struct seen *s = ctx;
 	unsigned long long id;
 	int n = 0;
 	must(len > 2 && text[len - 1] == '\n' && text[len - 2] == '\n');
 	must(sscanf(text, "id: %llu\n%n", &id, &n) == 1 && n > 0);
+	must(id == given); /* the id written is the one given with it */
 	const char *ev = text + n;
 	must(!strncmp(ev, "event: ", 7));
 	const char *nl = memchr(ev, '\n', len - (size_t)(ev - text));

@@ -6,17 +6,21 @@
 #ifndef TC_TEST_SINK_H
 #define TC_TEST_SINK_H
 
+#include <stdint.h>
 #include <string.h>
 
 struct sink {
 	char text[32768];
 	size_t len;
 	int units;
+	uint64_t last_id;
 };
 
-static inline void collect(void *ctx, const char *text, size_t len)
+static inline void collect(void *ctx, uint64_t id, const char *text, size_t len)
 {
 	struct sink *s = ctx;
+	assert_true(s->units == 0 || id > s->last_id); /* ids increase */
+	s->last_id = id;
 	assert_true(s->len + len < sizeof(s->text));
 	memcpy(s->text + s->len, text, len);
 	s->len += len;
