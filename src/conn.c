@@ -1,7 +1,7 @@
 /*
- * conn.c — one client connection of any kind (conn.h): creation and
- * destruction, the bounded outbound queue and its backpressure, the session
- * transport hooks the kinds share, and the one close path.
+ * conn.c — the common part of a client connection (conn.h): initialization
+ * and destruction, the bounded outbound queue and its backpressure, the
+ * session transport hooks the kinds share, and the one close path.
  */
 #include "conn.h"
 
@@ -14,9 +14,6 @@
 #include "log.h"
 #include "lwsmem.h"
 #include "metrics.h"
-#include "query.h"
-#include "rest.h"
-#include "ws.h"
 
 void tc__conn_request_write(struct tc_conn *c)
 {
@@ -51,13 +48,13 @@ void tc__conn_close(struct tc_conn *c, enum tc_conn_close_mode mode, enum tc_clo
 
 /*
  * Reading from a WebSocket client stops for either reason and resumes when
- * neither holds. Only WebSockets: an SSE or HTTP client has sent all it will,
- * and lws 4.1 stops serving writes on an HTTP connection whose reading is
- * off, which would leave a full queue unwritten forever.
+ * neither holds. Only flow-controlled kinds: an SSE or HTTP client has sent
+ * all it will, and lws 4.1 stops serving writes on an HTTP connection whose
+ * reading is off, which would leave a full queue unwritten forever.
  */
 void tc__conn_update_rx(struct tc_conn *c)
 {
-	if (c->kind != TC_CONN_WS)
+	if (!c->ops->flow_control)
 		return;
 	bool off = c->queue_full || c->session_busy;
 	if (off != c->rx_off) {
@@ -66,9 +63,14 @@ void tc__conn_update_rx(struct tc_conn *c)
 	}
 }
 
+const char *tc__conn_thread(const struct tc_conn *c)
+{
+	return c->session ? tc_session_thread(c->session) : NULL;
+}
+
 void tc__conn_send(struct tc_conn *c, struct tc_buf *b)
 {
-	const struct tc_config *cfg = c->srv->cfg;
+	const struct tc_config *cfg = c->set->cfg;
 
 	assert(b->refs > 0);
 	if (c->close_code) {
@@ -78,10 +80,9 @@ void tc__conn_send(struct tc_conn *c, struct tc_buf *b)
 	if (c->out.bytes + b->len > (size_t)cfg->max_queue_bytes) {
 		tc_buf_unref(b);
 		tc_metrics.slow_consumer_cuts++;
-		tc_log(TC_LOG_WARN, "slow consumer cut off",
-		       TC_LS("thread", c->session ? tc_session_thread(c->session) : NULL),
-		       TC_LS("transport", c->kind == TC_CONN_SSE ? "sse" : "websocket"),
-		       TC_LI("queued_bytes", c->out.bytes), TC_LI("limit", cfg->max_queue_bytes));
+		tc_log(TC_LOG_WARN, "slow consumer cut off", TC_LS("thread", tc__conn_thread(c)),
+		       TC_LS("transport", c->ops->transport), TC_LI("queued_bytes", c->out.bytes),
+		       TC_LI("limit", cfg->max_queue_bytes));
 		tc__conn_close(c, TC_CONN_DROP, TC_CLOSE_TRY_AGAIN, tc_close_reason(TC_CLOSE_TRY_AGAIN));
 		return;
 	}
@@ -90,26 +91,26 @@ void tc__conn_send(struct tc_conn *c, struct tc_buf *b)
 		c->queue_full = true;
 		tc__conn_update_rx(c);
 	}
-	/* WebSockets write once per loop iteration (ws.c); the others when lws says. */
-	if (c->kind == TC_CONN_WS)
-		tc__ws_mark_dirty(c);
+	if (c->ops->queued)
+		c->ops->queued(c); /* a WebSocket writes once per loop iteration (ws.c) */
 	else
 		tc__conn_request_write(c);
 }
 
-int tc__conn_after_write(struct tc_conn *c)
+int tc__conn_after_write(struct tc_conn *c, bool force)
 {
-	if (c->out.bytes <= (size_t)c->srv->cfg->max_queue_bytes / 4) {
+	if (c->out.bytes <= (size_t)c->set->cfg->max_queue_bytes / 4) {
 		if (c->queue_full) {
 			c->queue_full = false;
 			tc__conn_update_rx(c);
 		}
-		if (c->session)
-			tc_session_on_drained(c->session); /* a paced replay may go on */
-		else if (c->rest)
-			tc__rest_drained(c->rest); /* a run's stream may go on */
+		/* a paced replay, or a run's stream, may go on */
+		if (c->ops->drained)
+			c->ops->drained(c);
+		else if (c->session)
+			tc_session_on_drained(c->session);
 	}
-	if (c->out.count || c->ping_due) {
+	if (c->out.count || force) {
 		tc__conn_request_write(c);
 		return 0;
 	}
@@ -157,51 +158,38 @@ const struct tc_session_io tc__conn_json_io = {
 /* ---- creation and destruction ------------------------------------------------------------ */
 
 /* A connection opened or closed: tc__conn_trim_heap() waits for these to settle. */
-static void note_churn(struct tc_server *srv)
+static void note_churn(struct tc_conn_set *set)
 {
-	srv->churn++;
-	srv->churn_at = uv_now(srv->loop);
+	set->churn++;
+	set->churn_at = uv_now(set->loop);
 }
 
-struct tc_conn *tc__conn_new(struct tc_server *srv, struct lws *wsi, enum tc_conn_kind kind,
-			     const char *thread, const struct tc_session_io *io, enum tc_spelling sp)
+void tc__conn_init(struct tc_conn *c, struct tc_conn_set *set, const struct tc_conn_ops *ops, struct lws *wsi,
+		   const char *thread, const struct tc_session_io *io, enum tc_spelling sp)
 {
-	struct tc_conn *c = tc_xcalloc(1, sizeof(*c));
-	c->srv = srv;
+	c->set = set;
+	c->ops = ops;
 	c->wsi = wsi;
-	c->kind = kind;
 	if (io) {
-		c->session = tc_session_new(srv->env, thread, io, c);
+		c->session = tc_session_new(set->env, thread, io, c);
 		tc_session_set_spelling(c->session, sp);
 	}
-	tc_dlist_push_head(&srv->conns, &c->link);
-	srv->nws += kind == TC_CONN_WS;
-	srv->nsse += kind == TC_CONN_SSE;
-	note_churn(srv);
-	return c;
+	tc_dlist_push_head(&set->all, &c->link);
+	note_churn(set);
 }
 
 void tc__conn_destroy(struct tc_conn *c)
 {
-	struct tc_server *srv = c->srv;
+	struct tc_conn_set *set = c->set;
 
-	assert(tc_dlist_linked(&srv->conns, &c->link));
-	assert(c->kind != TC_CONN_WS || srv->nws > 0);
-	assert(c->kind != TC_CONN_SSE || srv->nsse > 0);
-	tc_dlist_remove(&srv->conns, &c->link);
-	srv->nws -= c->kind == TC_CONN_WS;
-	srv->nsse -= c->kind == TC_CONN_SSE;
-	tc_dlist_remove(&srv->dirty, &c->dirty);
-	tc_dlist_remove(&srv->quiet, &c->quiet);
-	tc__ws_drop_deflater(c);
+	assert(tc_dlist_linked(&set->all, &c->link));
+	tc_dlist_remove(&set->all, &c->link);
 	tc_session_close(c->session);
-	tc_query_cancel(c->query);
-	tc__rest_conn_gone(c->rest);
 	tc_bufq_clear(&c->out);
-	free(c->rx);
-	free(c);
-	note_churn(srv);
-	tc__server_conn_gone(srv);
+	c->ops->destroy(c);
+	note_churn(set);
+	if (set->gone)
+		set->gone(set->gone_arg);
 }
 
 /*
@@ -218,16 +206,16 @@ void tc__conn_destroy(struct tc_conn *c)
 #define TRIM_MIN_CHURN 64
 #define TRIM_SETTLE_MS 1000
 
-void tc__conn_trim_heap(struct tc_server *srv, uint64_t now)
+void tc__conn_trim_heap(struct tc_conn_set *set, uint64_t now)
 {
-	if (srv->churn < TRIM_MIN_CHURN || now - srv->churn_at < TRIM_SETTLE_MS)
+	if (set->churn < TRIM_MIN_CHURN || now - set->churn_at < TRIM_SETTLE_MS)
 		return;
-	srv->churn = 0;
+	set->churn = 0;
 	uint64_t t0 = uv_hrtime();
 	size_t slots = tc_lwsmem_trim();
 #ifdef __GLIBC__
 	malloc_trim(0);
 #endif
 	tc_log(TC_LOG_DEBUG, "heap trimmed", TC_LI("us", (long long)((uv_hrtime() - t0) / 1000)),
-	       TC_LI("header_table_bytes", (long long)slots), TC_LI("connections", (long long)srv->conns.count));
+	       TC_LI("header_table_bytes", (long long)slots), TC_LI("connections", (long long)set->all.count));
 }

@@ -1,6 +1,7 @@
 /*
- * http.c — plain HTTP (http.h): responses, the route handlers, access
- * checks, request bodies, POST /commands and the upgrade decision.
+ * http.c — the routes (http.h): which route a request is and who serves it,
+ * access checks, request bodies, the process' own endpoints and the
+ * decision on a WebSocket upgrade.
  */
 #include "http.h"
 
@@ -13,136 +14,16 @@
 #include <sys/stat.h>
 
 #include "bridge.h"
+#include "httpres.h"
 #include "hub.h"
 #include "log.h"
 #include "metrics.h"
-#include "query.h"
-#include "rest.h"
-#include "wsdeflate.h"
+#include "request.h"
+#include "rest/rest.h"
 #include "router.h"
 #include "run/feed.h"
 #include "sse.h"
-
-/* ==== responses ========================================================================== */
-
-/* The reason phrase of the statuses threadcast answers with. */
-static const char *reason_of(unsigned status)
-{
-	switch (status) {
-	case 200: return "OK";
-	case 202: return "Accepted";
-	case 204: return "No Content";
-	case 409: return "Conflict";
-	case 422: return "Unprocessable Entity";
-	case 500: return "Internal Server Error";
-	case 400: return "Bad Request";
-	case 401: return "Unauthorized";
-	case 403: return "Forbidden";
-	case 404: return "Not Found";
-	case 405: return "Method Not Allowed";
-	case 413: return "Payload Too Large";
-	case 426: return "Upgrade Required";
-	case 503: return "Service Unavailable";
-	default: return "Error";
-	}
-}
-
-/*
- * The status line and common headers. lws writes the status line with the
- * request's HTTP version, which it has not read yet when it asks whether to
- * upgrade: a refused upgrade would get "HTTP/1.0" in answer to an HTTP/1.1
- * request, and strict clients (Python's websockets) reject that response
- * unread. An upgrade is always HTTP/1.1, so its refusal says so itself.
- */
-static int common_headers(struct lws *wsi, unsigned status, const char *type,
-			  lws_filepos_t content_len, unsigned char **p, unsigned char *end)
-{
-	char line[64];
-	if (!lws_hdr_total_length(wsi, WSI_TOKEN_UPGRADE))
-		return lws_add_http_common_headers(wsi, status, type, content_len, p, end);
-	int n = snprintf(line, sizeof(line), "HTTP/1.1 %u %s", status, reason_of(status));
-	return lws_add_http_header_by_name(wsi, NULL, (const unsigned char *)line, n, p, end) ||
-	       lws_add_http_header_by_token(wsi, WSI_TOKEN_HTTP_CONTENT_TYPE,
-					    (const unsigned char *)type, (int)strlen(type), p, end) ||
-	       lws_add_http_header_content_length(wsi, content_len, p, end) ||
-	       lws_add_http_header_by_name(wsi, (const unsigned char *)"connection:",
-					   (const unsigned char *)"close", 5, p, end);
-}
-
-int tc__http_head(struct lws *wsi, unsigned status, const char *type, lws_filepos_t content_len)
-{
-	return tc__http_head_x(wsi, status, type, content_len, NULL);
-}
-
-int tc__http_head_x(struct lws *wsi, unsigned status, const char *type, lws_filepos_t content_len,
-		    const char *const *extra)
-{
-	unsigned char buf[LWS_PRE + 1024];
-	unsigned char *start = buf + LWS_PRE, *p = start, *end = buf + sizeof(buf) - 1;
-
-	if (common_headers(wsi, status, type, content_len, &p, end) ||
-	    lws_add_http_header_by_name(wsi, (const unsigned char *)"cache-control:",
-					(const unsigned char *)"no-store", 8, &p, end))
-		return -1;
-	for (; extra && extra[0]; extra += 2)
-		if (extra[1] && lws_add_http_header_by_name(wsi, (const unsigned char *)extra[0],
-							    (const unsigned char *)extra[1],
-							    (int)strlen(extra[1]), &p, end))
-			return -1;
-	/* Every 503 here is passing (draining, full, Redis away): say when to retry. */
-	if (status == 503 &&
-	    lws_add_http_header_by_name(wsi, (const unsigned char *)"retry-after:",
-					(const unsigned char *)"1", 1, &p, end))
-		return -1;
-	if (content_len == LWS_ILLEGAL_HTTP_CONTENT_LEN &&
-	    lws_add_http_header_by_name(wsi, (const unsigned char *)"x-accel-buffering:",
-					(const unsigned char *)"no", 2, &p, end))
-		return -1; /* proxies must pass events through at once */
-	return lws_finalize_write_http_header(wsi, start, &p, end) ? -1 : 0;
-}
-
-/* Sends a complete response. Returns what the lws callback should return. */
-static int http_send(struct lws *wsi, unsigned status, const char *type, const char *body)
-{
-	size_t len = strlen(body);
-	unsigned char *buf = tc_xmalloc(LWS_PRE + len);
-	int rc = -1;
-
-	memcpy(buf + LWS_PRE, body, len);
-	if (!tc__http_head(wsi, status, type, len) &&
-	    lws_write(wsi, buf + LWS_PRE, len, LWS_WRITE_HTTP_FINAL) == (int)len)
-		rc = lws_http_transaction_completed(wsi) ? -1 : 0;
-	free(buf);
-	return rc;
-}
-
-static int http_json(struct lws *wsi, unsigned status, const char *body)
-{
-	return http_send(wsi, status, "application/json", body);
-}
-
-int tc__http_error(struct lws *wsi, unsigned status, const char *code, const char *message)
-{
-	cJSON *o = cJSON_CreateObject();
-	cJSON_AddStringToObject(o, "error", code);
-	cJSON_AddStringToObject(o, "message", message);
-	char *body = cJSON_PrintUnformatted(o);
-	int rc = http_json(wsi, status, body);
-	free(body);
-	cJSON_Delete(o);
-	return rc;
-}
-
-int tc__http_detail(struct lws *wsi, unsigned status, const char *message)
-{
-	cJSON *o = cJSON_CreateObject();
-	cJSON_AddStringToObject(o, "detail", message);
-	char *body = cJSON_PrintUnformatted(o);
-	int rc = http_json(wsi, status, body);
-	free(body);
-	cJSON_Delete(o);
-	return rc;
-}
+#include "wsdeflate.h"
 
 /* A too large body: the REST API says it its own way. */
 static int too_large(struct tc_server *srv, struct lws *wsi, bool rest)
@@ -155,23 +36,7 @@ static int too_large(struct tc_server *srv, struct lws *wsi, bool rest)
 	return tc__http_detail(wsi, 413, msg);
 }
 
-int tc__http_refuse_if_full(struct tc_server *srv, struct lws *wsi)
-{
-	if (srv->draining)
-		return tc__http_error(wsi, 503, "draining", "this instance is shutting down; reconnect");
-	if (srv->conns.count >= (size_t)srv->cfg->max_connections)
-		return tc__http_error(wsi, 503, "too_many_connections",
-				      "this instance is at its connection limit; retry elsewhere");
-	return 1; /* admitted */
-}
-
 /* ==== requests =========================================================================== */
-
-/* Value of header token, or NULL; buf holds it. */
-static const char *header(struct lws *wsi, enum lws_token_indexes tok, char *buf, int len)
-{
-	return lws_hdr_copy(wsi, buf, len, tok) > 0 ? buf : NULL;
-}
 
 /* The request's method as a router.h bit. */
 static unsigned method_of(struct lws *wsi)
@@ -212,13 +77,13 @@ static unsigned check_access(struct tc_server *srv, struct lws *wsi, const char 
 	const char *token = NULL;
 
 	*g = (struct tc_grant){ .exp = 0, .commands = true };
-	if (!tc_origin_allowed(srv->cfg, header(wsi, WSI_TOKEN_ORIGIN, origin, sizeof(origin)))) {
+	if (!tc_origin_allowed(srv->cfg, tc__http_header(wsi, WSI_TOKEN_ORIGIN, origin, sizeof(origin)))) {
 		snprintf(why, whylen, "origin %.150s is not allowed", origin);
 		return 403;
 	}
 	if (!srv->env->auth)
 		return 0;
-	if (header(wsi, WSI_TOKEN_HTTP_AUTHORIZATION, hdr, sizeof(hdr)) && !strncasecmp(hdr, "Bearer ", 7))
+	if (tc__http_header(wsi, WSI_TOKEN_HTTP_AUTHORIZATION, hdr, sizeof(hdr)) && !strncasecmp(hdr, "Bearer ", 7))
 		token = hdr + 7;
 	else
 		token = lws_get_urlarg_by_name(wsi, "access_token=", arg, sizeof(arg));
@@ -283,30 +148,30 @@ static enum tc_spelling route_spelling(int route, int asked)
 static int serve_healthz(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss,
 			 const struct request *rq)
 {
-	return http_json(wsi, 200, "{\"status\":\"ok\",\"version\":\"" TC_VERSION "\"}");
+	return tc__http_send(wsi, 200, "application/json", "{\"status\":\"ok\",\"version\":\"" TC_VERSION "\"}");
 }
 
 static int serve_readyz(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss,
 			const struct request *rq)
 {
-	bool ready = !srv->draining && tc_redis_ready(srv->redis);
+	bool ready = !srv->conns.draining && tc_redis_ready(srv->redis);
 	char body[384];
 	snprintf(body, sizeof(body),
 		 "{\"ready\":%s,\"redis\":\"%s\",\"redisCluster\":%s,\"redisMasters\":%u,"
 		 "\"draining\":%s,\"connections\":%zu,\"websockets\":%zu,\"sse\":%zu}",
 		 ready ? "true" : "false", tc_redis_status(srv->redis),
 		 tc_redis_is_cluster(srv->redis) ? "true" : "false", tc_redis_nodes(srv->redis),
-		 srv->draining ? "true" : "false", srv->conns.count, srv->nws, srv->nsse);
-	return http_json(wsi, ready ? 200 : 503, body);
+		 srv->conns.draining ? "true" : "false", srv->conns.all.count, srv->ws.count, srv->streams.count);
+	return tc__http_send(wsi, ready ? 200 : 503, "application/json", body);
 }
 
 static int serve_metrics(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss,
 			 const struct request *rq)
 {
 	struct tc_metrics_gauges g = {
-		.websockets = srv->nws,
-		.sse = srv->nsse,
-		.http_commands = srv->conns.count - srv->nws - srv->nsse,
+		.websockets = srv->ws.count,
+		.sse = srv->streams.count,
+		.http_commands = srv->conns.all.count - srv->ws.count - srv->streams.count,
 		.threads = tc_hub_threads(srv->env->hub),
 		.pending_commands = srv->env->bridge ? tc_bridge_pending(srv->env->bridge) : 0,
 		.redis_up = tc_redis_ready(srv->redis),
@@ -316,7 +181,7 @@ static int serve_metrics(struct tc_server *srv, struct lws *wsi, struct tc_pss *
 		.run_feeds = tc_run_feeds_count(srv->feeds),
 	};
 	char *text = tc_metrics_render(&g);
-	int rc = http_send(wsi, 200, "text/plain; version=0.0.4", text);
+	int rc = tc__http_send(wsi, 200, "text/plain; version=0.0.4", text);
 	free(text);
 	return rc;
 }
@@ -418,7 +283,7 @@ static int expect_body(struct tc_server *srv, struct lws *wsi, struct tc_pss *ps
 		       const struct request *rq)
 {
 	char cl[32];
-	if (header(wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH, cl, sizeof(cl)) &&
+	if (tc__http_header(wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH, cl, sizeof(cl)) &&
 	    strtoull(cl, NULL, 10) > (unsigned long long)srv->cfg->max_frame_bytes)
 		return too_large(srv, wsi, kind == BODY_REST);
 	body_free(pss->body);
@@ -447,82 +312,6 @@ int tc__http_body(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss, co
 	return 0;
 }
 
-/* ---- POST /threads/:thread_id/commands ---------------------------------------------------- */
-
-int tc__http_command_writeable(struct tc_conn *c)
-{
-	struct tc_buf *b = tc_bufq_pop(&c->out);
-	c->want_write = false;
-	if (!b)
-		return 0;
-	int rc = -1;
-	if (!tc__http_head(c->wsi, c->status, "application/json", b->len) &&
-	    lws_write(c->wsi, tc_buf_data(b), b->len, LWS_WRITE_HTTP_FINAL) == (int)b->len)
-		rc = 0;
-	tc_buf_unref(b);
-	return tc__http_exchange_over(c, rc);
-}
-
-int tc__http_exchange_over(struct tc_conn *c, int rc)
-{
-	struct lws *wsi = c->wsi;
-	struct tc_pss *pss = lws_wsi_user(wsi);
-	assert(pss->conn == c);
-	pss->conn = NULL;
-	tc__conn_destroy(c); /* the exchange is over; the connection may carry another */
-	if (rc)
-		return -1;
-	return lws_http_transaction_completed(wsi) ? -1 : 0;
-}
-
-/* Answers a frame the protocol layer built, as JSON with status. */
-static int reply_frame(struct lws *wsi, unsigned status, struct tc_buf *b)
-{
-	int rc = http_json(wsi, status, (const char *)tc_buf_data(b));
-	tc_buf_unref(b);
-	return rc;
-}
-
-/*
- * POST /threads/:thread_id/commands answers in protocol 0.0.21 (the
- * official client's spelling), unless the request asks with ?protocol= or
- * its params name protocol fields in camelCase only (assistantId, …): a
- * client written against the seed gets the seed's spelling back.
- */
-static int run_command(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss, const char *thread,
-		       const struct tc_grant *g, int asked, const char *body, size_t len)
-{
-	struct tc_command cmd;
-	struct tc_error err;
-
-	if (tc_command_parse(body, len, &cmd, &err)) {
-		struct tc_buf *b = tc_response_error(cmd.has_id, cmd.id, err.code, err.message);
-		tc_command_free(&cmd);
-		return reply_frame(wsi, 400, b);
-	}
-	if (cmd.method == TC_METHOD_SUBSCRIBE || cmd.method == TC_METHOD_UNSUBSCRIBE ||
-	    cmd.method == TC_METHOD_RECONNECT) {
-		struct tc_buf *b = tc_response_error(true, cmd.id, TC_ERR_NOT_SUPPORTED,
-			"subscriptions live on a connection: use the WebSocket, or POST "
-			"/threads/:thread_id/stream for SSE");
-		tc_command_free(&cmd);
-		return reply_frame(wsi, 200, b);
-	}
-	enum tc_spelling sp = asked >= 0 ? (enum tc_spelling)asked :
-			      tc_spell_guess(cmd.params) == TC_SPELL_SEED ? TC_SPELL_SEED : TC_SPELL_021;
-	tc_command_free(&cmd);
-	int admitted = tc__http_refuse_if_full(srv, wsi);
-	if (admitted != 1)
-		return admitted;
-	struct tc_conn *c = tc__conn_new(srv, wsi, TC_CONN_COMMAND, thread, &tc__conn_json_io, sp);
-	c->status = 200;
-	tc_session_allow_commands(c->session, g->commands);
-	pss->conn = c;
-	/* The session answers through tc__conn_send; tc__http_command_writeable sends it. */
-	tc_session_on_frame(c->session, body, len);
-	return 0;
-}
-
 /*
  * The body is complete. Whatever answers the request may complete the HTTP
  * transaction, and lws then frees the pss: take what is needed out first.
@@ -542,7 +331,7 @@ int tc__http_body_complete(struct tc_server *srv, struct lws *wsi, struct tc_pss
 		b->rest = NULL;
 		rc = tc__rest_body(srv, wsi, pss, r, data, b->len);
 	} else if (b->kind == BODY_COMMAND) {
-		rc = run_command(srv, wsi, pss, b->thread, &b->grant, b->sp, data, b->len);
+		rc = tc__request_command(srv, wsi, pss, b->thread, &b->grant, b->sp, data, b->len);
 	} else {
 		cJSON *request = cJSON_ParseWithLength(data, b->len);
 		if (!cJSON_IsObject(request))
@@ -569,7 +358,7 @@ static int serve_commands(struct tc_server *srv, struct lws *wsi, struct tc_pss 
 static bool accepts_event_stream(struct lws *wsi)
 {
 	char accept[256];
-	return header(wsi, WSI_TOKEN_HTTP_ACCEPT, accept, sizeof(accept)) &&
+	return tc__http_header(wsi, WSI_TOKEN_HTTP_ACCEPT, accept, sizeof(accept)) &&
 	       strstr(accept, "text/event-stream");
 }
 
@@ -627,10 +416,9 @@ static const struct route_handler {
 	[TC_ROUTE_STREAM] = { serve_stream, "GET (WebSocket or SSE) or POST (SSE)" },
 	[TC_ROUTE_STREAM_EVENTS] = { serve_stream, "GET (WebSocket or SSE) or POST (SSE)" },
 	[TC_ROUTE_COMMANDS] = { serve_commands, "POST one command as JSON" },
-	[TC_ROUTE_STATE] = { serve_rest, "GET (the state) or POST (an update)" },
-#define TC__REST_HANDLER(e, methods, pattern) \
+#define TC__REST_HANDLER(e, pattern, ms) \
 	[TC_ROUTE_##e] = { serve_rest, "this method is not served here" },
-	TC_REST_ROUTE_MAP(TC__REST_HANDLER)
+	TC_REST_ROUTE_MAP(TC__REST_HANDLER, TC__REST_METHOD_BIT)
 };
 
 int tc__http_request(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss, const char *path)
@@ -660,8 +448,9 @@ int tc__http_request(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss,
 	rq.thread = tc_route_param(&m, "thread_id");
 	if (rq.thread && check_access_or_reply(srv, wsi, rq.thread, &rq.grant, &rc))
 		return rc;
-	if (found == TC_MATCH_METHOD)
-		return tc__http_error(wsi, 405, "method_not_allowed", h->allowed);
+	if (found == TC_MATCH_METHOD) /* (the state's path: the REST API's GET and POST) */
+		return tc__http_error(wsi, 405, "method_not_allowed",
+				      m.id == TC_ROUTE_STATE ? "GET (the state) or POST (an update)" : h->allowed);
 	return h->serve(srv, wsi, pss, &rq);
 }
 
@@ -707,13 +496,13 @@ int tc__http_confirm_upgrade(struct tc_server *srv, struct lws *wsi, const char 
 				up->refuse = TC_CLOSE_FORBIDDEN;
 				return 0;
 			}
-			if (srv->draining || srv->conns.count >= (size_t)srv->cfg->max_connections)
+			if (srv->conns.draining || srv->conns.all.count >= (size_t)srv->cfg->max_connections)
 				up->refuse = TC_CLOSE_TRY_AGAIN; /* it reconnects, through the balancer */
 			return 0;
 		}
 		if (check_access_or_reply(srv, wsi, up->thread, &up->grant, &rc))
 			return answered(rc);
-		rc = tc__http_refuse_if_full(srv, wsi);
+		rc = tc__http_refuse_if_full(&srv->conns, wsi);
 		return rc == 1 ? 0 : answered(rc);
 	case TC_MATCH_BAD_PARAM:
 		if (m.id == TC_ROUTE_STREAM_EVENTS) {

@@ -1,36 +1,15 @@
 /*
- * http.h — internal to the server: plain HTTP. Response helpers, the route
- * handlers (GET /healthz, /readyz, /metrics, --static-dir files,
- * /threads/:thread_id/stream for SSE, POST /threads/:thread_id/commands),
- * access checks (Origin, JWT), request bodies, and the decision on a
- * WebSocket upgrade. Which route a path is comes from router.h.
+ * http.h — internal to the server: the routes. Which route a request is
+ * (router.h) and who serves it — the process' own endpoints (GET /healthz,
+ * /readyz, /metrics, --static-dir files) here, SSE streams (sse.h), POST
+ * /commands (request.h), the REST API (rest/rest.h) — after the access
+ * checks (Origin, JWT); request bodies; and the decision on a WebSocket
+ * upgrade (ws.h opens it).
  */
 #ifndef TC_HTTP_H
 #define TC_HTTP_H
 
-#include "conn.h"
-
-/** Writes a response head; content_len LWS_ILLEGAL_HTTP_CONTENT_LEN streams. 0 or -1. */
-int tc__http_head(struct lws *wsi, unsigned status, const char *type, lws_filepos_t content_len);
-/** tc__http_head() with more headers: extra is NULL-terminated "name:", value pairs (a NULL value is skipped). */
-int tc__http_head_x(struct lws *wsi, unsigned status, const char *type, lws_filepos_t content_len,
-		    const char *const *extra);
-
-/**
- * Answers {"error":code,"message":message} with status and completes the
- * exchange. Returns what the lws callback should return.
- */
-int tc__http_error(struct lws *wsi, unsigned status, const char *code, const char *message);
-
-/** Answers {"detail": message} (the REST API's errors) with status and completes the exchange. */
-int tc__http_detail(struct lws *wsi, unsigned status, const char *message);
-
-/**
- * The admission check every kind of client connection passes: answers 503
- * while draining or at --max-connections and returns what the callback
- * should return; returns 1 when admitted (nothing written).
- */
-int tc__http_refuse_if_full(struct tc_server *srv, struct lws *wsi);
+#include "srv.h"
 
 /** LWS_CALLBACK_HTTP: routes and answers the request for path (or expects its body). */
 int tc__http_request(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss, const char *path);
@@ -38,14 +17,8 @@ int tc__http_request(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss,
 /** LWS_CALLBACK_HTTP_BODY: a piece of the body, kept up to --max-frame-bytes (else 413). */
 int tc__http_body(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss, const char *in, size_t len);
 
-/** LWS_CALLBACK_HTTP_BODY_COMPLETION: runs the command or starts the SSE stream. */
+/** LWS_CALLBACK_HTTP_BODY_COMPLETION: runs the command, starts the SSE stream or the REST exchange. */
 int tc__http_body_complete(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss);
-
-/** LWS_CALLBACK_HTTP_WRITEABLE for a POST /commands: writes the reply and ends the exchange. */
-int tc__http_command_writeable(struct tc_conn *c);
-
-/** Ends a one-response exchange once its answer is written (rc 0) or failed (rc -1): destroys c. */
-int tc__http_exchange_over(struct tc_conn *c, int rc);
 
 /** The request is gone (CLOSED / CLOSED_HTTP): drops a body still being read. */
 void tc__http_closed(struct tc_pss *pss);

@@ -8,7 +8,10 @@
 #include <string.h>
 
 #define TC__ROUTE_LINE(e, m, p) [TC_ROUTE_##e] = { .id = TC_ROUTE_##e, .methods = (m), .pattern = (p) },
-const struct tc_route tc_routes[TC_ROUTE_COUNT] = { TC_ROUTE_MAP(TC__ROUTE_LINE) };
+#define TC__REST_ROUTE_LINE(e, p, ms) [TC_ROUTE_##e] = { .id = TC_ROUTE_##e, .methods = 0 ms, .pattern = (p) },
+const struct tc_route tc_routes[TC_ROUTE_COUNT] = {
+	TC_CORE_ROUTE_MAP(TC__ROUTE_LINE) TC_REST_ROUTE_MAP(TC__REST_ROUTE_LINE, TC__REST_METHOD_BIT)
+};
 
 /*
  * How a parameter is validated, and what a client is told when it is not

@@ -8,9 +8,9 @@
  * A pattern is a path of segments, each a literal ("threads") or a
  * parameter (":thread_id"), matched segment by segment against the request
  * path: "/threads/:thread_id/stream" matches "/threads/t1/stream" with
- * thread_id "t1". A new route is one line in TC_ROUTE_MAP; a route serves
- * the methods its line names, and several lines may share a pattern with
- * different methods.
+ * thread_id "t1". A new route is one line in TC_CORE_ROUTE_MAP or
+ * TC_REST_ROUTE_MAP; a route serves the methods its line names, and several
+ * lines may share a pattern with different methods.
  *
  * Every parameter is validated before the route is reported: thread_id is a
  * thread id (util.h), and so is any other parameter unless router.c gives
@@ -38,61 +38,89 @@ enum tc_http_method {
 };
 
 /**
- * X(ENUM, methods, pattern): threadcast's routes. Among the routes that
- * match a request, the first in this order wins. Paths no route matches go
- * to --static-dir (GET) or get 404.
+ * X(ENUM, methods, pattern): threadcast's own routes. Among the routes that
+ * match a request, the first in this order wins (these, then the REST API's
+ * below). Paths no route matches go to --static-dir (GET) or get 404.
  */
-#define TC_ROUTE_MAP(X)                                                       \
+#define TC_CORE_ROUTE_MAP(X)                                                  \
 	X(HEALTHZ, TC_HTTP_GET, "/healthz")                                   \
 	X(READYZ, TC_HTTP_GET, "/readyz")                                     \
 	X(METRICS, TC_HTTP_GET, "/metrics")                                   \
 	X(STREAM, TC_HTTP_GET | TC_HTTP_POST, "/threads/:thread_id/stream")   \
 	X(STREAM_EVENTS, TC_HTTP_GET | TC_HTTP_POST, "/threads/:thread_id/stream/events") \
-	X(COMMANDS, TC_HTTP_POST, "/threads/:thread_id/commands")             \
-	X(STATE, TC_HTTP_GET, "/threads/:thread_id/state")                   \
-	TC_REST_ROUTE_MAP(X)
+	X(COMMANDS, TC_HTTP_POST, "/threads/:thread_id/commands")
 
 /**
- * The Agent Protocol's REST API (rest.h). Literal segments come before the
- * parameters they could be mistaken for ("/threads/search" before
- * "/threads/:thread_id").
+ * X(ENUM, pattern, M(…) M(…) …): the Agent Protocol's REST API (rest/),
+ * one line a route, with what each method it serves does:
+ * M(METHOD, KIND, "op", OUT, FLAGS) — how rest/routes.c serves it (KIND:
+ * one function call LUA, a run's CREATE / JOIN / CANCEL / STATUS, a worker
+ * answers WORKER / COPY / STATE, seed 002's AGENT), the Redis function's op
+ * (or the worker's method), the response (JSON, a run's STREAM, a WAIT for
+ * its end), and flags: TC_REST_W the token's "commands" right is needed,
+ * TC_REST_STORE the store's function, TC_REST_SL a run on a new, temporary
+ * thread. Literal segments come before the parameters they could be
+ * mistaken for ("/threads/search" before "/threads/:thread_id").
  */
-#define TC_REST_ROUTE_MAP(X)                                                                   \
-	X(R_THREADS, TC_HTTP_POST, "/threads")                                                 \
-	X(R_THREADS_SEARCH, TC_HTTP_POST, "/threads/search")                                   \
-	X(R_THREAD, TC_HTTP_GET | TC_HTTP_PATCH | TC_HTTP_DELETE, "/threads/:thread_id")       \
-	X(R_THREAD_COPY, TC_HTTP_POST, "/threads/:thread_id/copy")                             \
-	X(R_STATE_UPDATE, TC_HTTP_POST, "/threads/:thread_id/state")                           \
-	X(R_STATE_CKPT, TC_HTTP_POST, "/threads/:thread_id/state/checkpoint")                  \
-	X(R_STATE_AT, TC_HTTP_GET, "/threads/:thread_id/state/:checkpoint_id")                 \
-	X(R_HISTORY, TC_HTTP_GET | TC_HTTP_POST, "/threads/:thread_id/history")                \
-	X(R_RUNS, TC_HTTP_GET | TC_HTTP_POST, "/threads/:thread_id/runs")                      \
-	X(R_RUNS_STREAM, TC_HTTP_POST, "/threads/:thread_id/runs/stream")                      \
-	X(R_RUNS_WAIT, TC_HTTP_POST, "/threads/:thread_id/runs/wait")                          \
-	X(R_RUN, TC_HTTP_GET | TC_HTTP_DELETE, "/threads/:thread_id/runs/:run_id")             \
-	X(R_RUN_STREAM, TC_HTTP_GET, "/threads/:thread_id/runs/:run_id/stream")                \
-	X(R_RUN_JOIN, TC_HTTP_GET, "/threads/:thread_id/runs/:run_id/join")                    \
-	X(R_RUN_WAIT, TC_HTTP_GET, "/threads/:thread_id/runs/:run_id/wait")                    \
-	X(R_RUN_CANCEL, TC_HTTP_POST, "/threads/:thread_id/runs/:run_id/cancel")               \
-	X(R_RUN_CHUNKS, TC_HTTP_GET, "/threads/:thread_id/runs/:run_id/chunks")                \
-	X(R_RUN_CHUNKS_STATUS, TC_HTTP_GET, "/threads/:thread_id/runs/:run_id/chunks/status")  \
-	X(R_RUN_NDJSON, TC_HTTP_GET, "/threads/:thread_id/runs/:run_id/ndjson")                \
-	X(R_SL_RUNS, TC_HTTP_POST, "/runs")                                                    \
-	X(R_SL_STREAM, TC_HTTP_POST, "/runs/stream")                                           \
-	X(R_SL_WAIT, TC_HTTP_POST, "/runs/wait")                                               \
-	X(R_STORE_ITEMS, TC_HTTP_GET | TC_HTTP_PUT | TC_HTTP_DELETE, "/store/items")           \
-	X(R_STORE_SEARCH, TC_HTTP_POST, "/store/items/search")                                 \
-	X(R_STORE_NS, TC_HTTP_POST, "/store/namespaces")                                       \
-	X(R_ASSISTANTS_SEARCH, TC_HTTP_POST, "/assistants/search")                             \
-	X(R_ASSISTANT, TC_HTTP_GET, "/assistants/:assistant_id")                               \
-	X(R_ASSISTANT_GRAPH, TC_HTTP_GET, "/assistants/:assistant_id/graph")                   \
-	X(R_ASSISTANT_SCHEMAS, TC_HTTP_GET, "/assistants/:assistant_id/schemas")             \
-	X(R_AGENT_STREAM, TC_HTTP_POST, "/v1/agents/:agent_name/stream")                       \
-	X(R_AGENT_RUN_STREAM, TC_HTTP_GET, "/v1/agents/:agent_name/threads/:thread_id/runs/:run_id/stream")
+#define TC_REST_ROUTE_MAP(X, M)                                                                        \
+	X(STATE, "/threads/:thread_id/state", M(GET, STATE, "rest.state.get", JSON, 0))                \
+	X(R_THREADS, "/threads", M(POST, LUA, "threads.create", JSON, TC_REST_W))                      \
+	X(R_THREADS_SEARCH, "/threads/search", M(POST, LUA, "threads.search", JSON, 0))                \
+	X(R_THREAD, "/threads/:thread_id", M(GET, LUA, "threads.get", JSON, 0)                         \
+	  M(PATCH, LUA, "threads.patch", JSON, TC_REST_W) M(DELETE, LUA, "threads.delete", JSON, TC_REST_W)) \
+	X(R_THREAD_COPY, "/threads/:thread_id/copy", M(POST, COPY, "threads.copy", JSON, TC_REST_W))    \
+	X(R_STATE_UPDATE, "/threads/:thread_id/state", M(POST, WORKER, "rest.state.update", JSON, TC_REST_W)) \
+	X(R_STATE_CKPT, "/threads/:thread_id/state/checkpoint", M(POST, WORKER, "rest.state.get", JSON, 0)) \
+	X(R_STATE_AT, "/threads/:thread_id/state/:checkpoint_id", M(GET, WORKER, "rest.state.get", JSON, 0)) \
+	X(R_HISTORY, "/threads/:thread_id/history", M(GET, WORKER, "rest.history", JSON, 0)             \
+	  M(POST, WORKER, "rest.history", JSON, 0))                                                    \
+	X(R_RUNS, "/threads/:thread_id/runs", M(GET, LUA, "runs.list", JSON, 0)                         \
+	  M(POST, CREATE, "runs.create", JSON, TC_REST_W))                                              \
+	X(R_RUNS_STREAM, "/threads/:thread_id/runs/stream", M(POST, CREATE, "runs.create", STREAM, TC_REST_W)) \
+	X(R_RUNS_WAIT, "/threads/:thread_id/runs/wait", M(POST, CREATE, "runs.create", WAIT, TC_REST_W)) \
+	X(R_RUN, "/threads/:thread_id/runs/:run_id", M(GET, LUA, "runs.get", JSON, 0)                   \
+	  M(DELETE, LUA, "runs.delete", JSON, TC_REST_W))                                               \
+	X(R_RUN_STREAM, "/threads/:thread_id/runs/:run_id/stream", M(GET, JOIN, NULL, STREAM, 0))       \
+	X(R_RUN_JOIN, "/threads/:thread_id/runs/:run_id/join", M(GET, JOIN, NULL, WAIT, 0))             \
+	X(R_RUN_WAIT, "/threads/:thread_id/runs/:run_id/wait", M(GET, JOIN, NULL, WAIT, 0))             \
+	X(R_RUN_CANCEL, "/threads/:thread_id/runs/:run_id/cancel", M(POST, CANCEL, "runs.cancel", JSON, TC_REST_W)) \
+	X(R_RUN_CHUNKS, "/threads/:thread_id/runs/:run_id/chunks", M(GET, JOIN, NULL, STREAM, 0))       \
+	X(R_RUN_CHUNKS_STATUS, "/threads/:thread_id/runs/:run_id/chunks/status", M(GET, STATUS, NULL, JSON, 0)) \
+	X(R_RUN_NDJSON, "/threads/:thread_id/runs/:run_id/ndjson", M(GET, JOIN, NULL, STREAM, 0))       \
+	X(R_SL_RUNS, "/runs", M(POST, CREATE, "runs.create", JSON, TC_REST_W | TC_REST_SL))             \
+	X(R_SL_STREAM, "/runs/stream", M(POST, CREATE, "runs.create", STREAM, TC_REST_W | TC_REST_SL))  \
+	X(R_SL_WAIT, "/runs/wait", M(POST, CREATE, "runs.create", WAIT, TC_REST_W | TC_REST_SL))        \
+	X(R_STORE_ITEMS, "/store/items", M(GET, LUA, "store.get", JSON, TC_REST_STORE)                  \
+	  M(PUT, LUA, "store.put", JSON, TC_REST_STORE | TC_REST_W)                                     \
+	  M(DELETE, LUA, "store.delete", JSON, TC_REST_STORE | TC_REST_W))                              \
+	X(R_STORE_SEARCH, "/store/items/search", M(POST, LUA, "store.search", JSON, TC_REST_STORE))     \
+	X(R_STORE_NS, "/store/namespaces", M(POST, LUA, "store.namespaces", JSON, TC_REST_STORE))       \
+	X(R_ASSISTANTS_SEARCH, "/assistants/search", M(POST, LUA, "assistants.search", JSON, 0))        \
+	X(R_ASSISTANT, "/assistants/:assistant_id", M(GET, LUA, "assistants.get", JSON, 0))             \
+	X(R_ASSISTANT_GRAPH, "/assistants/:assistant_id/graph", M(GET, LUA, "assistants.graph", JSON, 0)) \
+	X(R_ASSISTANT_SCHEMAS, "/assistants/:assistant_id/schemas", M(GET, LUA, "assistants.schemas", JSON, 0)) \
+	X(R_AGENT_STREAM, "/v1/agents/:agent_name/stream", M(POST, AGENT, "runs.create", STREAM, TC_REST_W)) \
+	X(R_AGENT_RUN_STREAM, "/v1/agents/:agent_name/threads/:thread_id/runs/:run_id/stream",          \
+	  M(GET, JOIN, NULL, STREAM, 0))
+
+/** TC_REST_ROUTE_MAP's flags. */
+enum {
+	TC_REST_W = 1 << 0,     /**< changes something: the token's "commands" right is needed */
+	TC_REST_STORE = 1 << 1, /**< the store's function (threadcast_store) */
+	TC_REST_SL = 1 << 2,    /**< a stateless run: on a new, temporary thread */
+};
+
+/** The methods of a REST line's M(…)s, as the route table's bits. */
+#define TC__REST_METHOD_BIT(meth, kind, op, out, flags) | TC_HTTP_##meth
 
 #define TC__ROUTE_ENUM(e, methods, pattern) TC_ROUTE_##e,
-/** Route ids: index into tc_routes. */
-enum tc_route_id { TC_ROUTE_MAP(TC__ROUTE_ENUM) TC_ROUTE_COUNT };
+#define TC__REST_ROUTE_ENUM(e, pattern, ms) TC_ROUTE_##e,
+/** Route ids: index into tc_routes; the REST API's from TC_ROUTE_STATE on. */
+enum tc_route_id {
+	TC_CORE_ROUTE_MAP(TC__ROUTE_ENUM) TC_REST_ROUTE_MAP(TC__REST_ROUTE_ENUM, TC__REST_METHOD_BIT)
+	TC_ROUTE_COUNT,
+	TC_ROUTE_REST_FIRST = TC_ROUTE_STATE,
+};
 
 /** One line of a route table. */
 struct tc_route {
@@ -101,7 +129,7 @@ struct tc_route {
 	const char *pattern; /**< "/segment/:param/…"; at most TC_ROUTE_PARAMS_MAX params */
 };
 
-/** threadcast's route table, TC_ROUTE_COUNT lines in TC_ROUTE_MAP's order. */
+/** threadcast's route table, TC_ROUTE_COUNT lines: TC_CORE_ROUTE_MAP's, then TC_REST_ROUTE_MAP's. */
 extern const struct tc_route tc_routes[TC_ROUTE_COUNT];
 
 /** Most parameters one pattern may have. */

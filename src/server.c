@@ -1,8 +1,8 @@
 /*
  * server.c — the libwebsockets side, thin (server.h): the lws context on
- * our loop, the lws callback that hands each event to ws.c, sse.c or
- * http.c, the token-expiry timer, drain and stop. Connections live in
- * conn.c.
+ * our loop, the lws callback that hands each event to the routes (http.c)
+ * or to a connection through its kind's ops (conn.h), the token-expiry
+ * timer, drain and stop.
  */
 #include "server.h"
 
@@ -11,14 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "conn.h"
-#include "handshake.h"
-#include "rest.h"
 #include "http.h"
 #include "log.h"
 #include "run/feed.h"
-#include "sse.h"
-#include "ws.h"
+#include "srv.h"
 
 /* ==== lws callback ======================================================================= */
 
@@ -31,6 +27,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 	/* `user` is only our pss in the callbacks below that use it. */
 	struct tc_pss *pss = user;
 	struct tc_conn *c;
+	struct tc_ws *w;
 	int rc;
 
 	switch (reason) {
@@ -54,11 +51,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 
 	case LWS_CALLBACK_HTTP_WRITEABLE:
 		c = pss ? pss->conn : NULL;
-		if (!c)
-			return 0;
-		if (c->rest)
-			return tc__rest_writeable(c);
-		return c->kind == TC_CONN_SSE ? tc__sse_writeable(c) : tc__http_command_writeable(c);
+		return c ? c->ops->writeable(c) : 0;
 
 	case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:
 		tc_handshake_end(&srv->handshakes, wsi);
@@ -93,26 +86,25 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 		if (srv->upgrade.deflate_alone &&
 		    lws_set_extension_option(wsi, "permessage-deflate", "server_no_context_takeover", NULL))
 			return -1;
-		return tc__ws_open(srv, wsi, pss, &srv->upgrade);
+		return tc__ws_open(&srv->ws, wsi, pss, &srv->upgrade);
 
 	case LWS_CALLBACK_RECEIVE:
-		c = pss->conn;
-		if (!c)
+		if (!(w = tc__ws_of(pss->conn)))
 			return -1;
-		tc__ws_heard_from(c);
-		return tc__ws_receive(c, in, len);
+		tc__ws_heard_from(w);
+		return tc__ws_receive(w, in, len);
 
 	case LWS_CALLBACK_RECEIVE_PONG:
-		if ((c = pss->conn))
-			tc__ws_heard_from(c);
+		if ((w = tc__ws_of(pss->conn)))
+			tc__ws_heard_from(w);
 		return 0;
 
 	case LWS_CALLBACK_SERVER_WRITEABLE:
 		c = pss->conn;
-		return c ? tc__ws_writeable(c) : 0;
+		return c ? c->ops->writeable(c) : 0;
 
 	case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:
-		return tc__ws_peer_closed(pss->conn);
+		return tc__ws_peer_closed(tc__ws_of(pss->conn));
 
 	case LWS_CALLBACK_CLOSED:
 	case LWS_CALLBACK_CLOSED_HTTP:
@@ -190,12 +182,14 @@ static const struct lws_protocols protocols[] = {
 
 /* ==== lifecycle =========================================================================== */
 
+static void conn_gone(void *arg);
+
 /* Tokens expire on open connections too: closed with 1008 at their exp. */
 static void on_expiry(uv_timer_t *t)
 {
 	struct tc_server *srv = t->data;
 	int64_t now = tc_wall_ms() / 1000;
-	for (struct tc_dlink *n = srv->conns.head; n; n = n->next) {
+	for (struct tc_dlink *n = srv->conns.all.head; n; n = n->next) {
 		struct tc_conn *c = TC_CONN_OF(n, link);
 		if (c->auth_exp && c->auth_exp <= now && !c->close_code)
 			/* 0.0.21's client must not come back with the same token: 4401. */
@@ -215,8 +209,8 @@ static void close_handles(struct tc_server *srv)
 	uv_close((uv_handle_t *)&srv->drain_timer, NULL);
 	uv_close((uv_handle_t *)&srv->drain_tick, NULL);
 	uv_close((uv_handle_t *)&srv->expiry, NULL);
-	tc__ws_close_handles(srv);
-	tc__sse_close_handles(srv);
+	tc__ws_close_handles(&srv->ws);
+	tc__streams_close_handles(&srv->streams);
 	tc_handshakes_close(&srv->handshakes);
 }
 
@@ -236,8 +230,9 @@ struct tc_server *tc_server_new(uv_loop_t *loop, const struct tc_session_env *en
 	uv_timer_init(loop, &srv->drain_tick);
 	uv_timer_init(loop, &srv->expiry);
 	srv->drain_timer.data = srv->drain_tick.data = srv->expiry.data = srv;
-	tc__ws_init(srv);
-	tc__sse_init(srv);
+	srv->conns = (struct tc_conn_set){ .loop = loop, .cfg = cfg, .env = env, .gone = conn_gone, .gone_arg = srv };
+	tc__ws_init(&srv->ws, &srv->conns);
+	tc__streams_init(&srv->streams, &srv->conns);
 	/* A run's units are kept for clients that join late, up to a few queues' worth. */
 	srv->feeds = tc_run_feeds_new(env, 4 * (size_t)cfg->max_queue_bytes);
 	tc_handshakes_init(&srv->handshakes, loop, (uint64_t)cfg->handshake_timeout_s * 1000,
@@ -271,7 +266,7 @@ struct tc_server *tc_server_new(uv_loop_t *loop, const struct tc_session_env *en
 		       TC_LS("host", host), TC_LI("port", cfg->port));
 		close_handles(srv);
 		uv_run(loop, UV_RUN_NOWAIT);
-		tc__sse_free(srv);
+		tc__streams_free(&srv->streams);
 		tc_run_feeds_free(srv->feeds);
 		free(srv);
 		return NULL;
@@ -290,10 +285,10 @@ struct tc_server *tc_server_new(uv_loop_t *loop, const struct tc_session_env *en
 		tc_server_free(srv);
 		return NULL;
 	}
-	tc__sse_start_timers(srv);
+	tc__streams_start_timers(&srv->streams);
 	if (env->auth)
 		uv_timer_start(&srv->expiry, on_expiry, 1000, 1000);
-	tc__ws_start_timers(srv);
+	tc__ws_start_timers(&srv->ws);
 	return srv;
 }
 
@@ -304,7 +299,7 @@ int tc_server_port(const struct tc_server *s)
 
 size_t tc_server_connections(const struct tc_server *s)
 {
-	return s->conns.count;
+	return s->conns.all.count;
 }
 
 /* ==== drain ============================================================================== */
@@ -322,9 +317,9 @@ static void drain_finish(struct tc_server *srv)
 static void on_drain_timeout(uv_timer_t *t)
 {
 	struct tc_server *srv = t->data;
-	if (srv->conns.count)
+	if (srv->conns.all.count)
 		tc_log(TC_LOG_WARN, "drain timeout: closing remaining connections",
-		       TC_LI("connections", srv->conns.count));
+		       TC_LI("connections", srv->conns.all.count));
 	drain_finish(srv);
 }
 
@@ -335,9 +330,10 @@ static void on_drain_timeout(uv_timer_t *t)
  * loop, on the drain timer at 0 ms. drain_done is NULL once the drain
  * ended or the server stopped (its timers closed), and then nothing waits.
  */
-void tc__server_conn_gone(struct tc_server *srv)
+static void conn_gone(void *arg)
 {
-	if (srv->draining && srv->drain_done && srv->conns.count == 0)
+	struct tc_server *srv = arg;
+	if (srv->conns.draining && srv->drain_done && srv->conns.all.count == 0)
 		uv_timer_start(&srv->drain_timer, on_drain_timeout, 0, 0);
 }
 
@@ -348,9 +344,9 @@ static void on_drain_tick(uv_timer_t *t)
 {
 	struct tc_server *srv = t->data;
 	size_t n = 0;
-	for (struct tc_dlink *l = srv->conns.head; l && n < srv->drain_per_tick; l = l->next) {
+	for (struct tc_dlink *l = srv->conns.all.head; l && n < srv->drain_per_tick; l = l->next) {
 		struct tc_conn *c = TC_CONN_OF(l, link);
-		if (c->kind == TC_CONN_COMMAND || c->close_code)
+		if (c->ops->one_shot || c->close_code)
 			continue;
 		tc__conn_close(c, TC_CONN_FLUSH, TC_CLOSE_GOING_AWAY, tc_close_reason(TC_CLOSE_GOING_AWAY));
 		n++;
@@ -359,18 +355,18 @@ static void on_drain_tick(uv_timer_t *t)
 		/* Everyone has been told: give them drain_timeout_ms to finish. */
 		uv_timer_stop(&srv->drain_tick);
 		uv_timer_start(&srv->drain_timer, on_drain_timeout,
-			       srv->conns.count ? (uint64_t)srv->cfg->drain_timeout_ms : 0, 0);
+			       srv->conns.all.count ? (uint64_t)srv->cfg->drain_timeout_ms : 0, 0);
 	}
 }
 
 void tc_server_drain(struct tc_server *srv, void (*done)(void *), void *arg)
 {
 	uint64_t ticks = (uint64_t)srv->cfg->drain_spread_ms / DRAIN_TICK_MS;
-	srv->draining = true;
+	srv->conns.draining = true;
 	srv->drain_done = done;
 	srv->drain_arg = arg;
 	/* Spread the closes so clients do not all reconnect in the same instant. */
-	srv->drain_per_tick = ticks ? (srv->conns.count + ticks - 1) / ticks : srv->conns.count;
+	srv->drain_per_tick = ticks ? (srv->conns.all.count + ticks - 1) / ticks : srv->conns.all.count;
 	if (!srv->drain_per_tick)
 		srv->drain_per_tick = 1;
 	on_drain_tick(&srv->drain_tick);
@@ -382,7 +378,7 @@ void tc_server_drain(struct tc_server *srv, void (*done)(void *), void *arg)
 
 void tc_server_stop(struct tc_server *srv)
 {
-	srv->draining = true;
+	srv->conns.draining = true;
 	srv->drain_done = NULL;
 	close_handles(srv);
 	if (srv->ctx)
@@ -396,7 +392,7 @@ void tc_server_free(struct tc_server *srv)
 	/* A context that needed a second pass (lws' two-stage destroy) gets it. */
 	if (srv->ctx)
 		lws_context_destroy(srv->ctx);
-	tc__sse_free(srv);
+	tc__streams_free(&srv->streams);
 	tc_run_feeds_free(srv->feeds);
 	free(srv);
 }

@@ -1,6 +1,6 @@
 /*
- * ws.c — WebSocket connections (ws.h): receiving, coalesced writing, our
- * close frame, and the O(1) idle list.
+ * ws.c — the WebSocket kind of connection (ws.h): receiving, coalesced
+ * writing, our close frame, and the O(1) idle list.
  */
 #include "ws.h"
 
@@ -23,6 +23,7 @@ _Static_assert(TC_BUF_HEADROOM >= LWS_PRE, "tc_buf headroom must fit the lws fra
 #define WRITE_BATCH 64
 
 static void on_flush(uv_check_t *h);
+static void mark_dirty(struct tc_conn *c);
 
 /* ==== idle WebSockets ==================================================================== */
 
@@ -39,60 +40,62 @@ static void on_flush(uv_check_t *h);
  */
 #define IDLE_TICK_MS 250
 
-void tc__ws_heard_from(struct tc_conn *c)
+void tc__ws_heard_from(struct tc_ws *w)
 {
-	struct tc_server *srv = c->srv;
-	uint64_t now = uv_now(srv->loop);
+	struct tc_ws_set *set = w->set;
+	uint64_t now = uv_now(set->conns->loop);
 
-	assert(c->kind == TC_CONN_WS);
-	c->pinged = false;
-	if (srv->quiet.tail == &c->quiet && c->heard == now)
+	w->pinged = false;
+	if (set->quiet.tail == &w->quiet && w->heard == now)
 		return;
-	tc_dlist_remove(&srv->quiet, &c->quiet);
-	c->heard = now;
-	tc_dlist_push_tail(&srv->quiet, &c->quiet);
+	tc_dlist_remove(&set->quiet, &w->quiet);
+	w->heard = now;
+	tc_dlist_push_tail(&set->quiet, &w->quiet);
 }
 
 /* A compressor unused this long is freed; the next frame starts a new one. */
 #define DEFLATER_IDLE_MS 5000
 
-void tc__ws_drop_deflater(struct tc_conn *c)
+static void drop_deflater(struct tc_ws *w)
 {
-	if (!c->dz.dz)
+	if (!w->dz.dz)
 		return;
-	tc_dzref_release(&c->dz);
-	tc_dlist_remove(&c->srv->deflating, &c->deflating);
+	tc_dzref_release(&w->dz);
+	tc_dlist_remove(&w->set->deflating, &w->deflating);
 }
+
+#define WS_OF(n, member) TC_DLIST_ENTRY(n, struct tc_ws, member)
 
 static void on_idle(uv_timer_t *t)
 {
-	struct tc_server *srv = t->data;
-	const struct tc_config *cfg = srv->cfg;
-	uint64_t now = uv_now(srv->loop);
+	struct tc_ws_set *set = t->data;
+	const struct tc_config *cfg = set->conns->cfg;
+	uint64_t now = uv_now(set->conns->loop);
 	struct tc_dlink *n, *next;
 
-	tc__conn_trim_heap(srv, now);
+	tc__conn_trim_heap(set->conns, now);
 
 	/* compressors of connections that stopped receiving, oldest use first */
-	while ((n = srv->deflating.head) && now - TC_CONN_OF(n, deflating)->deflated_at >= DEFLATER_IDLE_MS)
-		tc__ws_drop_deflater(TC_CONN_OF(n, deflating));
+	while ((n = set->deflating.head) && now - WS_OF(n, deflating)->deflated_at >= DEFLATER_IDLE_MS)
+		drop_deflater(WS_OF(n, deflating));
 
-	for (n = srv->quiet.head; n; n = next) {
-		struct tc_conn *c = TC_CONN_OF(n, quiet);
+	for (n = set->quiet.head; n; n = next) {
+		struct tc_ws *w = WS_OF(n, quiet);
+		struct tc_conn *c = &w->c;
 		next = n->next;
-		uint64_t silent = now - c->heard;
+		uint64_t silent = now - w->heard;
 		if (silent < (uint64_t)cfg->ping_interval_s * 1000)
 			break; /* and so is everyone after it */
 		if (c->rx_off) {
-			tc__ws_heard_from(c); /* we are not reading it: its PONG may be waiting */
+			tc__ws_heard_from(w); /* we are not reading it: its PONG may be waiting */
 		} else if (silent >= (uint64_t)cfg->idle_timeout_s * 1000) {
-			tc_log(TC_LOG_INFO, "idle websocket dropped", TC_LS("thread", tc_session_thread(c->session)),
+			tc_log(TC_LOG_INFO, "idle websocket dropped", TC_LS("thread", tc__conn_thread(c)),
 			       TC_LI("silent_ms", (long long)silent));
-			tc__conn_close(c, TC_CONN_KILL, 0, NULL); /* destroys c, and unlinks it */
-		} else if (!c->pinged && !c->close_code) {
-			c->pinged = true;
-			c->ping_due = true;
-			tc__ws_mark_dirty(c);
+			tc__conn_close(c, TC_CONN_KILL, 0, NULL); /* destroys w, and unlinks it */
+		} else if (!w->pinged && !c->close_code) {
+			w->pinged = true;
+			w->ping_due = true;
+			mark_dirty(c);
 		}
 	}
 }
@@ -106,20 +109,20 @@ static void on_idle(uv_timer_t *t)
  * leaves in one send, and the common case needs no POLLOUT round trip
  * through epoll at all.
  */
-void tc__ws_mark_dirty(struct tc_conn *c)
+static void mark_dirty(struct tc_conn *c)
 {
-	struct tc_server *srv = c->srv;
+	struct tc_ws *w = (struct tc_ws *)c;
+	struct tc_ws_set *set = w->set;
 
-	assert(c->kind == TC_CONN_WS);
-	if (tc_dlist_linked(&srv->dirty, &c->dirty))
+	if (tc_dlist_linked(&set->dirty, &w->dirty))
 		return;
-	if (uv_is_closing((uv_handle_t *)&srv->flush)) { /* shutting down */
+	if (uv_is_closing((uv_handle_t *)&set->flush)) { /* shutting down */
 		tc__conn_request_write(c);
 		return;
 	}
-	if (!srv->dirty.count)
-		uv_check_start(&srv->flush, on_flush);
-	tc_dlist_push_head(&srv->dirty, &c->dirty);
+	if (!set->dirty.count)
+		uv_check_start(&set->flush, on_flush);
+	tc_dlist_push_head(&set->dirty, &w->dirty);
 }
 
 /*
@@ -131,11 +134,12 @@ void tc__ws_mark_dirty(struct tc_conn *c)
  * lws 4.1.6 on libuv: its service loop closes the wsi a second time at
  * once, before the close frame leaves.
  */
-static int write_close_frame(struct tc_conn *c)
+static int write_close_frame(struct tc_ws *w)
 {
-	if (c->close_sent)
+	struct tc_conn *c = &w->c;
+	if (w->close_sent)
 		return 0;
-	c->close_sent = true;
+	w->close_sent = true;
 	unsigned char buf[LWS_PRE + 125];
 	size_t rlen = strlen(c->close_reason);
 
@@ -154,15 +158,15 @@ static int write_close_frame(struct tc_conn *c)
 #define WS_HEADER_MAX 4
 
 /* The PING on_idle asked for, when nothing is half written. */
-static int write_ping(struct tc_conn *c)
+static int write_ping(struct tc_ws *w)
 {
 	unsigned char buf[LWS_PRE + 1];
-	if (!c->ping_due || lws_partial_buffered(c->wsi))
+	if (!w->ping_due || lws_partial_buffered(w->c.wsi))
 		return 0;
 	/* With a payload: lws does not report empty PONGs (4.1.6). */
-	c->ping_due = false;
+	w->ping_due = false;
 	buf[LWS_PRE] = 't';
-	return lws_write(c->wsi, buf + LWS_PRE, 1, LWS_WRITE_PING) < 0 ? -1 : 0;
+	return lws_write(w->c.wsi, buf + LWS_PRE, 1, LWS_WRITE_PING) < 0 ? -1 : 0;
 }
 
 /*
@@ -174,13 +178,14 @@ static int write_ping(struct tc_conn *c)
  * poll()); lws finishes that part before it calls WRITEABLE again.
  * Returns -1 on a write error.
  */
-static int ws_flush(struct tc_conn *c)
+static int ws_flush(struct tc_ws *w)
 {
 	static unsigned char buf[LWS_PRE + TC_WS_COALESCE_MAX];
+	struct tc_conn *c = &w->c;
 	struct tc_buf *b;
 	int writes = 0;
 
-	if (write_ping(c) < 0)
+	if (write_ping(w) < 0)
 		return -1;
 	while ((b = tc_bufq_peek(&c->out)) && writes++ < WRITE_BATCH && !lws_partial_buffered(c->wsi)) {
 		if (c->out.count == 1 || WS_HEADER_MAX + b->len > TC_WS_COALESCE_MAX) {
@@ -220,7 +225,7 @@ static size_t frame_max(struct tc_buf *b)
  * compressed in the connection's running context (RSV1), anything else as
  * it is. Returns its length, 0 when zlib failed.
  */
-static size_t put_frame(struct tc_conn *c, struct tc_buf *b, unsigned char *out, bool *touched)
+static size_t put_frame(struct tc_ws *w, struct tc_buf *b, unsigned char *out, bool *touched)
 {
 	if (!is_event(b)) {
 		size_t h = tc_ws_frame_header(out, b->len, false);
@@ -228,18 +233,18 @@ static size_t put_frame(struct tc_conn *c, struct tc_buf *b, unsigned char *out,
 		tc_metrics.bytes_out += b->len;
 		return h + b->len;
 	}
-	struct tc_server *srv = c->srv;
-	bool had = c->dz.dz != NULL; /* (on srv->deflating exactly when it has one) */
+	struct tc_ws_set *set = w->set;
+	bool had = w->dz.dz != NULL; /* (on set->deflating exactly when it has one) */
 	size_t m = 0;
-	const unsigned char *f = tc_dz_frame(&c->dz, b, (int)srv->cfg->deflate, &m);
+	const unsigned char *f = tc_dz_frame(&w->dz, b, (int)set->conns->cfg->deflate, &m);
 	if (had && (!f || !*touched))
-		tc_dlist_remove(&srv->deflating, &c->deflating);
+		tc_dlist_remove(&set->deflating, &w->deflating);
 	if (!f)
 		return 0;
 	memcpy(out, f, m);
 	if (!had || !*touched) { /* used now (noted once a flush): to the list's tail */
-		c->deflated_at = uv_now(srv->loop);
-		tc_dlist_push_tail(&srv->deflating, &c->deflating);
+		w->deflated_at = uv_now(set->conns->loop);
+		tc_dlist_push_tail(&set->deflating, &w->deflating);
 	}
 	*touched = true;
 	tc_metrics.deflate_in += b->len;
@@ -255,14 +260,15 @@ static size_t put_frame(struct tc_conn *c, struct tc_buf *b, unsigned char *out,
  * lws' own compressor, whose messages would enter the client's window
  * behind ours.
  */
-static int ws_flush_deflated(struct tc_conn *c)
+static int ws_flush_deflated(struct tc_ws *w)
 {
 	static unsigned char buf[LWS_PRE + TC_WS_COALESCE_MAX];
+	struct tc_conn *c = &w->c;
 	struct tc_buf *b;
 	int writes = 0;
 	bool touched = false;
 
-	if (write_ping(c) < 0)
+	if (write_ping(w) < 0)
 		return -1;
 	while ((b = tc_bufq_peek(&c->out)) && writes++ < WRITE_BATCH && !lws_partial_buffered(c->wsi)) {
 		size_t n = 0, max = frame_max(b);
@@ -270,7 +276,7 @@ static int ws_flush_deflated(struct tc_conn *c)
 		if (max > TC_WS_COALESCE_MAX)
 			out = (big = tc_xmalloc(LWS_PRE + max)) + LWS_PRE;
 		do {
-			size_t m = put_frame(c, b, out + n, &touched);
+			size_t m = put_frame(w, b, out + n, &touched);
 			if (!m) {
 				free(big);
 				return -1; /* (zlib failed: the connection goes) */
@@ -286,29 +292,31 @@ static int ws_flush_deflated(struct tc_conn *c)
 	return 0;
 }
 
-static int flush(struct tc_conn *c)
+static int flush(struct tc_ws *w)
 {
-	return c->deflate ? ws_flush_deflated(c) : ws_flush(c);
+	return w->deflate ? ws_flush_deflated(w) : ws_flush(w);
 }
 
-int tc__ws_writeable(struct tc_conn *c)
+static int ws_writeable(struct tc_conn *c)
 {
+	struct tc_ws *w = (struct tc_ws *)c;
 	c->want_write = false;
-	tc_dlist_remove(&c->srv->dirty, &c->dirty);
-	if (flush(c) < 0)
+	tc_dlist_remove(&w->set->dirty, &w->dirty);
+	if (flush(w) < 0)
 		return -1;
-	return tc__conn_after_write(c) ? write_close_frame(c) : 0;
+	return tc__conn_after_write(c, w->ping_due) ? write_close_frame(w) : 0;
 }
 
 /* The check handle: each connection that queued frames this iteration writes them now. */
 static void on_flush(uv_check_t *h)
 {
-	struct tc_server *srv = h->data;
+	struct tc_ws_set *set = h->data;
 	struct tc_dlink *n;
 
-	while ((n = srv->dirty.head)) {
-		struct tc_conn *c = TC_CONN_OF(n, dirty);
-		tc_dlist_remove(&srv->dirty, n);
+	while ((n = set->dirty.head)) {
+		struct tc_ws *w = WS_OF(n, dirty);
+		struct tc_conn *c = &w->c;
+		tc_dlist_remove(&set->dirty, n);
 		/* Closing, or WRITEABLE already on its way: that path writes. */
 		if (c->close_code || c->want_write)
 			continue;
@@ -316,30 +324,31 @@ static void on_flush(uv_check_t *h)
 			tc__conn_request_write(c);
 			continue;
 		}
-		if (flush(c) < 0) {
+		if (flush(w) < 0) {
 			tc__conn_close(c, TC_CONN_KILL, 0, NULL);
 			continue;
 		}
 		/* close_code is 0: this never asks for a close frame. */
-		int closing = tc__conn_after_write(c);
+		int closing = tc__conn_after_write(c, w->ping_due);
 		assert(!closing);
 		(void)closing;
 	}
 	uv_check_stop(h);
 }
 
-int tc__ws_peer_closed(struct tc_conn *c)
+int tc__ws_peer_closed(struct tc_ws *w)
 {
 	/* After our own close frame, the peer's is the ack: just close
 	 * (nonzero); otherwise lws echoes it, as the protocol wants. */
-	return c && c->close_sent ? -1 : 0;
+	return w && w->close_sent ? -1 : 0;
 }
 
 /* ==== receiving ========================================================================== */
 
-int tc__ws_receive(struct tc_conn *c, const char *in, size_t len)
+int tc__ws_receive(struct tc_ws *w, const char *in, size_t len)
 {
-	const size_t max = (size_t)c->srv->cfg->max_frame_bytes;
+	struct tc_conn *c = &w->c;
+	const size_t max = (size_t)c->set->cfg->max_frame_bytes;
 
 	if (c->close_code)
 		return 0; /* closing: what still arrives is read and dropped */
@@ -348,13 +357,13 @@ int tc__ws_receive(struct tc_conn *c, const char *in, size_t len)
 			       tc_close_reason(TC_CLOSE_UNSUPPORTED_DATA));
 		return 0;
 	}
-	if (c->rx_len + len > max) {
-		tc_log(TC_LOG_INFO, "oversized message refused",
-		       TC_LS("thread", tc_session_thread(c->session)), TC_LI("limit", max));
-		free(c->rx);
-		c->rx = NULL;
-		c->rx_len = c->rx_cap = 0;
-		tc__conn_close(c, TC_CONN_DROP, TC_CLOSE_TOO_BIG, c->srv->too_big);
+	if (w->rx_len + len > max) {
+		tc_log(TC_LOG_INFO, "oversized message refused", TC_LS("thread", tc__conn_thread(c)),
+		       TC_LI("limit", max));
+		free(w->rx);
+		w->rx = NULL;
+		w->rx_len = w->rx_cap = 0;
+		tc__conn_close(c, TC_CONN_DROP, TC_CLOSE_TOO_BIG, w->set->too_big);
 		return 0;
 	}
 	bool final = lws_is_final_fragment(c->wsi);
@@ -365,40 +374,70 @@ int tc__ws_receive(struct tc_conn *c, const char *in, size_t len)
 	 * wait for ever. Waking its loop (a write to its cancel pipe) starts
 	 * another round: one per piece.
 	 */
-	if (c->deflate && !final)
+	if (w->deflate && !final)
 		lws_cancel_service(lws_get_context(c->wsi));
-	if (final && !c->rx_len) {
+	if (final && !w->rx_len) {
 		tc_session_on_frame(c->session, in, len); /* the common case: no copy */
 		return 0;
 	}
-	if (c->rx_len + len > c->rx_cap) {
-		size_t cap = c->rx_cap ? c->rx_cap : 1024;
-		while (cap < c->rx_len + len)
+	if (w->rx_len + len > w->rx_cap) {
+		size_t cap = w->rx_cap ? w->rx_cap : 1024;
+		while (cap < w->rx_len + len)
 			cap *= 2;
-		c->rx_cap = cap < max ? cap : max;
-		c->rx = tc_xrealloc(c->rx, c->rx_cap);
+		w->rx_cap = cap < max ? cap : max;
+		w->rx = tc_xrealloc(w->rx, w->rx_cap);
 	}
-	memcpy(c->rx + c->rx_len, in, len);
-	c->rx_len += len;
+	memcpy(w->rx + w->rx_len, in, len);
+	w->rx_len += len;
 	if (final) {
-		tc_session_on_frame(c->session, c->rx, c->rx_len);
+		tc_session_on_frame(c->session, w->rx, w->rx_len);
 		/* Idle connections keep no reassembly buffer. */
-		free(c->rx);
-		c->rx = NULL;
-		c->rx_len = c->rx_cap = 0;
+		free(w->rx);
+		w->rx = NULL;
+		w->rx_len = w->rx_cap = 0;
 	}
 	return 0;
 }
 
-/* ==== opening, and the handles =========================================================== */
+/* ==== opening, closing, and the handles ======================================================= */
 
-int tc__ws_open(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss, const struct tc_upgrade *up)
+static void ws_destroy(struct tc_conn *c)
 {
-	struct tc_conn *c = tc__conn_new(srv, wsi, TC_CONN_WS, up->thread, &tc__conn_json_io, up->sp);
+	struct tc_ws *w = (struct tc_ws *)c;
+	struct tc_ws_set *set = w->set;
+	assert(set->count > 0);
+	set->count--;
+	tc_dlist_remove(&set->dirty, &w->dirty);
+	tc_dlist_remove(&set->quiet, &w->quiet);
+	drop_deflater(w);
+	free(w->rx);
+	free(w);
+}
+
+static const struct tc_conn_ops ws_ops = {
+	.transport = "websocket",
+	.flow_control = true,
+	.queued = mark_dirty,
+	.writeable = ws_writeable,
+	.destroy = ws_destroy,
+};
+
+struct tc_ws *tc__ws_of(struct tc_conn *c)
+{
+	return c && c->ops == &ws_ops ? (struct tc_ws *)c : NULL;
+}
+
+int tc__ws_open(struct tc_ws_set *set, struct lws *wsi, struct tc_pss *pss, const struct tc_upgrade *up)
+{
+	struct tc_ws *w = tc_xcalloc(1, sizeof(*w));
+	struct tc_conn *c = &w->c;
+	w->set = set;
+	tc__conn_init(c, set->conns, &ws_ops, wsi, up->thread, &tc__conn_json_io, up->sp);
+	set->count++;
 	pss->conn = c;
 	c->auth_exp = up->grant.exp;
-	c->deflate = up->deflate;
-	tc__ws_heard_from(c);
+	w->deflate = up->deflate;
+	tc__ws_heard_from(w);
 	if (up->refuse) {
 		/* Refused on a 0.0.21 route: the close code tells the client why. */
 		tc_log(TC_LOG_INFO, "websocket refused", TC_LS("thread", up->thread), TC_LI("code", up->refuse));
@@ -406,29 +445,31 @@ int tc__ws_open(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss, cons
 		return 0;
 	}
 	tc_session_allow_commands(c->session, up->grant.commands);
-	tc_log(TC_LOG_DEBUG, "websocket open", TC_LS("thread", up->thread), TC_LI("connections", srv->conns.count));
+	tc_log(TC_LOG_DEBUG, "websocket open", TC_LS("thread", up->thread),
+	       TC_LI("connections", set->conns->all.count));
 	return 0;
 }
 
-void tc__ws_init(struct tc_server *srv)
+void tc__ws_init(struct tc_ws_set *set, struct tc_conn_set *conns)
 {
-	uv_check_init(srv->loop, &srv->flush);
-	srv->flush.data = srv;
-	uv_timer_init(srv->loop, &srv->idle);
-	srv->idle.data = srv;
-	snprintf(srv->too_big, sizeof(srv->too_big), "message larger than %lld bytes",
-		 srv->cfg->max_frame_bytes);
+	set->conns = conns;
+	uv_check_init(conns->loop, &set->flush);
+	set->flush.data = set;
+	uv_timer_init(conns->loop, &set->idle);
+	set->idle.data = set;
+	snprintf(set->too_big, sizeof(set->too_big), "message larger than %lld bytes",
+		 conns->cfg->max_frame_bytes);
 }
 
-void tc__ws_start_timers(struct tc_server *srv)
+void tc__ws_start_timers(struct tc_ws_set *set)
 {
-	uv_timer_start(&srv->idle, on_idle, IDLE_TICK_MS, IDLE_TICK_MS);
+	uv_timer_start(&set->idle, on_idle, IDLE_TICK_MS, IDLE_TICK_MS);
 }
 
-void tc__ws_close_handles(struct tc_server *srv)
+void tc__ws_close_handles(struct tc_ws_set *set)
 {
-	uv_timer_stop(&srv->idle);
-	uv_close((uv_handle_t *)&srv->idle, NULL);
-	uv_check_stop(&srv->flush);
-	uv_close((uv_handle_t *)&srv->flush, NULL);
+	uv_timer_stop(&set->idle);
+	uv_close((uv_handle_t *)&set->idle, NULL);
+	uv_check_stop(&set->flush);
+	uv_close((uv_handle_t *)&set->flush, NULL);
 }

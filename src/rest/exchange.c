@@ -1,0 +1,293 @@
+/*
+ * rest/exchange.c — one REST exchange: its connection, its answer, its Redis
+ * calls (exchange.h).
+ */
+#include "rest/exchange.h"
+
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "httpres.h"
+#include "query.h"
+#include "store.h"
+#include "stream.h"
+
+/* The exchange's connection: the common part, its stream once it streams, the exchange. */
+struct rest_conn {
+	struct tc_conn c;
+	struct tc_stream st;
+	struct tc_rest *r;   /* the connection's reference */
+	bool ndjson;         /* a stream of NDJSON lines (else SSE) */
+};
+
+#define REST_CONN(c) ((struct rest_conn *)(c))
+
+struct tc_rest *tc__rest_new(struct tc_server *srv, int route, const struct tc_rest_op *op)
+{
+	struct tc_rest *r = tc_xcalloc(1, sizeof(*r));
+	r->srv = srv;
+	r->refs = 1;
+	r->route = route;
+	r->op = op;
+	return r;
+}
+
+void tc__rest_ref(struct tc_rest *r)
+{
+	r->refs++;
+}
+
+void tc__rest_unref(struct tc_rest *r)
+{
+	if (--r->refs > 0)
+		return;
+	cJSON_Delete(r->path);
+	cJSON_Delete(r->query);
+	cJSON_Delete(r->body);
+	free(r->kwargs);
+	tc_buf_unref(r->saved);
+	cJSON_Delete(r->actions);
+	assert(!r->view.feed && !r->query_read); /* both end with the conn */
+	free(r);
+}
+
+bool tc__rest_truthy(const cJSON *v)
+{
+	return cJSON_IsTrue(v) ||
+	       (cJSON_IsString(v) && (!strcmp(v->valuestring, "true") || !strcmp(v->valuestring, "1")));
+}
+
+/* ==== the connection ======================================================================== */
+
+/* The headers every answer has: where the run is, where it streams. */
+#define EXTRA_HEADERS(r)                                                                       \
+	{ "location:", (r)->location[0] ? (r)->location : NULL, "content-location:",           \
+	  (r)->content_location[0] ? (r)->content_location : NULL, NULL }
+
+static int rest_writeable(struct tc_conn *c)
+{
+	struct rest_conn *rc = REST_CONN(c);
+	struct tc_rest *r = rc->r;
+	const char *extra[] = EXTRA_HEADERS(r);
+
+	if (r->out == OUT_STREAM) {
+		if (!rc->st.started &&
+		    tc__stream_start(&r->srv->streams, &rc->st, 200,
+				     rc->ndjson ? "application/x-ndjson" : "text/event-stream", extra))
+			return -1;
+		return tc__stream_write(&rc->st);
+	}
+	c->want_write = false;
+	struct tc_buf *b = tc_bufq_pop(&c->out);
+	if (!b)
+		return c->close_code ? -1 : 0;
+	int rc_ = -1;
+	bool empty = r->status == 204;
+	if (!tc__http_head_x(c->wsi, r->status, "application/json", empty ? 0 : b->len, extra) &&
+	    (empty || lws_write(c->wsi, tc_buf_data(b), b->len, LWS_WRITE_HTTP_FINAL) == (int)b->len))
+		rc_ = 0;
+	tc_buf_unref(b);
+	return tc__http_exchange_over(c, rc_);
+}
+
+/* The client drained its queue: a run's stream goes on. */
+static void rest_drained(struct tc_conn *c)
+{
+	tc_run_view_drained(&REST_CONN(c)->r->view);
+}
+
+/* The connection is going: the exchange forgets it (what it waits for is dropped when it comes). */
+static void rest_destroy(struct tc_conn *c)
+{
+	struct rest_conn *rc = REST_CONN(c);
+	struct tc_rest *r = rc->r;
+	tc__stream_end(&r->srv->streams, &rc->st);
+	tc_query_cancel(r->query_read);
+	r->query_read = NULL;
+	r->conn = NULL;
+	if (r->gone)
+		r->gone(r);
+	tc_run_feed_detach(&r->view);
+	tc__rest_unref(r);
+	free(rc);
+}
+
+static const struct tc_conn_ops rest_ops = {
+	.transport = "http",
+	.writeable = rest_writeable,
+	.drained = rest_drained,
+	.destroy = rest_destroy,
+};
+
+int tc__rest_connect(struct tc_rest *r, struct lws *wsi, struct tc_pss *pss)
+{
+	struct tc_server *srv = r->srv;
+	int admitted = tc__http_refuse_if_full(&srv->conns, wsi);
+	if (admitted != 1) {
+		tc__rest_unref(r);
+		return admitted;
+	}
+	if (!tc_redis_cmd_up(srv->redis)) {
+		tc__rest_unref(r);
+		return tc__http_detail(wsi, 503, TC_MSG_REDIS_DOWN);
+	}
+	struct rest_conn *rc = tc_xcalloc(1, sizeof(*rc));
+	tc__conn_init(&rc->c, &srv->conns, &rest_ops, wsi, r->thread, NULL, TC_SPELL_021);
+	rc->st.c = &rc->c;
+	rc->r = r; /* the reference the request held */
+	r->conn = &rc->c;
+	pss->conn = &rc->c;
+	return 1;
+}
+
+/* ==== answering ================================================================================== */
+
+void tc__rest_answer(struct tc_rest *r, unsigned status, const char *body, size_t len)
+{
+	struct tc_conn *c = r->conn;
+	if (!c)
+		return;
+	r->status = status;
+	r->out = OUT_JSON;
+	/* One whole answer, however large (a search's page): not subject to the stream queue's bound. */
+	tc_bufq_push(&c->out, tc_buf_copy(body, len));
+	tc__conn_request_write(c);
+}
+
+void tc__rest_answer_detail(struct tc_rest *r, unsigned status, const char *detail)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "detail", detail);
+	char *s = cJSON_PrintUnformatted(o);
+	tc__rest_answer(r, status, s, strlen(s));
+	free(s);
+	cJSON_Delete(o);
+}
+
+void tc__rest_answer_json(struct tc_rest *r, unsigned status, const cJSON *body)
+{
+	char *s = cJSON_PrintUnformatted(body);
+	tc__rest_answer(r, status, s, strlen(s));
+	free(s);
+}
+
+void tc__rest_answer_saved(struct tc_rest *r)
+{
+	struct tc_buf *b = r->saved;
+	r->saved = NULL;
+	r->status = r->saved_status;
+	r->out = OUT_JSON;
+	tc_bufq_push(&r->conn->out, b);
+	tc__conn_request_write(r->conn);
+}
+
+void tc__rest_stream(struct tc_rest *r, bool ndjson)
+{
+	struct rest_conn *rc = REST_CONN(r->conn);
+	r->out = OUT_STREAM;
+	rc->ndjson = ndjson;
+	rc->st.no_heartbeat = ndjson; /* a line that is not JSON would break it */
+}
+
+void tc__rest_stream_unit(struct tc_rest *r, const char *text, size_t len)
+{
+	if (r->conn)
+		tc__conn_send(r->conn, tc_buf_copy(text, len));
+}
+
+/* ==== Redis calls ============================================================================ */
+
+struct call {
+	struct tc_rest *r;
+	tc_rest_reply_fn *fn;
+};
+
+static void on_reply(struct tc_redis *redis, redisReply *reply, void *priv)
+{
+	struct call *k = priv;
+	struct tc_rest *r = k->r;
+	tc_rest_reply_fn *fn = k->fn;
+	free(k);
+	if (r->conn && fn)
+		fn(r, reply);
+	tc__rest_unref(r);
+}
+
+int tc__rest_call(struct tc_rest *r, tc_rest_reply_fn *fn, const char *const *argv)
+{
+	struct call *k = tc_xmalloc(sizeof(*k));
+	*k = (struct call){ .r = r, .fn = fn };
+	r->refs++;
+	if (tc_redis_cmd(r->srv->redis, on_reply, k, argv)) {
+		free(k);
+		r->refs--;
+		tc__rest_answer_detail(r, 503, TC_MSG_REDIS_DOWN);
+		return -1;
+	}
+	return 0;
+}
+
+/* The function's arguments: path, query, body, fresh ids, after_seq. */
+static char *args_json(struct tc_rest *r)
+{
+	bool stateless = r->op->flags & TC_REST_SL;
+	cJSON *a = cJSON_CreateObject();
+	cJSON *path = cJSON_Duplicate(r->path, true);
+	if (stateless)
+		cJSON_AddStringToObject(path, "thread_id", r->fresh_thread);
+	cJSON_AddItemToObject(a, "path", path);
+	cJSON_AddItemReferenceToObject(a, "query", r->query);
+	if (r->body)
+		cJSON_AddItemReferenceToObject(a, "body", r->body);
+	else
+		cJSON_AddNullToObject(a, "body");
+	cJSON *ids = cJSON_AddObjectToObject(a, "ids");
+	cJSON_AddStringToObject(ids, "run_id", r->fresh_run);
+	cJSON_AddStringToObject(ids, "thread_id", r->fresh_thread);
+	cJSON_AddNumberToObject(a, "after_seq", (double)r->after_seq);
+	if (stateless)
+		cJSON_AddTrueToObject(a, "stateless");
+	char *s = cJSON_PrintUnformatted(a);
+	cJSON_Delete(a);
+	return s;
+}
+
+void tc__rest_fcall(struct tc_rest *r, const char *op, tc_rest_reply_fn *fn)
+{
+	struct tc_store_cmd c;
+	char *args = args_json(r);
+	tc_store_rest_call(&c, r->op->flags & TC_REST_STORE, op, args);
+	tc__rest_call(r, fn, c.argv);
+	free(args);
+}
+
+int tc__rest_parse_answer(struct tc_rest *r, redisReply *reply, unsigned *status, const char **body,
+			  size_t *len)
+{
+	if (!reply || reply->type != REDIS_REPLY_ARRAY || reply->elements < 2 ||
+	    reply->element[0]->type != REDIS_REPLY_INTEGER || reply->element[1]->type != REDIS_REPLY_STRING) {
+		char msg[300];
+		snprintf(msg, sizeof(msg), "the REST function failed: %.250s",
+			 reply && reply->type == REDIS_REPLY_ERROR ? reply->str : "no answer");
+		if (!reply || reply->type != REDIS_REPLY_ERROR)
+			tc__rest_answer_detail(r, 503, TC_MSG_REDIS_DOWN);
+		else
+			tc__rest_answer_detail(r, 500, msg);
+		return -1;
+	}
+	*status = (unsigned)reply->element[0]->integer;
+	*body = reply->element[1]->str;
+	*len = reply->element[1]->len;
+	return 0;
+}
+
+void tc__rest_lua_answered(struct tc_rest *r, redisReply *reply)
+{
+	unsigned status;
+	const char *body;
+	size_t len;
+	if (!tc__rest_parse_answer(r, reply, &status, &body, &len))
+		tc__rest_answer(r, status, body, len);
+}
