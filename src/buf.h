@@ -26,7 +26,7 @@
  * in the buffer: every event has a tc_buf, few have an attachment.
  */
 struct tc_buf_att {
-	/** Frees the attachment (the struct embedding it); called once, by tc_buf_attach() or tc_buf_unref(). */
+	/** Frees the attachment (the struct embedding it); called once (tc_buf_attach(), tc_buf_unref()). */
 	void (*dispose)(struct tc_buf_att *a);
 };
 
@@ -52,7 +52,7 @@ static inline struct tc_buf *tc_buf_ref(struct tc_buf *b)
 	b->refs++;
 	return b;
 }
-/** Drops one reference, freeing the buffer (and disposing of its attachment) with the last one. NULL is a no-op. */
+/** Drops one reference; the last frees the buffer and disposes of its attachment. NULL: a no-op. */
 void tc_buf_unref(struct tc_buf *b);
 /**
  * Gives b the attachment a (NULL: none), disposing of the one it had. A

@@ -134,7 +134,7 @@ static enum tc_err do_runtime(struct tc_session *s, struct tc_command *cmd, stru
 	return TC_OK;
 }
 
-/* ==== the command queue ============================================================================ */
+/* ==== the command queue ========================================================================= */
 
 /* Handles one frame now; returns with s->serving set if it started serving one. */
 static void handle_frame(struct tc_session *s, const char *data, size_t len)

@@ -44,7 +44,13 @@ struct tc__pending {
 };
 
 /* What the command being served is (TC__SERVE_NONE between commands). */
-enum tc__serving { TC__SERVE_NONE, TC__SERVE_SUBSCRIBE, TC__SERVE_RECONNECT, TC__SERVE_STREAM, TC__SERVE_TREE };
+enum tc__serving {
+	TC__SERVE_NONE,
+	TC__SERVE_SUBSCRIBE,
+	TC__SERVE_RECONNECT,
+	TC__SERVE_STREAM,
+	TC__SERVE_TREE,
+};
 
 struct tc_session {
 	const struct tc_session_env *env;
@@ -85,7 +91,7 @@ struct tc_session {
 	enum tc_spelling sp;    /* how this client spells the protocol */
 };
 
-/* Takes the oldest queued frame off the queue (the caller frees it); the queue must not be empty. */
+/* Takes the oldest frame off the queue, which is not empty; the caller frees it. */
 static inline struct tc__pending *tc__session_pending_pop(struct tc_session *s)
 {
 	struct tc__pending *p = s->pending;
@@ -104,7 +110,8 @@ static inline void tc__session_send_error(struct tc_session *s, bool has_id, uin
 	s->io->send(s->ctx, tc_response_error(has_id, id, err->code, err->message));
 }
 
-static inline void tc__session_send_success(struct tc_session *s, uint64_t id, cJSON *result, int64_t seq)
+static inline void tc__session_send_success(struct tc_session *s, uint64_t id, cJSON *result,
+					    int64_t seq)
 {
 	s->io->send(s->ctx, tc_response_success(id, result, seq, s->sp));
 }

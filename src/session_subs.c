@@ -17,7 +17,7 @@
 
 #define SESSION_OF(m) ((struct tc_session *)((char *)(m) - offsetof(struct tc_session, member)))
 
-/* ==== the subscriptions ======================================================================== */
+/* ==== the subscriptions ========================================================================= */
 
 static struct tc__sub *find_sub(struct tc_session *s, const char *id)
 {
@@ -93,7 +93,7 @@ void tc__session_subs_free(struct tc_session *s)
 	drop_joined(s);
 }
 
-/* ==== serving ====================================================================================== */
+/* ==== serving =================================================================================== */
 
 /* The command is served: fresh subscriptions become ordinary, queued commands run. */
 static void served(struct tc_session *s)

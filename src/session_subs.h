@@ -25,7 +25,10 @@
 struct tc_session;
 struct tc__pending;
 
-/** The session's hub member ops: matches the subscriptions, sends, starts a waiting replay, closes on a lost history. */
+/**
+ * The session's hub member ops: match the subscriptions, send, let a
+ * waiting replay go on, close on a lost history.
+ */
 extern const struct tc_member_ops tc__session_member_ops;
 
 /** Frees the subscriptions and what the command being served holds (the session is going). */
@@ -39,7 +42,7 @@ void tc__session_subs_free(struct tc_session *s);
 enum tc_err tc__session_subscribe(struct tc_session *s, const struct tc_command *cmd,
 				  struct tc_error *err);
 
-/** subscription.unsubscribe, served at once: the subscription goes and the reply is sent; else err. */
+/** subscription.unsubscribe, served at once: the subscription goes, the reply is sent; else err. */
 enum tc_err tc__session_unsubscribe(struct tc_session *s, const struct tc_command *cmd,
 				    struct tc_error *err);
 
