@@ -5,14 +5,13 @@
 
 #include "scratch.h"
 #include "util.h"
-#include "wsdeflate.h"
 
 struct tc_buf *tc_buf_new(size_t len)
 {
 	struct tc_buf *b = tc_scratch_alloc(sizeof(*b) + TC_BUF_HEADROOM + len + 1);
 	b->refs = 1;
 	b->len = (uint32_t)len;
-	b->deflated = NULL;
+	b->att = NULL;
 	/* A NUL after the payload lets text payloads be logged or parsed. */
 	b->mem[TC_BUF_HEADROOM + len] = '\0';
 	return b;
@@ -28,9 +27,16 @@ struct tc_buf *tc_buf_copy(const void *data, size_t len)
 void tc_buf_unref(struct tc_buf *b)
 {
 	if (b && --b->refs == 0) {
-		tc_dzout_free(b->deflated);
+		tc_buf_attach(b, NULL);
 		tc_scratch_free(b);
 	}
+}
+
+void tc_buf_attach(struct tc_buf *b, struct tc_buf_att *a)
+{
+	if (b->att)
+		b->att->dispose(b->att);
+	b->att = a;
 }
 
 /* The entries' storage and its capacity: the queue's own slots until a ring is needed. */

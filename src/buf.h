@@ -17,12 +17,23 @@
 /** Spare bytes before the payload; at least LWS_PRE (checked in ws.c). */
 #define TC_BUF_HEADROOM 16
 
-struct tc_dzout;
+/**
+ * Something a component derives from a buffer and keeps with it, freed with
+ * the buffer (h2o's shared memory with a dispose callback). The component
+ * embeds this struct in its own and recovers its struct from it; the buffer
+ * only calls dispose, so it knows nothing of what is attached (wsdeflate.c
+ * keeps an event's compressed frame this way). Lives in the attachment, not
+ * in the buffer: every event has a tc_buf, few have an attachment.
+ */
+struct tc_buf_att {
+	/** Frees the attachment (the struct embedding it); called once (tc_buf_attach(), tc_buf_unref()). */
+	void (*dispose)(struct tc_buf_att *a);
+};
 
 struct tc_buf {
 	uint32_t refs; /**< owners; the last tc_buf_unref() frees */
 	uint32_t len;  /**< payload bytes */
-	struct tc_dzout *deflated; /**< its last compressed form (wsdeflate.h), else NULL */
+	struct tc_buf_att *att; /**< one attachment (tc_buf_attach()), else NULL */
 	unsigned char mem[]; /**< TC_BUF_HEADROOM spare bytes, then payload */
 };
 
@@ -41,8 +52,14 @@ static inline struct tc_buf *tc_buf_ref(struct tc_buf *b)
 	b->refs++;
 	return b;
 }
-/** Drops one reference, freeing the buffer with the last one. NULL is a no-op. */
+/** Drops one reference; the last frees the buffer and disposes of its attachment. NULL: a no-op. */
 void tc_buf_unref(struct tc_buf *b);
+/**
+ * Gives b the attachment a (NULL: none), disposing of the one it had. A
+ * buffer holds one: a component reading b->att checks its dispose function
+ * is its own before it takes the attachment for its own struct.
+ */
+void tc_buf_attach(struct tc_buf *b, struct tc_buf_att *a);
 
 /**
  * FIFO of buffer references with a byte count. The ring grows by doubling;

@@ -145,9 +145,11 @@ struct tc_dz {
 	unsigned refs; /* connections at some place in its stream, and outputs made by it */
 };
 
+/* An event's compressed frame, kept on its tc_buf as the buffer's attachment. */
 struct tc_dzout {
-	struct tc_dz *dz; /* (a reference) */
-	uint64_t pos;     /* the compressor's position it was compressed from */
+	struct tc_buf_att att; /* (dispose: dzout_dispose) */
+	struct tc_dz *dz;      /* (a reference) */
+	uint64_t pos;          /* the compressor's position it was compressed from */
 	size_t len;
 	unsigned char frame[];
 };
@@ -174,12 +176,18 @@ static void dz_unref(struct tc_dz *dz)
 	}
 }
 
-void tc_dzout_free(struct tc_dzout *o)
+/* The buffer went (or is compressed again): its compressed frame goes with it. */
+static void dzout_dispose(struct tc_buf_att *a)
 {
-	if (!o)
-		return;
+	struct tc_dzout *o = (struct tc_dzout *)a;
 	dz_unref(o->dz);
 	free(o);
+}
+
+/* b's compressed frame, or NULL when it has none (or another component's attachment). */
+static struct tc_dzout *dzout_of(const struct tc_buf *b)
+{
+	return b->att && b->att->dispose == dzout_dispose ? (struct tc_dzout *)b->att : NULL;
 }
 
 void tc_dzref_release(struct tc_dzref *r)
@@ -191,7 +199,7 @@ void tc_dzref_release(struct tc_dzref *r)
 
 const unsigned char *tc_dz_frame(struct tc_dzref *r, struct tc_buf *b, int level, size_t *len)
 {
-	struct tc_dzout *o = b->deflated;
+	struct tc_dzout *o = dzout_of(b);
 	if (o && r->dz && o->dz == r->dz && o->pos == r->pos) {
 		r->pos++; /* compressed from the very state this connection is in */
 		*len = o->len;
@@ -225,13 +233,13 @@ const unsigned char *tc_dz_frame(struct tc_dzref *r, struct tc_buf *b, int level
 		return NULL;
 	}
 	ncompressions++;
+	n->att.dispose = dzout_dispose;
 	n->dz = r->dz;
 	n->dz->refs++;
 	n->pos = r->pos;
 	r->dz->pos++;
 	r->pos++;
-	tc_dzout_free(b->deflated);
-	b->deflated = n;
+	tc_buf_attach(b, &n->att);
 	*len = n->len;
 	return n->frame;
 }

@@ -61,9 +61,10 @@ size_t tc_deflate_memory(void);
  * Shared compression. Connections that receive the same events in the same
  * order since they began compressing have compressors in the same state,
  * so one compressor can serve them all: the compressed form of an event is
- * kept on its tc_buf (the frame every subscriber is queued), with the
- * compressor and the position in its stream it was made from, and a
- * connection at that very place reuses it instead of compressing again. A
+ * kept on its tc_buf (the frame every subscriber is queued; as the buffer's
+ * attachment, buf.h, freed with it), with the compressor and the position
+ * in its stream it was made from, and a connection at that very place
+ * reuses it instead of compressing again. A
  * connection with no compressor yet joins the one that compressed its frame
  * first thing (a fresh state, whatever the client's window holds); one whose
  * frames differ, or that fell behind its compressor, gets a fresh compressor
@@ -73,7 +74,6 @@ size_t tc_deflate_memory(void);
  */
 struct tc_buf;
 struct tc_dz;
-struct tc_dzout;
 
 /** A connection's place in a shared compressor's stream; zeroed: none. */
 struct tc_dzref {
@@ -89,8 +89,6 @@ struct tc_dzref {
 const unsigned char *tc_dz_frame(struct tc_dzref *r, struct tc_buf *b, int level, size_t *len);
 /** The connection stops compressing (quiet a while, or gone). */
 void tc_dzref_release(struct tc_dzref *r);
-/** Frees a buffer's compressed form (buf.c, with the buffer). NULL: nothing. */
-void tc_dzout_free(struct tc_dzout *o);
 /** Shared compressors alive, and compressions made (each event once per compressor that needed it). */
 size_t tc_dz_count(void);
 uint64_t tc_dz_compressions(void);
