@@ -1,5 +1,6 @@
 // Spec §3–4: subscription.subscribe and subscription.unsubscribe, with
-// --max-subscriptions 3.
+// --max-subscriptions 3. (commands.test.mjs checks their params and the limit too, on
+// its own gateway.)
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { connect, gateway, exchange } from './lib/harness.mjs';
