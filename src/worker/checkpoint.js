@@ -69,6 +69,7 @@ import {
 } from '@langchain/langgraph-checkpoint';
 import { randomInt } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
+import { CHECKPOINT_PREFIX, checkpointIndexScan, checkpointKeys } from './keys.js';
 
 /** Checkpoints fetched per round trip while listing. */
 const LIST_PAGE = 64;
@@ -94,8 +95,6 @@ function parseCheckpointMember(member) {
 
 /** ZRANGEBYLEX bounds of every member that starts with `prefix` (which ends in " "). */
 const prefixRange = (prefix) => ({ min: `[${prefix}`, max: `(${prefix.slice(0, -1)}!` });
-
-const globEscape = (s) => s.replace(/[*?[\]\\]/g, '\\$&');
 
 function checkThreadId(threadId) {
   if (typeof threadId !== 'string' || threadId === '' || /[{}]/.test(threadId)) {
@@ -163,7 +162,7 @@ export class RedisSaver extends BaseCheckpointSaver {
    * @param {string} [options.keyPrefix] prefix of every key, default "tc:" (no braces)
    * @param {import('@langchain/langgraph-checkpoint').SerializerProtocol} [options.serde]
    */
-  constructor({ client, ttlSeconds, keyPrefix = 'tc:', serde } = {}) {
+  constructor({ client, ttlSeconds, keyPrefix = CHECKPOINT_PREFIX, serde } = {}) {
     super(serde);
     if (!client) throw new TypeError('RedisSaver: options.client (an ioredis client) is required');
     if (ttlSeconds !== undefined && !(Number.isInteger(ttlSeconds) && ttlSeconds > 0)) {
@@ -179,8 +178,7 @@ export class RedisSaver extends BaseCheckpointSaver {
 
   /** The five keys of a thread (see the layout above). */
   threadKeys(threadId) {
-    const base = `${this.keyPrefix}{${checkThreadId(threadId)}}:lg:`;
-    return { idx: `${base}idx`, cp: `${base}cp`, blobs: `${base}blobs`, widx: `${base}widx`, w: `${base}w` };
+    return checkpointKeys(this.keyPrefix, checkThreadId(threadId));
   }
 
   /**
@@ -466,16 +464,14 @@ export class RedisSaver extends BaseCheckpointSaver {
 
   /** Thread ids with checkpoints under this keyPrefix (SCAN every master). */
   async #threadIds() {
-    const head = `${this.keyPrefix}{`;
-    const tail = '}:lg:idx';
-    const match = `${globEscape(this.keyPrefix)}{*${tail}`;
+    const { match, threadOf } = checkpointIndexScan(this.keyPrefix);
     const nodes = this.client.isCluster ? this.client.nodes('master') : [this.client];
     const ids = new Set();
     for (const node of nodes) {
       let cursor = '0';
       do {
         const [next, keys] = await node.scan(cursor, 'MATCH', match, 'COUNT', 1000, 'TYPE', 'zset');
-        for (const key of keys) ids.add(key.slice(head.length, key.length - tail.length));
+        for (const key of keys) ids.add(threadOf(key));
         cursor = next;
       } while (cursor !== '0');
     }

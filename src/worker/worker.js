@@ -22,27 +22,10 @@ import { Command, RunControl, isGraphDrained, isUnknownInterruptError } from '@l
 import { RedisSaver } from './checkpoint.js';
 import { Relay, closeMessage, openMessages, plain } from './relay.js';
 import { HISTORY_MAX, InputError, emptyState, graphJson, graphSchemas, threadState, toCommand } from './rest.js';
+import { GROUP, keys } from './keys.js';
 
-/* ---- the keys of the contract (protocol/README.md) ----------------------------------------- */
+export { keys };
 
-const GROUP = 'workers';
-/** Registry and per-assistant streams share the slot of tc:commands (hash tag). */
-export const keys = {
-  commands: 'tc:commands',                          // wildcard workers (threadcast-agent)
-  stream: (a) => `{tc:commands}:a:${a}`,            // commands for assistant a
-  workers: (a) => `{tc:commands}:w:${a}`,           // its live workers: consumer → expiry (ms)
-  assistants: '{tc:commands}:assistants',           // every assistant ever registered
-  lock: (t) => `tc:{${t}}:lg:lock`,                 // the worker running the thread's run
-  run: (t) => `tc:{${t}}:lg:run`,                   // that run: entry, id, status, input
-  events: (t) => `tc:{${t}}:events`,
-  meta: (t) => `tc:{${t}}:meta`,
-  control: (consumer) => `tc:worker:${consumer}`,   // inject/cancel for runs this worker holds
-  ainfo: (a) => `{tc:commands}:ainfo:${a}`,         // what the REST API shows of assistant a
-  undo: (t) => `tc:{${t}}:lg:undo`,                 // what the thread's REST run wrote (rollback)
-};
-
-/** The REST API's records: FCALL threadcast_rest 1 {tc:commands} <op> <json>. */
-const REST_KEY = '{tc:commands}';
 /** How long a REST run's undo journal outlives its last write (s). */
 const UNDO_TTL = 86400;
 
@@ -383,7 +366,7 @@ export async function serve(opts = {}) {
   /** FCALL threadcast_rest <op>: the REST records' function. Answers {status, body}; never throws. */
   async function restCall(op, args) {
     try {
-      const r = await cmd.call('FCALL', 'threadcast_rest', 1, REST_KEY, op, JSON.stringify(args));
+      const r = await cmd.call('FCALL', 'threadcast_rest', 1, keys.rest, op, JSON.stringify(args));
       const status = Number(Array.isArray(r) ? r[0] : NaN);
       if (!(status < 400)) log('warn', `threadcast_rest ${op} refused`, { run_id: args.run_id, status, body: String(Array.isArray(r) ? r[1] : r).slice(0, 300) });
       return { status, body: Array.isArray(r) ? r[1] : null };
