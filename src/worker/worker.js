@@ -19,15 +19,12 @@ import { existsSync, readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { Redis } from 'ioredis';
 import { Command, RunControl, isGraphDrained, isUnknownInterruptError } from '@langchain/langgraph';
-import { RedisSaver } from './checkpoint.js';
+import { WorkerSaver } from './checkpoint.js';
 import { Relay, closeMessage, openMessages, plain } from './relay.js';
 import { HISTORY_MAX, InputError, emptyState, graphJson, graphSchemas, threadState, toCommand } from './rest.js';
 import { GROUP, keys } from './keys.js';
 
 export { keys };
-
-/** How long a REST run's undo journal outlives its last write (s). */
-const UNDO_TTL = 86400;
 
 /** handle()'s answer for an entry to leave pending (another worker, or a later try, takes it). */
 const KEEP = Symbol('keep');
@@ -93,75 +90,6 @@ const loadInput = (s) => {
   const o = JSON.parse(s);
   return o.command ? new Command(o.command) : o.input;
 };
-
-/**
- * The worker's checkpointer: RedisSaver, plus, for the checkpoints a REST
- * run writes, the run's id (and assistant) in their metadata, as the
- * reference server has them, and an undo journal (tc:{T}:lg:undo, a set of
- * JSON items, written before the write it names) so that a `rollback`
- * cancel can take back everything the run wrote. restRunOf(thread) is the
- * REST run this worker is running on the thread, if any.
- */
-class WorkerSaver extends RedisSaver {
-  constructor(opts, restRunOf) {
-    super(opts);
-    this.restRunOf = restRunOf;
-    this.inflight = new Map(); // thread → Set of write promises
-  }
-
-  #track(thread, p) {
-    let set = this.inflight.get(thread);
-    if (!set) this.inflight.set(thread, (set = new Set()));
-    set.add(p);
-    const done = () => {
-      set.delete(p);
-      if (!set.size && this.inflight.get(thread) === set) this.inflight.delete(thread);
-    };
-    p.then(done, done);
-    return p;
-  }
-
-  /** Resolves once every write to the thread already under way is over. */
-  async settle(thread) {
-    while (this.inflight.get(thread)?.size) await Promise.allSettled([...this.inflight.get(thread)]);
-  }
-
-  async #journal(thread, items) {
-    const key = keys.undo(thread);
-    await this.client.multi().sadd(key, ...items.map((i) => JSON.stringify(i))).expire(key, UNDO_TTL).exec();
-  }
-
-  put(config, checkpoint, metadata, newVersions) {
-    const c = config?.configurable ?? {};
-    const run = c.thread_id !== undefined ? this.restRunOf(c.thread_id) : null;
-    if (!run) return super.put(config, checkpoint, metadata, newVersions);
-    const ns = c.checkpoint_ns ?? '';
-    const items = [['cp', ns, checkpoint.id], ...Object.entries(newVersions ?? {}).map(([ch, v]) => ['b', ns, ch, String(v)])];
-    const md = { ...metadata, run_id: run.runId, assistant_id: run.assistant, graph_id: run.assistant };
-    return this.#track(c.thread_id, this.#journal(c.thread_id, items).then(() => super.put(config, checkpoint, md, newVersions)));
-  }
-
-  putWrites(config, writes, taskId, taskPath) {
-    const c = config?.configurable ?? {};
-    const run = c.thread_id !== undefined ? this.restRunOf(c.thread_id) : null;
-    if (!run || !writes.length) return super.putWrites(config, writes, taskId, taskPath);
-    const item = ['w', c.checkpoint_ns ?? '', c.checkpoint_id, taskId];
-    return this.#track(c.thread_id, this.#journal(c.thread_id, [item]).then(() => super.putWrites(config, writes, taskId, taskPath)));
-  }
-
-  /** Takes back what the thread's journal names (a rolled back run), then forgets the journal. */
-  async undo(thread) {
-    await this.settle(thread);
-    const items = (await this.client.smembers(keys.undo(thread))).map((j) => JSON.parse(j));
-    await this.forget(thread, {
-      checkpoints: items.filter((i) => i[0] === 'cp').map(([, ns, id]) => ({ ns, id })),
-      writes: items.filter((i) => i[0] === 'w').map(([, ns, id, taskId]) => ({ ns, id, taskId })),
-      blobs: items.filter((i) => i[0] === 'b').map(([, ns, channel, version]) => ({ ns, channel, version })),
-    });
-    await this.client.del(keys.undo(thread));
-    return items.filter((i) => i[0] === 'cp').length;
-  }
-}
 
 const truthy = (v) => v === true || v === 'true' || v === '1' || v === 1;
 
