@@ -19,25 +19,17 @@ import { existsSync, readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { Redis } from 'ioredis';
 import { Command, RunControl, isGraphDrained, isUnknownInterruptError } from '@langchain/langgraph';
+import { KEEP, ProtocolError, answer, success } from './answers.js';
 import { WorkerSaver } from './checkpoint.js';
 import { Relay, closeMessage, openMessages, plain } from './relay.js';
 import { HISTORY_MAX, InputError, emptyState, graphJson, graphSchemas, threadState, toCommand } from './rest.js';
 import { GROUP, keys } from './keys.js';
+import { acquire, claimThread, defineScripts, forward, headOf, keepLock, loadInput, markCancel, recordDone, recordRun, release } from './lock.js';
 
 export { keys };
 
-/** handle()'s answer for an entry to leave pending (another worker, or a later try, takes it). */
-const KEEP = Symbol('keep');
-
 /** Methods that start (or continue) a run: acknowledged when the run is over. */
 const RUNS = new Set(['run.start', 'input.respond', 'state.fork', 'rest.run']);
-
-class ProtocolError extends Error {
-  constructor(code, message) {
-    super(message);
-    this.code = code;
-  }
-}
 
 function defaultLog(level, msg, fields = {}) {
   process.stderr.write(`${JSON.stringify({ ts: new Date().toISOString(), level, msg, ...fields })}\n`);
@@ -82,15 +74,6 @@ function wholeMessage(ns, node, role, id, text) {
   ];
 }
 
-/** How a run's input is kept in its record, to run it again after a crash. */
-const saveInput = (input) => (input instanceof Command
-  ? JSON.stringify({ command: { resume: input.resume, update: input.update, goto: input.goto } })
-  : JSON.stringify({ input: input ?? null }));
-const loadInput = (s) => {
-  const o = JSON.parse(s);
-  return o.command ? new Command(o.command) : o.input;
-};
-
 const truthy = (v) => v === true || v === 'true' || v === '1' || v === 1;
 
 /**
@@ -120,9 +103,7 @@ export async function serve(opts = {}) {
   for (const c of [cmd, block, sub]) c.on('error', (e) => log('warn', 'redis', { error: e.message }));
   await Promise.all([cmd.connect(), block.connect(), sub.connect()]);
 
-  cmd.defineCommand('lockRenew', { numberOfKeys: 1, lua: "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0" });
-  cmd.defineCommand('markCancel', { numberOfKeys: 1, lua: "if redis.call('HGET', KEYS[1], 'run_id') == ARGV[1] and redis.call('HGET', KEYS[1], 'status') == 'running' then return redis.call('HSET', KEYS[1], 'cancel', ARGV[2]) end return -1" });
-  cmd.defineCommand('lockRelease', { numberOfKeys: 1, lua: "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0" });
+  defineScripts(cmd);
 
   const running = new Map();   // thread → the run this worker is running on it
   const restRunOf = (thread) => {
@@ -130,6 +111,8 @@ export async function serve(opts = {}) {
     return ctl?.rest ? ctl : null;
   };
   const saver = new WorkerSaver({ client: cmd, ttlSeconds: opts.ttlSeconds }, restRunOf);
+  /** The worker's shared state, which the other modules' functions take first. */
+  const w = { log, name, lockMs, cmd, running, saver };
   const graphs = new Map();
   for (const [assistant, g] of Object.entries(opts.graphs ?? {})) {
     if (!/^[\x21-\x7e]{1,128}$/.test(assistant) || assistant === '*') throw new Error(`bad assistant id "${assistant}"`);
@@ -181,36 +164,6 @@ export async function serve(opts = {}) {
     cmd.call('FCALL', 'threadcast_register', 2, keys.workers(a), keys.assistants, a, name, liveMs)));
   await register();
 
-  /* ---- answers --------------------------------------------------------------------------- */
-
-  async function answer(entry, msg) {
-    if (!entry.reply) return;
-    try {
-      await cmd.call('SPUBLISH', entry.reply, JSON.stringify({ corr: entry.corr, ...msg }));
-    } catch (e) {
-      log('warn', 'answer not sent', { corr: entry.corr, error: e.message });
-    }
-  }
-  const success = (entry, result) => answer(entry, { type: 'success', result });
-
-  /* ---- the thread lock --------------------------------------------------------------------- */
-
-  async function lock(thread, waitMs = 0) {
-    const until = Date.now() + waitMs;
-    for (;;) {
-      if (await cmd.set(keys.lock(thread), name, 'PX', lockMs, 'NX')) return true;
-      if (Date.now() >= until) return false;
-      await new Promise((r) => setTimeout(r, 250));
-    }
-  }
-
-  /** Sends inject/cancel to the worker running the thread; false when none is. */
-  async function forward(thread, op) {
-    const owner = await cmd.get(keys.lock(thread));
-    if (!owner || owner === name) return false;
-    return (await cmd.publish(keys.control(owner), JSON.stringify({ thread, ...op }))) > 0;
-  }
-
   /* ---- runs --------------------------------------------------------------------------------- */
 
   /**
@@ -220,7 +173,7 @@ export async function serve(opts = {}) {
    */
   async function runGraph(ctl) {
     const { thread, graph, relay } = ctl;
-    const renew = setInterval(() => cmd.lockRenew(keys.lock(thread), name, lockMs).catch(() => {}), lockMs / 4);
+    const stopRenewing = keepLock(w, thread);
     let status = 'completed';
     let extra = {};
     let error = null;
@@ -265,7 +218,7 @@ export async function serve(opts = {}) {
         log('warn', 'run failed', { thread, run_id: ctl.runId, error: String(e.message ?? e) });
       }
     } finally {
-      clearInterval(renew);
+      stopRenewing();
     }
     // Over from here: what a client sends once it has seen the run's end must
     // find no run (run.cancel, input.inject: no_such_run) or wait for it to be
@@ -280,10 +233,10 @@ export async function serve(opts = {}) {
       await relay.end(status, extra);
       // A stateless run's thread (temporary, on_completion "delete"): its checkpoints go with it.
       if (ctl.dispose) await Promise.all([saver.deleteThread(thread), cmd.del(keys.run(thread), keys.undo(thread))]);
-      else await cmd.hset(keys.run(thread), 'status', 'done');
+      else await recordDone(w, thread);
     } finally {
       running.delete(thread);
-      await cmd.lockRelease(keys.lock(thread), name).catch(() => {});
+      await release(w, thread);
       ctl.settle();
     }
     log('info', 'run over', { thread, run_id: ctl.runId, status });
@@ -409,7 +362,7 @@ export async function serve(opts = {}) {
     waiting.set(runId, wait);
     try {
       for (;;) {
-        if (!running.has(thread) && await lock(thread)) break;
+        if (!running.has(thread) && await acquire(w, thread)) break;
         if (closing) return KEEP;
         if (wait.cancelAction) {
           await restCall('run.finished', { run_id: runId, status: 'interrupted', ...(wait.cancelAction === 'rollback' ? { rollback: true } : {}) });
@@ -432,9 +385,8 @@ export async function serve(opts = {}) {
         plan = { input: null, configurable: {}, options: {}, metadata: {} };
       }
       const dispose = truthy(p.temporary) && p.on_completion !== 'keep';
-      const base = (await saver.getTuple({ configurable: { thread_id: thread, checkpoint_ns: '' } }))?.config.configurable.checkpoint_id ?? '';
-      await cmd.hset(keys.run(thread), { entry: entry.key, run_id: runId, status: 'running', assistant, base, input: saveInput(plan.input),
-        configurable: JSON.stringify(plan.configurable), rest: JSON.stringify({ options: plan.options, metadata: plan.metadata, dispose }) });
+      await recordRun(w, { thread, entry, runId, assistant, input: plan.input, configurable: plan.configurable,
+        rest: { options: plan.options, metadata: plan.metadata, dispose } });
       await cmd.hdel(keys.run(thread), 'cancel');
       await cmd.del(keys.undo(thread));
       const relay = new Relay({ redis: cmd, thread, assistant, runId, log, appendOpts: ['ASSISTANT', assistant], subgraphs: graph.subgraphPaths });
@@ -446,15 +398,15 @@ export async function serve(opts = {}) {
       if (started.status >= 400 && started.status < 500) { // deleted or cancelled before it could start
         log('info', 'REST run dropped: threadcast_rest refused run.started', { thread, run_id: runId, status: started.status });
         running.delete(thread);
-        await cmd.hset(keys.run(thread), 'status', 'done');
-        await cmd.lockRelease(keys.lock(thread), name).catch(() => {});
+        await recordDone(w, thread);
+        await release(w, thread);
         return undefined;
       }
       relay.started({ runId });
       await relay.drain();
     } catch (e) {
       running.delete(thread);
-      await cmd.lockRelease(keys.lock(thread), name).catch(() => {});
+      await release(w, thread);
       throw e;
     }
     await runGraph(ctl);
@@ -488,8 +440,7 @@ export async function serve(opts = {}) {
   async function startRun(entry, { thread, assistant, input, configurable = {}, metadata, answered = [], humans = [], result = (r) => r }) {
     const graph = graphs.get(assistant);
     const runId = `run-${randomUUID()}`;
-    const base = (await saver.getTuple({ configurable: { thread_id: thread, checkpoint_ns: '' } }))?.config.configurable.checkpoint_id ?? '';
-    await cmd.hset(keys.run(thread), { entry: entry.key, run_id: runId, status: 'running', assistant, base, input: saveInput(input), configurable: JSON.stringify(configurable) });
+    await recordRun(w, { thread, entry, runId, assistant, input, configurable });
     const relay = new Relay({ redis: cmd, thread, assistant, runId, log, appendOpts: ['ASSISTANT', assistant], subgraphs: graph.subgraphPaths });
     relay.started();
     if (answered.length) relay.raw({ method: 'input.answered', params: { namespace: [], data: { interrupt_ids: answered } } });
@@ -500,18 +451,11 @@ export async function serve(opts = {}) {
       await relay.drain();
     } catch (e) {
       running.delete(thread);
-      await cmd.lockRelease(keys.lock(thread), name).catch(() => {});
+      await release(w, thread);
       throw e;
     }
-    await success(entry, result({ run_id: runId }));
+    await success(w, entry, result({ run_id: runId }));
     await runGraph(ctl);
-  }
-
-  /** Takes the thread for a new run, or explains why it cannot. */
-  async function claimThread(thread) {
-    if (running.has(thread) || !(await lock(thread))) {
-      throw new ProtocolError('invalid_argument', `a run is active on thread "${thread}"; wait for it to end`);
-    }
   }
 
   /** An injected message: shown whole at once, applied at the next step boundary. */
@@ -559,9 +503,9 @@ export async function serve(opts = {}) {
         log('warn', 'rest.cancel needs a run_id and an action interrupt or rollback', { thread, params: JSON.stringify(p).slice(0, 200) });
         return;
       }
-      const w = waiting.get(p.run_id);
-      if (w) {
-        w.cancelAction = action;
+      const wait = waiting.get(p.run_id);
+      if (wait) {
+        wait.cancelAction = action;
         return;
       }
       const local = running.get(thread);
@@ -570,8 +514,8 @@ export async function serve(opts = {}) {
         return;
       }
       // Kept in the run's record, for a worker that takes the run over; then told to the lock's owner.
-      const marked = await cmd.markCancel(keys.run(thread), p.run_id, action);
-      if (await forward(thread, { op: 'cancel', run_id: p.run_id, action })) return;
+      const marked = await markCancel(w, thread, p.run_id, action);
+      if (await forward(w, thread, { op: 'cancel', run_id: p.run_id, action })) return;
       if (marked < 0) log('info', 'rest.cancel for a run that is not running', { thread, run_id: p.run_id });
     },
 
@@ -580,10 +524,10 @@ export async function serve(opts = {}) {
       const configurable = checkpointParams(entry.thread, p);
       if (!(await saver.getTuple({ configurable }))) {
         if (configurable.checkpoint_id) throw noCheckpoint(configurable);
-        return success(entry, emptyState());
+        return success(w, entry, emptyState());
       }
       const snap = await graph.getState({ configurable }, { subgraphs: truthy(p.subgraphs) });
-      return success(entry, threadState(snap));
+      return success(w, entry, threadState(snap));
     },
 
     async 'rest.state.update'(entry, p) {
@@ -592,7 +536,7 @@ export async function serve(opts = {}) {
       if (p.values != null && typeof p.values !== 'object') throw new ProtocolError('invalid_argument', 'values must be an object, a list of objects or null');
       if (p.as_node != null && typeof p.as_node !== 'string') throw new ProtocolError('invalid_argument', 'as_node must be a string');
       const configurable = checkpointParams(thread, p);
-      await claimThread(thread);
+      await claimThread(w, thread);
       try {
         if (configurable.checkpoint_id && !(await saver.getTuple({ configurable }))) throw noCheckpoint(configurable);
         let next;
@@ -603,10 +547,10 @@ export async function serve(opts = {}) {
           throw e;
         }
         const c = next.configurable ?? {};
-        return success(entry, { checkpoint: { thread_id: thread, checkpoint_ns: c.checkpoint_ns ?? '', checkpoint_id: c.checkpoint_id,
+        return success(w, entry, { checkpoint: { thread_id: thread, checkpoint_ns: c.checkpoint_ns ?? '', checkpoint_id: c.checkpoint_id,
           ...(c.checkpoint_map ? { checkpoint_map: plain(c.checkpoint_map) } : {}) } });
       } finally {
-        await cmd.lockRelease(keys.lock(thread), name).catch(() => {});
+        await release(w, thread);
       }
     },
 
@@ -629,7 +573,7 @@ export async function serve(opts = {}) {
       for await (const s of graph.getStateHistory({ configurable }, { limit, ...(before ? { before } : {}), ...(p.metadata ? { filter: p.metadata } : {}) })) {
         states.push(threadState(s));
       }
-      return success(entry, states);
+      return success(w, entry, states);
     },
 
     async 'rest.copy'(entry, p) {
@@ -655,7 +599,7 @@ export async function serve(opts = {}) {
         else write.restore(into[k], ttl > 0 ? ttl : 0, dump, 'REPLACE');
       });
       for (const [err] of await write.exec()) if (err) throw err;
-      return success(entry, {});
+      return success(w, entry, {});
     },
 
     async 'run.start'(entry, p) {
@@ -668,12 +612,12 @@ export async function serve(opts = {}) {
       }
       if (local) { // CDDL 4a: input for an active run is injected into it
         inject(local, message ?? {});
-        return success(entry, { run_id: local.runId });
+        return success(w, entry, { run_id: local.runId });
       }
-      if (await forward(thread, { op: 'inject', message })) {
-        return success(entry, { run_id: await cmd.hget(keys.run(thread), 'run_id') });
+      if (await forward(w, thread, { op: 'inject', message })) {
+        return success(w, entry, { run_id: await cmd.hget(keys.run(thread), 'run_id') });
       }
-      await claimThread(thread);
+      await claimThread(w, thread);
       try {
         const graph = graphs.get(entry.assistant);
         const configurable = { ...(p.config?.configurable ?? {}) };
@@ -693,7 +637,7 @@ export async function serve(opts = {}) {
         const { input, humans } = withIds(p.input);
         return await startRun(entry, { thread, assistant: entry.assistant, input, configurable, metadata: p.metadata, humans });
       } catch (e) {
-        if (!running.has(thread)) await cmd.lockRelease(keys.lock(thread), name).catch(() => {});
+        if (!running.has(thread)) await release(w, thread);
         throw e;
       }
     },
@@ -701,7 +645,7 @@ export async function serve(opts = {}) {
     async 'input.respond'(entry, p) {
       const thread = entry.thread;
       const responses = p.responses ?? [{ namespace: p.namespace, interrupt_id: p.interrupt_id, response: p.response }];
-      await claimThread(thread);
+      await claimThread(w, thread);
       try {
         const assistant = entry.assistant;
         const graph = graphs.get(assistant);
@@ -716,7 +660,7 @@ export async function serve(opts = {}) {
         return await startRun(entry, { thread, assistant, input, configurable: { ...(p.config?.configurable ?? {}) }, metadata: p.metadata,
           answered: responses.map((r) => r.interrupt_id), result: () => ({}) });
       } catch (e) {
-        if (!running.has(thread)) await cmd.lockRelease(keys.lock(thread), name).catch(() => {});
+        if (!running.has(thread)) await release(w, thread);
         if (isUnknownInterruptError(e)) throw new ProtocolError('no_such_interrupt', e.message);
         throw e;
       }
@@ -725,20 +669,20 @@ export async function serve(opts = {}) {
     async 'input.inject'(entry, p) {
       const local = running.get(entry.thread);
       if (local && !local.over) inject(local, p.message ?? {});
-      else if (!(await forward(entry.thread, { op: 'inject', message: p.message }))) {
+      else if (!(await forward(w, entry.thread, { op: 'inject', message: p.message }))) {
         throw new ProtocolError('no_such_run', `no run is active on thread "${entry.thread}" to inject into`);
       }
-      return success(entry, {});
+      return success(w, entry, {});
     },
 
     async 'run.cancel'(entry) {
       const local = running.get(entry.thread);
       if (local && !local.over) {
         cancelRun(local);
-      } else if (!(await forward(entry.thread, { op: 'cancel' }))) {
+      } else if (!(await forward(w, entry.thread, { op: 'cancel' }))) {
         throw new ProtocolError('no_such_run', `no run is active on thread "${entry.thread}"`);
       }
-      return success(entry, {});
+      return success(w, entry, {});
     },
 
     async 'state.get'(entry, p) {
@@ -747,12 +691,12 @@ export async function serve(opts = {}) {
       const cfg = { configurable: { thread_id: entry.thread, checkpoint_ns: ns } };
       if (!(await saver.getTuple(cfg))) {
         if (ns) throw new ProtocolError('no_such_namespace', `thread "${entry.thread}" has no state at namespace ${JSON.stringify(p.namespace)}`);
-        return success(entry, { values: {} });
+        return success(w, entry, { values: {} });
       }
       const st = await graph.getState(cfg);
       let values = plain(st.values) ?? {};
       if (Array.isArray(p.keys)) values = Object.fromEntries(p.keys.filter((k) => k in values).map((k) => [k, values[k]]));
-      return success(entry, { values, checkpoint: { id: st.config.configurable.checkpoint_id, ns } });
+      return success(w, entry, { values, checkpoint: { id: st.config.configurable.checkpoint_id, ns } });
     },
 
     async 'state.listCheckpoints'(entry, p) {
@@ -769,12 +713,12 @@ export async function serve(opts = {}) {
         else if (s.metadata?.source === 'input') c.node_name = '__input__';
         return c;
       });
-      return success(entry, { checkpoints });
+      return success(w, entry, { checkpoints });
     },
 
     async 'state.fork'(entry, p) {
       const thread = entry.thread;
-      await claimThread(thread);
+      await claimThread(w, thread);
       try {
         const found = await saver.getTuple({ configurable: { thread_id: thread, checkpoint_ns: '', checkpoint_id: p.checkpoint_id } });
         if (!found) throw new ProtocolError('no_such_checkpoint', `thread "${thread}" has no checkpoint "${p.checkpoint_id}"`);
@@ -784,7 +728,7 @@ export async function serve(opts = {}) {
         // LangGraph forks on the same thread: the fork becomes the thread's head.
         return await startRun(entry, { thread, assistant: entry.assistant, input, configurable, humans, result: (r) => ({ ...r, thread_id: thread }) });
       } catch (e) {
-        if (!running.has(thread)) await cmd.lockRelease(keys.lock(thread), name).catch(() => {});
+        if (!running.has(thread)) await release(w, thread);
         throw e;
       }
     },
@@ -797,7 +741,7 @@ export async function serve(opts = {}) {
    */
   async function takeOver(entry, record) {
     const thread = entry.thread;
-    if (!(await lock(thread, lockMs + 5000))) {
+    if (!(await acquire(w, thread, lockMs + 5000))) {
       log('warn', 'cannot take over a run yet: the thread stays locked', { thread, run_id: record.run_id });
       return KEEP;
     }
@@ -809,7 +753,7 @@ export async function serve(opts = {}) {
     const rows = await cmd.xrange(keys.events(thread), `${runSeq}-0`, '+');
     const events = rows.map(([, f]) => JSON.parse(f[f.indexOf('e') + 1]));
     for (const m of openMessages(events)) relay.raw(closeMessage(m, 'the worker running this step stopped; the step runs again', 'worker_lost'));
-    const head = (await saver.getTuple({ configurable: { thread_id: thread, checkpoint_ns: '' } }))?.config.configurable.checkpoint_id ?? '';
+    const head = await headOf(w, thread);
     const input = head === record.base ? loadInput(record.input) : null;
     const configurable = head === record.base ? JSON.parse(record.configurable || '{}') : {};
     log('info', 'taking over a run', { thread, run_id: record.run_id, from: head === record.base ? 'the start' : 'the last checkpoint' });
@@ -841,22 +785,22 @@ export async function serve(opts = {}) {
     try {
       params = JSON.parse(f.params || '{}');
     } catch {
-      return answer(entry, { type: 'error', error: 'invalid_argument', message: 'params is not JSON' });
+      return answer(w, entry, { type: 'error', error: 'invalid_argument', message: 'params is not JSON' });
     }
     if (!entry.assistant) { // a wildcard stream: serve it only with the graph the command names
       entry.assistant = params.assistant_id ?? await cmd.hget(keys.meta(entry.thread), 'assistant_id');
     }
     const h = handlers[entry.method];
-    if (!h) return answer(entry, { type: 'error', error: 'unknown_command', message: `this worker does not handle ${entry.method}` });
+    if (!h) return answer(w, entry, { type: 'error', error: 'unknown_command', message: `this worker does not handle ${entry.method}` });
     if (!graphs.has(entry.assistant)) {
-      return answer(entry, { type: 'error', error: 'invalid_argument', message: `this worker does not serve assistant "${entry.assistant}"` });
+      return answer(w, entry, { type: 'error', error: 'invalid_argument', message: `this worker does not serve assistant "${entry.assistant}"` });
     }
     try {
       return await h(entry, params);
     } catch (e) {
-      if (e instanceof ProtocolError) return answer(entry, { type: 'error', error: e.code, message: e.message });
+      if (e instanceof ProtocolError) return answer(w, entry, { type: 'error', error: e.code, message: e.message });
       log('error', 'command failed', { thread: entry.thread, method: entry.method, error: String(e.stack ?? e) });
-      return answer(entry, { type: 'error', error: 'unknown_error', message: String(e.message ?? e) });
+      return answer(w, entry, { type: 'error', error: 'unknown_error', message: String(e.message ?? e) });
     }
   }
 
