@@ -18,13 +18,15 @@ import { randomUUID } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { Redis } from 'ioredis';
-import { Command, RunControl, isGraphDrained, isUnknownInterruptError } from '@langchain/langgraph';
+import { Command, isUnknownInterruptError } from '@langchain/langgraph';
 import { KEEP, ProtocolError, answer, success } from './answers.js';
 import { WorkerSaver } from './checkpoint.js';
 import { Relay, closeMessage, openMessages, plain } from './relay.js';
-import { HISTORY_MAX, InputError, emptyState, graphJson, graphSchemas, threadState, toCommand } from './rest.js';
+import { HISTORY_MAX, emptyState, graphJson, graphSchemas, threadState, truthy } from './rest.js';
+import { startRestRun } from './rest-runs.js';
+import { cancelRun, inject, pendingInterrupts, runGraph, startRun, withIds } from './runs.js';
 import { GROUP, keys } from './keys.js';
-import { acquire, claimThread, defineScripts, forward, headOf, keepLock, loadInput, markCancel, recordDone, recordRun, release } from './lock.js';
+import { acquire, claimThread, defineScripts, forward, headOf, loadInput, markCancel, release } from './lock.js';
 
 export { keys };
 
@@ -43,38 +45,6 @@ function functionSource() {
   }
   return null;
 }
-
-/** Interrupts waiting for an answer at the thread's head: [{ id, value }]. */
-function pendingInterrupts(state) {
-  const out = [];
-  for (const t of state.tasks ?? []) {
-    if (t.result !== undefined) continue;
-    for (const i of t.interrupts ?? []) if (i.id && !out.some((o) => o.id === i.id)) out.push({ id: i.id, value: i.value });
-  }
-  return out;
-}
-
-/** Human messages of a run's input, each with an id (so the echo and the state agree). */
-function withIds(input) {
-  if (!input || typeof input !== 'object' || !Array.isArray(input.messages)) return { input, humans: [] };
-  const messages = input.messages.map((m) => (m && typeof m === 'object' && !m.id && !m.lc ? { ...m, id: `msg-${randomUUID()}` } : m));
-  const humans = messages.filter((m) => m && (m.role === 'user' || m.role === 'human' || m.type === 'human') && typeof m.content === 'string');
-  return { input: { ...input, messages }, humans };
-}
-
-/** A whole message as `messages` events: how input and injected messages are shown. */
-function wholeMessage(ns, node, role, id, text) {
-  const ev = (data) => ({ method: 'messages', params: { namespace: ns, ...(node ? { node } : {}), data } });
-  return [
-    ev({ event: 'message-start', role, id }),
-    ev({ event: 'content-block-start', index: 0, content: { type: 'text', text: '' } }),
-    ev({ event: 'content-block-delta', index: 0, delta: { type: 'text-delta', text } }),
-    ev({ event: 'content-block-finish', index: 0, content: { type: 'text', text } }),
-    ev({ event: 'message-finish', reason: 'stop' }),
-  ];
-}
-
-const truthy = (v) => v === true || v === 'true' || v === '1' || v === 1;
 
 /**
  * Starts a worker. Options:
@@ -112,7 +82,7 @@ export async function serve(opts = {}) {
   };
   const saver = new WorkerSaver({ client: cmd, ttlSeconds: opts.ttlSeconds }, restRunOf);
   /** The worker's shared state, which the other modules' functions take first. */
-  const w = { log, name, lockMs, cmd, running, saver };
+  const w = { log, name, lockMs, cmd, running, saver, waiting: new Map(), closing: false };
   const graphs = new Map();
   for (const [assistant, g] of Object.entries(opts.graphs ?? {})) {
     if (!/^[\x21-\x7e]{1,128}$/.test(assistant) || assistant === '*') throw new Error(`bad assistant id "${assistant}"`);
@@ -124,6 +94,7 @@ export async function serve(opts = {}) {
     graphs.set(assistant, compiled);
   }
   if (!graphs.size) throw new Error('serve() needs at least one graph');
+  w.graphs = graphs;
   const assistants = [...graphs.keys()];
   const streams = assistants.map(keys.stream);
   const assistantOf = new Map(assistants.map((a) => [keys.stream(a), a]));
@@ -143,9 +114,8 @@ export async function serve(opts = {}) {
     }
   }
 
-  const waiting = new Map();   // REST run id → a run waiting for its thread here
-  const inflight = new Map();  // `${stream} ${id}` → true while handled
-  let closing = false;
+  const { waiting } = w;       // REST run id → a run waiting for its thread here
+  const inflight = new Map();  // `${stream} ${id}` → { stream, id } while handled
 
   // What the REST API shows of each assistant (assistants.get, /graph, /schemas).
   for (const [assistant, graph] of graphs) {
@@ -163,309 +133,6 @@ export async function serve(opts = {}) {
   const register = () => Promise.all(assistants.map((a) =>
     cmd.call('FCALL', 'threadcast_register', 2, keys.workers(a), keys.assistants, a, name, liveMs)));
   await register();
-
-  /* ---- runs --------------------------------------------------------------------------------- */
-
-  /**
-   * Runs the graph on the thread until the run is over: appends its events,
-   * then its last root lifecycle event, then releases the thread. `input` may
-   * be new input, a Command (resume) or null (continue from the checkpoint).
-   */
-  async function runGraph(ctl) {
-    const { thread, graph, relay } = ctl;
-    const stopRenewing = keepLock(w, thread);
-    let status = 'completed';
-    let extra = {};
-    let error = null;
-    try {
-      if (ctl.startError) throw ctl.startError;
-      for (let input = ctl.input; ;) {
-        ctl.control = new RunControl();
-        try {
-          const run = await graph.streamEvents(input, {
-            ...(ctl.options ?? {}),
-            version: 'v3',
-            configurable: { ...ctl.configurable, thread_id: thread },
-            signal: ctl.abort.signal,
-            control: ctl.control,
-            durability: 'sync',
-            ...(ctl.metadata ? { metadata: ctl.metadata } : {}),
-          });
-          for await (const ev of run) await relay.push(ev);
-        } catch (e) {
-          if (!isGraphDrained(e) || !ctl.injects.length) throw e;
-        }
-        delete ctl.configurable.checkpoint_id; // a fork starts there once; it continues from its own head
-        if (!ctl.injects.length) break;
-        input = await applyInjects(ctl);
-      }
-      const head = await graph.getState({ configurable: { thread_id: thread } });
-      // A REST run stopped by interrupt_before/after has no interrupt but more to do: interrupted too.
-      status = pendingInterrupts(head).length || (ctl.rest && head.next?.length) ? 'interrupted' : 'completed';
-    } catch (e) {
-      status = 'failed';
-      if (ctl.cancelled && ctl.rest) {
-        relay.closeOpen('the run was cancelled', 'cancelled');
-        status = 'interrupted';
-        extra = { cancelled: true, action: ctl.cancelAction ?? 'interrupt' };
-      } else if (ctl.cancelled) {
-        relay.closeOpen('the run was cancelled', 'cancelled');
-        extra = { error: 'cancelled', cancelled: true };
-      } else {
-        relay.closeOpen(e.message, 'run_failed');
-        extra = { error: String(e.message ?? e) };
-        error = e;
-        log('warn', 'run failed', { thread, run_id: ctl.runId, error: String(e.message ?? e) });
-      }
-    } finally {
-      stopRenewing();
-    }
-    // Over from here: what a client sends once it has seen the run's end must
-    // find no run (run.cancel, input.inject: no_such_run) or wait for it to be
-    // gone (run.start), not reach a run that is only tidying up.
-    ctl.over = true;
-    ctl.settled = new Promise((resolve) => { ctl.settle = resolve; });
-    try {
-      // A REST run's record is over before its stream says so: a client whose
-      // stream just ended finds the run finished (else the SDK reconnects, to
-      // a stateless run's records deleted meanwhile).
-      if (ctl.rest) await restCall('run.finished', await restOutcome(ctl, status, error));
-      await relay.end(status, extra);
-      // A stateless run's thread (temporary, on_completion "delete"): its checkpoints go with it.
-      if (ctl.dispose) await Promise.all([saver.deleteThread(thread), cmd.del(keys.run(thread), keys.undo(thread))]);
-      else await recordDone(w, thread);
-    } finally {
-      running.delete(thread);
-      await release(w, thread);
-      ctl.settle();
-    }
-    log('info', 'run over', { thread, run_id: ctl.runId, status });
-  }
-
-  /* ---- REST runs (issue 17) ------------------------------------------------------------------ */
-
-  /** FCALL threadcast_rest <op>: the REST records' function. Answers {status, body}; never throws. */
-  async function restCall(op, args) {
-    try {
-      const r = await cmd.call('FCALL', 'threadcast_rest', 1, keys.rest, op, JSON.stringify(args));
-      const status = Number(Array.isArray(r) ? r[0] : NaN);
-      if (!(status < 400)) log('warn', `threadcast_rest ${op} refused`, { run_id: args.run_id, status, body: String(Array.isArray(r) ? r[1] : r).slice(0, 300) });
-      return { status, body: Array.isArray(r) ? r[1] : null };
-    } catch (e) {
-      log('warn', `threadcast_rest ${op} failed`, { run_id: args.run_id, error: e.message });
-      return { status: 0, body: null };
-    }
-  }
-
-  /**
-   * run.finished's arguments for a REST run that is over: its status
-   * (success, error, interrupted), the error, the thread's values and
-   * pending interrupts. A `rollback` cancel first takes back every
-   * checkpoint and write the run made (its undo journal).
-   */
-  async function restOutcome(ctl, status, error) {
-    const out = { run_id: ctl.runId };
-    try {
-      await saver.settle(ctl.thread);
-      if (ctl.cancelled && ctl.cancelAction === 'rollback') {
-        const n = await saver.undo(ctl.thread);
-        out.rollback = true;
-        log('info', 'run rolled back', { thread: ctl.thread, run_id: ctl.runId, checkpoints: n });
-      } else {
-        await cmd.del(keys.undo(ctl.thread));
-      }
-    } catch (e) {
-      log('warn', 'rollback failed', { thread: ctl.thread, run_id: ctl.runId, error: String(e.message ?? e) });
-    }
-    if (ctl.cancelled) out.status = 'interrupted';
-    // A graph that stops at an interrupt (or interrupt_before/after) has run
-    // successfully: its thread is "interrupted" (interrupts, next), not the run.
-    else out.status = status === 'failed' ? 'error' : 'success';
-    if (error) out.error = { error: error.name && error.name !== 'Error' ? error.name : 'Error', message: String(error.message ?? error) };
-    try {
-      const st = await ctl.graph.getState({ configurable: { thread_id: ctl.thread } });
-      out.values = plain(st.values) ?? {};
-      const interrupts = {};
-      for (const t of st.tasks ?? []) {
-        if (t.result === undefined && t.interrupts?.length) interrupts[t.id] = t.interrupts.map((i) => plain({ id: i.id, value: i.value }));
-      }
-      out.interrupts = interrupts;
-      out.next = [...(st.next ?? [])];
-    } catch (e) {
-      log('warn', 'cannot read the state after a run', { thread: ctl.thread, run_id: ctl.runId, error: String(e.message ?? e) });
-    }
-    return out;
-  }
-
-  /** Cancels a run this worker runs (action: a REST cancel's interrupt or rollback). */
-  function cancelRun(ctl, action) {
-    ctl.cancelled = true;
-    if (action) ctl.cancelAction = action;
-    ctl.abort.abort(new Error('cancelled'));
-  }
-
-  /** How a REST run's params become LangGraph's input, configurable and stream options. */
-  async function restPlan(thread, assistant, runId, p) {
-    const input = p.command != null ? toCommand(p.command) : (p.input ?? null);
-    const config = p.config ?? {};
-    if (typeof config !== 'object' || Array.isArray(config)) throw new InputError('config must be an object');
-    if (config.configurable != null && (typeof config.configurable !== 'object' || Array.isArray(config.configurable))) {
-      throw new InputError('config.configurable must be an object');
-    }
-    const configurable = { ...(config.configurable ?? {}) };
-    delete configurable.thread_id;
-    const checkpointId = p.checkpoint_id ?? configurable.checkpoint_id;
-    delete configurable.checkpoint_id;
-    if (checkpointId != null) {
-      if (typeof checkpointId !== 'string' || !checkpointId) throw new InputError('checkpoint_id must be a non-empty string');
-      const found = await saver.getTuple({ configurable: { thread_id: thread, checkpoint_ns: '', checkpoint_id: checkpointId } });
-      if (!found) throw new InputError(`thread "${thread}" has no checkpoint "${checkpointId}"`);
-      configurable.checkpoint_id = checkpointId;
-    }
-    Object.assign(configurable, { run_id: runId, assistant_id: assistant, graph_id: assistant });
-    const options = {};
-    if (p.context != null) options.context = p.context;
-    for (const [k, opt] of [['interrupt_before', 'interruptBefore'], ['interrupt_after', 'interruptAfter']]) {
-      const v = p[k];
-      if (v == null) continue;
-      if (v !== '*' && !(Array.isArray(v) && v.every((n) => typeof n === 'string'))) throw new InputError(`${k} must be "*" or a list of node names`);
-      options[opt] = v;
-    }
-    if (config.recursion_limit != null) {
-      if (!Number.isInteger(config.recursion_limit) || config.recursion_limit < 1) throw new InputError('config.recursion_limit must be a positive integer');
-      options.recursionLimit = config.recursion_limit;
-    }
-    if (Array.isArray(config.tags)) options.tags = config.tags.filter((t) => typeof t === 'string');
-    const metadata = { ...(config.metadata ?? {}), ...(p.metadata && typeof p.metadata === 'object' ? p.metadata : {}),
-      run_id: runId, thread_id: thread, assistant_id: assistant, graph_id: assistant };
-    return { input, configurable, options, metadata };
-  }
-
-  /**
-   * A REST run (rest.run, handed over by threadcast_rest): waits for the
-   * thread (runs never overlap), records the run as run.start does (a
-   * worker that takes over after a crash goes on with it), reports
-   * run.started, appends the root `started` event with runId = the REST
-   * run id, runs the graph and reports run.finished. Input that cannot run
-   * (a bad command, an unknown checkpoint) makes a run that fails at once.
-   */
-  async function restRun(entry, p) {
-    const thread = entry.thread;
-    const runId = typeof p.run_id === 'string' && p.run_id ? p.run_id : entry.corr;
-    if (!runId) {
-      log('warn', 'rest.run without a run_id, dropped', { thread });
-      return undefined;
-    }
-    const assistant = entry.assistant;
-    const graph = graphs.get(assistant);
-    const wait = { runId, cancelAction: null };
-    waiting.set(runId, wait);
-    try {
-      for (;;) {
-        if (!running.has(thread) && await acquire(w, thread)) break;
-        if (closing) return KEEP;
-        if (wait.cancelAction) {
-          await restCall('run.finished', { run_id: runId, status: 'interrupted', ...(wait.cancelAction === 'rollback' ? { rollback: true } : {}) });
-          return undefined;
-        }
-        await new Promise((r) => setTimeout(r, 250));
-      }
-    } finally {
-      waiting.delete(runId);
-    }
-    let ctl;
-    try {
-      let plan;
-      let startError = null;
-      try {
-        plan = await restPlan(thread, assistant, runId, p);
-      } catch (e) {
-        if (!(e instanceof InputError)) throw e;
-        startError = e;
-        plan = { input: null, configurable: {}, options: {}, metadata: {} };
-      }
-      const dispose = truthy(p.temporary) && p.on_completion !== 'keep';
-      await recordRun(w, { thread, entry, runId, assistant, input: plan.input, configurable: plan.configurable,
-        rest: { options: plan.options, metadata: plan.metadata, dispose } });
-      await cmd.hdel(keys.run(thread), 'cancel');
-      await cmd.del(keys.undo(thread));
-      const relay = new Relay({ redis: cmd, thread, assistant, runId, log, appendOpts: ['ASSISTANT', assistant], subgraphs: graph.subgraphPaths });
-      ctl = { thread, graph, assistant, runId, relay, input: plan.input, configurable: { ...plan.configurable }, metadata: plan.metadata,
-        options: plan.options, rest: true, dispose, startError, injects: [], abort: new AbortController() };
-      running.set(thread, ctl);
-      const afterSeq = Number(await cmd.hget(keys.meta(thread), 'seq')) || 0;
-      const started = await restCall('run.started', { run_id: runId, after_seq: afterSeq });
-      if (started.status >= 400 && started.status < 500) { // deleted or cancelled before it could start
-        log('info', 'REST run dropped: threadcast_rest refused run.started', { thread, run_id: runId, status: started.status });
-        running.delete(thread);
-        await recordDone(w, thread);
-        await release(w, thread);
-        return undefined;
-      }
-      relay.started({ runId });
-      await relay.drain();
-    } catch (e) {
-      running.delete(thread);
-      await release(w, thread);
-      throw e;
-    }
-    await runGraph(ctl);
-    return undefined;
-  }
-
-  /**
-   * Messages injected into a running run, applied at a step boundary: the
-   * run was drained; they join the state as if written by the node that
-   * wrote the head, so what comes next is unchanged. Returns the input to
-   * go on with.
-   */
-  async function applyInjects(ctl) {
-    const cfg = { configurable: { thread_id: ctl.thread } };
-    const messages = ctl.injects.splice(0);
-    const head = await ctl.graph.getState(cfg);
-    if (!head.next?.length) return { messages }; // the run had finished: the messages start the next turn
-    let asNode;
-    for await (const s of ctl.graph.getStateHistory(cfg, { limit: 2 })) if (s !== undefined && s.config.configurable.checkpoint_id !== head.config.configurable.checkpoint_id) asNode = s.next?.[0];
-    const next = await ctl.graph.updateState(head.config, { messages }, asNode);
-    ctl.configurable = { ...ctl.configurable, ...next.configurable };
-    delete ctl.configurable.thread_id;
-    return null;
-  }
-
-  /**
-   * The common start of every run: claims the thread, records the run (so a
-   * worker that takes over after a crash can go on with it), appends its
-   * first events, answers, then runs it.
-   */
-  async function startRun(entry, { thread, assistant, input, configurable = {}, metadata, answered = [], humans = [], result = (r) => r }) {
-    const graph = graphs.get(assistant);
-    const runId = `run-${randomUUID()}`;
-    await recordRun(w, { thread, entry, runId, assistant, input, configurable });
-    const relay = new Relay({ redis: cmd, thread, assistant, runId, log, appendOpts: ['ASSISTANT', assistant], subgraphs: graph.subgraphPaths });
-    relay.started();
-    if (answered.length) relay.raw({ method: 'input.answered', params: { namespace: [], data: { interrupt_ids: answered } } });
-    for (const h of humans) for (const ev of wholeMessage([], undefined, 'human', h.id, h.content)) relay.raw(ev);
-    const ctl = { thread, graph, assistant, runId, relay, input, configurable: { ...configurable }, metadata, injects: [], abort: new AbortController() };
-    running.set(thread, ctl);
-    try {
-      await relay.drain();
-    } catch (e) {
-      running.delete(thread);
-      await release(w, thread);
-      throw e;
-    }
-    await success(w, entry, result({ run_id: runId }));
-    await runGraph(ctl);
-  }
-
-  /** An injected message: shown whole at once, applied at the next step boundary. */
-  function inject(ctl, message) {
-    const m = { role: message.role === 'system' ? 'system' : 'user', content: String(message.content ?? ''), id: `msg-${randomUUID()}` };
-    if (message.name) m.name = message.name;
-    for (const ev of wholeMessage([], 'input', m.role === 'user' ? 'human' : 'system', m.id, m.content)) ctl.relay.raw(ev);
-    ctl.injects.push(m);
-    ctl.control?.requestDrain('inject');
-  }
 
   /* ---- commands ------------------------------------------------------------------------------ */
 
@@ -494,7 +161,12 @@ export async function serve(opts = {}) {
     `thread "${c.thread_id}" has no checkpoint "${c.checkpoint_id}"${c.checkpoint_ns ? ` at namespace "${c.checkpoint_ns}"` : ''}`);
 
   const handlers = {
-    'rest.run': (entry, p) => restRun(entry, p),
+    async 'rest.run'(entry, p) {
+      const ctl = await startRestRun(w, entry, p);
+      if (ctl === KEEP || !ctl) return ctl;
+      await runGraph(w, ctl);
+      return undefined;
+    },
 
     async 'rest.cancel'(entry, p) {
       const thread = entry.thread;
@@ -627,15 +299,15 @@ export async function serve(opts = {}) {
           const found = await saver.getTuple({ configurable: { thread_id: thread, checkpoint_ns: '', checkpoint_id: configurable.checkpoint_id } });
           if (!found) throw new ProtocolError('no_such_checkpoint', `thread "${thread}" has no checkpoint "${configurable.checkpoint_id}"`);
           const { input, humans } = withIds(p.input ?? null);
-          return await startRun(entry, { thread, assistant: entry.assistant, input, configurable, metadata: p.metadata, humans });
+          return await startRun(w, entry, { thread, assistant: entry.assistant, input, configurable, metadata: p.metadata, humans });
         }
         const pending = pendingInterrupts(await graph.getState(cfg));
         if (pending.length) { // an interrupted run: the input answers it
           const resume = Object.fromEntries(pending.map((i) => [i.id, p.input]));
-          return await startRun(entry, { thread, assistant: entry.assistant, input: new Command({ resume }), configurable, metadata: p.metadata, answered: pending.map((i) => i.id) });
+          return await startRun(w, entry, { thread, assistant: entry.assistant, input: new Command({ resume }), configurable, metadata: p.metadata, answered: pending.map((i) => i.id) });
         }
         const { input, humans } = withIds(p.input);
-        return await startRun(entry, { thread, assistant: entry.assistant, input, configurable, metadata: p.metadata, humans });
+        return await startRun(w, entry, { thread, assistant: entry.assistant, input, configurable, metadata: p.metadata, humans });
       } catch (e) {
         if (!running.has(thread)) await release(w, thread);
         throw e;
@@ -657,7 +329,7 @@ export async function serve(opts = {}) {
         }
         const resume = Object.fromEntries(responses.map((r) => [r.interrupt_id, r.response]));
         const input = new Command({ resume, ...(p.update ? { update: p.update } : {}), ...(p.goto ? { goto: p.goto } : {}) });
-        return await startRun(entry, { thread, assistant, input, configurable: { ...(p.config?.configurable ?? {}) }, metadata: p.metadata,
+        return await startRun(w, entry, { thread, assistant, input, configurable: { ...(p.config?.configurable ?? {}) }, metadata: p.metadata,
           answered: responses.map((r) => r.interrupt_id), result: () => ({}) });
       } catch (e) {
         if (!running.has(thread)) await release(w, thread);
@@ -726,7 +398,7 @@ export async function serve(opts = {}) {
         delete configurable.thread_id;
         const { input, humans } = withIds(p.input ?? null);
         // LangGraph forks on the same thread: the fork becomes the thread's head.
-        return await startRun(entry, { thread, assistant: entry.assistant, input, configurable, humans, result: (r) => ({ ...r, thread_id: thread }) });
+        return await startRun(w, entry, { thread, assistant: entry.assistant, input, configurable, humans, result: (r) => ({ ...r, thread_id: thread }) });
       } catch (e) {
         if (!running.has(thread)) await release(w, thread);
         throw e;
@@ -764,7 +436,7 @@ export async function serve(opts = {}) {
       if (record.cancel) cancelRun(ctl, record.cancel);
     }
     running.set(thread, ctl);
-    await runGraph(ctl);
+    await runGraph(w, ctl);
   }
 
   async function handle(stream, id, fields, claimed) {
@@ -812,7 +484,7 @@ export async function serve(opts = {}) {
       .catch((e) => log('error', 'command handling failed', { error: String(e.stack ?? e) }))
       .then(async (keep) => {
         inflight.delete(k);
-        if (keep !== KEEP && !closing) await cmd.xack(stream, GROUP, id).catch(() => {});
+        if (keep !== KEEP && !w.closing) await cmd.xack(stream, GROUP, id).catch(() => {});
       });
   }
 
@@ -834,12 +506,12 @@ export async function serve(opts = {}) {
   await sub.subscribe(keys.control(name));
 
   const reading = (async () => {
-    while (!closing) {
+    while (!w.closing) {
       try {
         const res = await block.xreadgroup('GROUP', GROUP, name, 'COUNT', 16, 'BLOCK', 1000, 'STREAMS', ...streams, ...streams.map(() => '>'));
         for (const [stream, entries] of res ?? []) for (const [id, fields] of entries) dispatch(stream, id, fields, false);
       } catch (e) {
-        if (closing) break;
+        if (w.closing) break;
         log('warn', 'reading commands', { error: e.message });
         await new Promise((r) => setTimeout(r, 500));
       }
@@ -850,7 +522,7 @@ export async function serve(opts = {}) {
   // (a long run is not a dead worker); take over what dead workers left.
   let beating = false;
   const beat = async () => {
-    if (beating || closing) return;
+    if (beating || w.closing) return;
     beating = true;
     try {
       await register();
@@ -885,7 +557,7 @@ export async function serve(opts = {}) {
      * runs in hand; what is still running then is left to other workers.
      */
     async close({ graceMs = 10000 } = {}) {
-      closing = true;
+      w.closing = true;
       clearInterval(timer);
       await Promise.all(assistants.map((a) => cmd.zrem(keys.workers(a), name).catch(() => {})));
       block.disconnect();
