@@ -6,7 +6,7 @@
 // heartbeat, claim() keeps the entries this worker has in hand from looking
 // idle (XCLAIM of its own) and claims those idle for claimIdleMs (XAUTOCLAIM),
 // which are handled again (commands.js' handle, `claimed`). A claimed entry
-// whose run its thread's record names and still calls running is taken
+// that started the run its thread's record names, still `running`, is taken
 // over (takeOver): once the dead worker's lock has lapsed, the run goes on
 // with the same run id, from the last checkpoint — or from the start with
 // the same input when no step had finished — after the messages the dead
