@@ -1,6 +1,8 @@
 // RedisSaver: a LangGraph checkpoint saver on plain Redis — strings, hashes and
 // sorted sets, no RedisJSON or RediSearch — so it runs on the redis-server
-// threadcast already uses.
+// threadcast already uses. WorkerSaver (at the end) is the worker's own: a
+// RedisSaver that also marks and journals what a REST run writes, so that a
+// `rollback` cancel can take it back.
 //
 // Key layout (P = keyPrefix, default "tc:"; T = thread id). Everything of one
 // thread lives in five keys that share the hash tag {T}, so a thread is one
@@ -69,6 +71,7 @@ import {
 } from '@langchain/langgraph-checkpoint';
 import { randomInt } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
+import { CHECKPOINT_PREFIX, checkpointIndexScan, checkpointKeys, keys as workerKeys } from './keys.js';
 
 /** Checkpoints fetched per round trip while listing. */
 const LIST_PAGE = 64;
@@ -94,8 +97,6 @@ function parseCheckpointMember(member) {
 
 /** ZRANGEBYLEX bounds of every member that starts with `prefix` (which ends in " "). */
 const prefixRange = (prefix) => ({ min: `[${prefix}`, max: `(${prefix.slice(0, -1)}!` });
-
-const globEscape = (s) => s.replace(/[*?[\]\\]/g, '\\$&');
 
 function checkThreadId(threadId) {
   if (typeof threadId !== 'string' || threadId === '' || /[{}]/.test(threadId)) {
@@ -163,7 +164,7 @@ export class RedisSaver extends BaseCheckpointSaver {
    * @param {string} [options.keyPrefix] prefix of every key, default "tc:" (no braces)
    * @param {import('@langchain/langgraph-checkpoint').SerializerProtocol} [options.serde]
    */
-  constructor({ client, ttlSeconds, keyPrefix = 'tc:', serde } = {}) {
+  constructor({ client, ttlSeconds, keyPrefix = CHECKPOINT_PREFIX, serde } = {}) {
     super(serde);
     if (!client) throw new TypeError('RedisSaver: options.client (an ioredis client) is required');
     if (ttlSeconds !== undefined && !(Number.isInteger(ttlSeconds) && ttlSeconds > 0)) {
@@ -179,8 +180,7 @@ export class RedisSaver extends BaseCheckpointSaver {
 
   /** The five keys of a thread (see the layout above). */
   threadKeys(threadId) {
-    const base = `${this.keyPrefix}{${checkThreadId(threadId)}}:lg:`;
-    return { idx: `${base}idx`, cp: `${base}cp`, blobs: `${base}blobs`, widx: `${base}widx`, w: `${base}w` };
+    return checkpointKeys(this.keyPrefix, checkThreadId(threadId));
   }
 
   /**
@@ -466,19 +466,91 @@ export class RedisSaver extends BaseCheckpointSaver {
 
   /** Thread ids with checkpoints under this keyPrefix (SCAN every master). */
   async #threadIds() {
-    const head = `${this.keyPrefix}{`;
-    const tail = '}:lg:idx';
-    const match = `${globEscape(this.keyPrefix)}{*${tail}`;
+    const { match, threadOf } = checkpointIndexScan(this.keyPrefix);
     const nodes = this.client.isCluster ? this.client.nodes('master') : [this.client];
     const ids = new Set();
     for (const node of nodes) {
       let cursor = '0';
       do {
         const [next, keys] = await node.scan(cursor, 'MATCH', match, 'COUNT', 1000, 'TYPE', 'zset');
-        for (const key of keys) ids.add(key.slice(head.length, key.length - tail.length));
+        for (const key of keys) ids.add(threadOf(key));
         cursor = next;
       } while (cursor !== '0');
     }
     return [...ids].sort();
+  }
+}
+
+/* ---- the worker's saver -------------------------------------------------------------------- */
+
+/** How long a REST run's undo journal outlives its last write (s). */
+const UNDO_TTL = 86400;
+
+/**
+ * The worker's checkpointer: RedisSaver, plus, for the checkpoints a REST
+ * run writes, the run's id (and assistant) in their metadata, as the
+ * reference server has them, and an undo journal (tc:{T}:lg:undo, a set of
+ * JSON items, written before the write it names) so that a `rollback`
+ * cancel can take back everything the run wrote. restRunOf(thread) is the
+ * REST run this worker is running on the thread, if any.
+ */
+export class WorkerSaver extends RedisSaver {
+  constructor(opts, restRunOf) {
+    super(opts);
+    this.restRunOf = restRunOf;
+    this.inflight = new Map(); // thread → Set of write promises
+  }
+
+  #track(thread, p) {
+    let set = this.inflight.get(thread);
+    if (!set) this.inflight.set(thread, (set = new Set()));
+    set.add(p);
+    const done = () => {
+      set.delete(p);
+      if (!set.size && this.inflight.get(thread) === set) this.inflight.delete(thread);
+    };
+    p.then(done, done);
+    return p;
+  }
+
+  /** Resolves once every write to the thread already under way is over. */
+  async settle(thread) {
+    while (this.inflight.get(thread)?.size) await Promise.allSettled([...this.inflight.get(thread)]);
+  }
+
+  async #journal(thread, items) {
+    const key = workerKeys.undo(thread);
+    await this.client.multi().sadd(key, ...items.map((i) => JSON.stringify(i))).expire(key, UNDO_TTL).exec();
+  }
+
+  put(config, checkpoint, metadata, newVersions) {
+    const c = config?.configurable ?? {};
+    const run = c.thread_id !== undefined ? this.restRunOf(c.thread_id) : null;
+    if (!run) return super.put(config, checkpoint, metadata, newVersions);
+    const ns = c.checkpoint_ns ?? '';
+    const items = [['cp', ns, checkpoint.id], ...Object.entries(newVersions ?? {}).map(([ch, v]) => ['b', ns, ch, String(v)])];
+    const md = { ...metadata, run_id: run.runId, assistant_id: run.assistant, graph_id: run.assistant };
+    return this.#track(c.thread_id, this.#journal(c.thread_id, items).then(() => super.put(config, checkpoint, md, newVersions)));
+  }
+
+  putWrites(config, writes, taskId, taskPath) {
+    const c = config?.configurable ?? {};
+    const run = c.thread_id !== undefined ? this.restRunOf(c.thread_id) : null;
+    if (!run || !writes.length) return super.putWrites(config, writes, taskId, taskPath);
+    const item = ['w', c.checkpoint_ns ?? '', c.checkpoint_id, taskId];
+    return this.#track(c.thread_id, this.#journal(c.thread_id, [item]).then(() => super.putWrites(config, writes, taskId, taskPath)));
+  }
+
+  /** Takes back what the thread's journal names (a rolled back run), then forgets the journal. */
+  async undo(thread) {
+    await this.settle(thread);
+    const items = (await this.client.smembers(workerKeys.undo(thread))).map((j) => JSON.parse(j));
+    await this.forget(thread, {
+      checkpoints: items.filter((i) => i[0] === 'cp').map(([, ns, id]) => ({ ns, id })),
+      writes: items.filter((i) => i[0] === 'w').map(([, ns, id, taskId]) => ({ ns, id, taskId })),
+      blobs: items.filter((i) => i[0] === 'b').map(([, ns, channel, version]) => ({ ns, channel, version })),
+    });
+    await this.client.del(workerKeys.undo(thread));
+    return items.filter((i) => i[0] === 'cp').length;
   }
 }

@@ -19,6 +19,8 @@
 // order with FCALL threadcast_append_batch: what arrives while a call is out
 // goes in the next one, so a token stream costs a few calls, not one each.
 
+import { keys } from './keys.js';
+
 /** Most events per append call (the function takes up to 1000). */
 const BATCH_MAX = 256;
 /** Events waiting to be appended past which the graph waits for Redis. */
@@ -197,7 +199,7 @@ export class Relay {
   async append(batch) {
     for (;;) {
       try {
-        await this.redis.call('FCALL', 'threadcast_append_batch', 1, this.thread, batch.length, ...batch,
+        await this.redis.call('FCALL', 'threadcast_append_batch', 1, keys.append(this.thread), batch.length, ...batch,
           ...this.appendOpts, 'RUN', this.runId);
         return;
       } catch (e) {

@@ -1,9 +1,10 @@
 // The worker's side of the Agent Protocol REST API (issue 17): the shapes
 // @langchain/langgraph-sdk's Client expects for a thread's state, history and
-// an assistant's graph and schemas, made from LangGraph's own objects. The
-// commands themselves (rest.run, rest.cancel, rest.state.get, …) are handled
-// in worker.js; protocol/README.md ("The LangGraph worker: REST runs and
-// state") is the contract.
+// an assistant's graph and schemas, made from LangGraph's own objects, and
+// how its params read; no I/O. The commands themselves are handled in
+// commands.js (rest.cancel, rest.state.get, …) and rest-runs.js (rest.run);
+// protocol/README.md ("The LangGraph worker: REST runs and state") is the
+// contract.
 import { Command, Send } from '@langchain/langgraph';
 import { plain } from './relay.js';
 
@@ -82,6 +83,9 @@ function partialCheckpoint(config) {
 /** The state of a thread that never ran, as the reference server answers it. */
 export const emptyState = () => ({ values: {}, next: [], tasks: [], checkpoint: null, metadata: undefined, created_at: null,
   parent_checkpoint: null, interrupts: [] });
+
+/** A boolean param as the REST API takes it: true, "true", "1" or 1. */
+export const truthy = (v) => v === true || v === 'true' || v === '1' || v === 1;
 
 /** Raised for input a command cannot be run with; its message says which field and why. */
 export class InputError extends Error {

@@ -1,0 +1,182 @@
+// REST runs (issue 17; protocol/README.md, "REST runs and state"): a
+// `rest.run` command, handed over by threadcast_rest, becomes a graph run
+// here — how its params become LangGraph's input and options (restPlan),
+// how it waits for its thread and starts (startRestRun; runs.js runs it),
+// and what the worker reports of it to the REST records' function
+// (restCall: run.started, run.finished with the run's outcome, after a
+// `rollback` cancel has taken back what it wrote). The shapes the REST API
+// answers with are rest.js's; the REST commands (rest.cancel, rest.state.*,
+// …) are commands.js's.
+//
+// Every function here takes the worker's shared state `w` (worker.js) first.
+import { KEEP } from './answers.js';
+import { keys } from './keys.js';
+import { acquire, recordDone, recordRun, release } from './lock.js';
+import { Relay, plain } from './relay.js';
+import { InputError, toCommand, truthy } from './rest.js';
+
+/** FCALL threadcast_rest <op>: the REST records' function. Answers {status, body}; never throws. */
+export async function restCall(w, op, args) {
+  try {
+    const r = await w.cmd.call('FCALL', 'threadcast_rest', 1, keys.rest, op, JSON.stringify(args));
+    const status = Number(Array.isArray(r) ? r[0] : NaN);
+    if (!(status < 400)) w.log('warn', `threadcast_rest ${op} refused`, { run_id: args.run_id, status, body: String(Array.isArray(r) ? r[1] : r).slice(0, 300) });
+    return { status, body: Array.isArray(r) ? r[1] : null };
+  } catch (e) {
+    w.log('warn', `threadcast_rest ${op} failed`, { run_id: args.run_id, error: e.message });
+    return { status: 0, body: null };
+  }
+}
+
+/**
+ * run.finished's arguments for a REST run that is over: its status
+ * (success, error, interrupted), the error, the thread's values and
+ * pending interrupts. A `rollback` cancel first takes back every
+ * checkpoint and write the run made (its undo journal).
+ */
+async function restOutcome(w, ctl, status, error) {
+  const out = { run_id: ctl.runId };
+  try {
+    await w.saver.settle(ctl.thread);
+    if (ctl.cancelled && ctl.cancelAction === 'rollback') {
+      const n = await w.saver.undo(ctl.thread);
+      out.rollback = true;
+      w.log('info', 'run rolled back', { thread: ctl.thread, run_id: ctl.runId, checkpoints: n });
+    } else {
+      await w.cmd.del(keys.undo(ctl.thread));
+    }
+  } catch (e) {
+    w.log('warn', 'rollback failed', { thread: ctl.thread, run_id: ctl.runId, error: String(e.message ?? e) });
+  }
+  if (ctl.cancelled) out.status = 'interrupted';
+  // A graph that stops at an interrupt (or interrupt_before/after) has run
+  // successfully: its thread is "interrupted" (interrupts, next), not the run.
+  else out.status = status === 'failed' ? 'error' : 'success';
+  if (error) out.error = { error: error.name && error.name !== 'Error' ? error.name : 'Error', message: String(error.message ?? error) };
+  try {
+    const st = await ctl.graph.getState({ configurable: { thread_id: ctl.thread } });
+    out.values = plain(st.values) ?? {};
+    const interrupts = {};
+    for (const t of st.tasks ?? []) {
+      if (t.result === undefined && t.interrupts?.length) interrupts[t.id] = t.interrupts.map((i) => plain({ id: i.id, value: i.value }));
+    }
+    out.interrupts = interrupts;
+    out.next = [...(st.next ?? [])];
+  } catch (e) {
+    w.log('warn', 'cannot read the state after a run', { thread: ctl.thread, run_id: ctl.runId, error: String(e.message ?? e) });
+  }
+  return out;
+}
+
+/** Reports run.finished for a REST run that is over (status and error as runGraph saw them). */
+export const finishRestRun = async (w, ctl, status, error) => restCall(w, 'run.finished', await restOutcome(w, ctl, status, error));
+
+/** How a REST run's params become LangGraph's input, configurable and stream options. */
+async function restPlan(w, thread, assistant, runId, p) {
+  const input = p.command != null ? toCommand(p.command) : (p.input ?? null);
+  const config = p.config ?? {};
+  if (typeof config !== 'object' || Array.isArray(config)) throw new InputError('config must be an object');
+  if (config.configurable != null && (typeof config.configurable !== 'object' || Array.isArray(config.configurable))) {
+    throw new InputError('config.configurable must be an object');
+  }
+  const configurable = { ...(config.configurable ?? {}) };
+  delete configurable.thread_id;
+  const checkpointId = p.checkpoint_id ?? configurable.checkpoint_id;
+  delete configurable.checkpoint_id;
+  if (checkpointId != null) {
+    if (typeof checkpointId !== 'string' || !checkpointId) throw new InputError('checkpoint_id must be a non-empty string');
+    const found = await w.saver.getTuple({ configurable: { thread_id: thread, checkpoint_ns: '', checkpoint_id: checkpointId } });
+    if (!found) throw new InputError(`thread "${thread}" has no checkpoint "${checkpointId}"`);
+    configurable.checkpoint_id = checkpointId;
+  }
+  Object.assign(configurable, { run_id: runId, assistant_id: assistant, graph_id: assistant });
+  const options = {};
+  if (p.context != null) options.context = p.context;
+  for (const [k, opt] of [['interrupt_before', 'interruptBefore'], ['interrupt_after', 'interruptAfter']]) {
+    const v = p[k];
+    if (v == null) continue;
+    if (v !== '*' && !(Array.isArray(v) && v.every((n) => typeof n === 'string'))) throw new InputError(`${k} must be "*" or a list of node names`);
+    options[opt] = v;
+  }
+  if (config.recursion_limit != null) {
+    if (!Number.isInteger(config.recursion_limit) || config.recursion_limit < 1) throw new InputError('config.recursion_limit must be a positive integer');
+    options.recursionLimit = config.recursion_limit;
+  }
+  if (Array.isArray(config.tags)) options.tags = config.tags.filter((t) => typeof t === 'string');
+  const metadata = { ...(config.metadata ?? {}), ...(p.metadata && typeof p.metadata === 'object' ? p.metadata : {}),
+    run_id: runId, thread_id: thread, assistant_id: assistant, graph_id: assistant };
+  return { input, configurable, options, metadata };
+}
+
+/**
+ * The start of a REST run (rest.run): waits for the thread (runs never
+ * overlap; a rest.cancel meanwhile reports the run interrupted), records
+ * the run as run.start does (a worker that takes over after a crash goes on
+ * with it), reports run.started, and appends the root `started` event with
+ * runId = the REST run id. Returns the run's ctl for runGraph (which
+ * reports run.finished), null when there is no run to run, or KEEP when
+ * the worker is closing before the thread was free. Input that cannot run
+ * (a bad command, an unknown checkpoint) makes a run that fails at once.
+ */
+export async function startRestRun(w, entry, p) {
+  const thread = entry.thread;
+  const runId = typeof p.run_id === 'string' && p.run_id ? p.run_id : entry.corr;
+  if (!runId) {
+    w.log('warn', 'rest.run without a run_id, dropped', { thread });
+    return null;
+  }
+  const assistant = entry.assistant;
+  const graph = w.graphs.get(assistant);
+  const wait = { runId, cancelAction: null };
+  w.waiting.set(runId, wait);
+  try {
+    for (;;) {
+      if (!w.running.has(thread) && await acquire(w, thread)) break;
+      if (w.closing) return KEEP;
+      if (wait.cancelAction) {
+        await restCall(w, 'run.finished', { run_id: runId, status: 'interrupted', ...(wait.cancelAction === 'rollback' ? { rollback: true } : {}) });
+        return null;
+      }
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  } finally {
+    w.waiting.delete(runId);
+  }
+  let ctl;
+  try {
+    let plan;
+    let startError = null;
+    try {
+      plan = await restPlan(w, thread, assistant, runId, p);
+    } catch (e) {
+      if (!(e instanceof InputError)) throw e;
+      startError = e;
+      plan = { input: null, configurable: {}, options: {}, metadata: {} };
+    }
+    const dispose = truthy(p.temporary) && p.on_completion !== 'keep';
+    await recordRun(w, { thread, entry, runId, assistant, input: plan.input, configurable: plan.configurable,
+      rest: { options: plan.options, metadata: plan.metadata, dispose } });
+    await w.cmd.hdel(keys.run(thread), 'cancel');
+    await w.cmd.del(keys.undo(thread));
+    const relay = new Relay({ redis: w.cmd, thread, assistant, runId, log: w.log, appendOpts: ['ASSISTANT', assistant], subgraphs: graph.subgraphPaths });
+    ctl = { thread, graph, assistant, runId, relay, input: plan.input, configurable: { ...plan.configurable }, metadata: plan.metadata,
+      options: plan.options, rest: true, dispose, startError, injects: [], abort: new AbortController() };
+    w.running.set(thread, ctl);
+    const afterSeq = Number(await w.cmd.hget(keys.meta(thread), 'seq')) || 0;
+    const started = await restCall(w, 'run.started', { run_id: runId, after_seq: afterSeq });
+    if (started.status >= 400 && started.status < 500) { // deleted or cancelled before it could start
+      w.log('info', 'REST run dropped: threadcast_rest refused run.started', { thread, run_id: runId, status: started.status });
+      w.running.delete(thread);
+      await recordDone(w, thread);
+      await release(w, thread);
+      return null;
+    }
+    relay.started({ runId });
+    await relay.drain();
+  } catch (e) {
+    w.running.delete(thread);
+    await release(w, thread);
+    throw e;
+  }
+  return ctl;
+}

@@ -1,0 +1,189 @@
+// Graph runs (protocol/README.md, "The LangGraph worker"): how a run starts
+// (startRun, the common start of run.start, input.respond and state.fork),
+// how it runs to its end (runGraph: the graph's events through a Relay,
+// injected messages applied at step boundaries, cancel, the run's last root
+// lifecycle event, its record, the thread released), and what reaches a
+// running run (inject, cancelRun).
+//
+// A run is its `ctl`, kept in w.running under its thread while this worker
+// runs it: { thread, graph, assistant, runId, relay, input, configurable,
+// metadata, injects (messages to apply), abort (an AbortController), and
+// for a REST run rest: true, options, dispose, startError }; runGraph adds
+// control (LangGraph's RunControl), cancelled and cancelAction, and, once
+// the run is over, over and settled (resolved when it is gone).
+//
+// Every function here takes the worker's shared state `w` (worker.js) first.
+import { randomUUID } from 'node:crypto';
+import { RunControl, isGraphDrained } from '@langchain/langgraph';
+import { success } from './answers.js';
+import { keys } from './keys.js';
+import { keepLock, recordDone, recordRun, release } from './lock.js';
+import { Relay } from './relay.js';
+import { finishRestRun } from './rest-runs.js';
+
+/** Interrupts waiting for an answer at the thread's head: [{ id, value }]. */
+export function pendingInterrupts(state) {
+  const out = [];
+  for (const t of state.tasks ?? []) {
+    if (t.result !== undefined) continue;
+    for (const i of t.interrupts ?? []) if (i.id && !out.some((o) => o.id === i.id)) out.push({ id: i.id, value: i.value });
+  }
+  return out;
+}
+
+/** Human messages of a run's input, each with an id (so the echo and the state agree). */
+export function withIds(input) {
+  if (!input || typeof input !== 'object' || !Array.isArray(input.messages)) return { input, humans: [] };
+  const messages = input.messages.map((m) => (m && typeof m === 'object' && !m.id && !m.lc ? { ...m, id: `msg-${randomUUID()}` } : m));
+  const humans = messages.filter((m) => m && (m.role === 'user' || m.role === 'human' || m.type === 'human') && typeof m.content === 'string');
+  return { input: { ...input, messages }, humans };
+}
+
+/** A whole message as `messages` events: how input and injected messages are shown. */
+function wholeMessage(ns, node, role, id, text) {
+  const ev = (data) => ({ method: 'messages', params: { namespace: ns, ...(node ? { node } : {}), data } });
+  return [
+    ev({ event: 'message-start', role, id }),
+    ev({ event: 'content-block-start', index: 0, content: { type: 'text', text: '' } }),
+    ev({ event: 'content-block-delta', index: 0, delta: { type: 'text-delta', text } }),
+    ev({ event: 'content-block-finish', index: 0, content: { type: 'text', text } }),
+    ev({ event: 'message-finish', reason: 'stop' }),
+  ];
+}
+
+/**
+ * Runs the graph on the thread until the run is over: appends its events,
+ * then its last root lifecycle event, then releases the thread. `input` may
+ * be new input, a Command (resume) or null (continue from the checkpoint).
+ */
+export async function runGraph(w, ctl) {
+  const { thread, graph, relay } = ctl;
+  const stopRenewing = keepLock(w, thread);
+  let status = 'completed';
+  let extra = {};
+  let error = null;
+  try {
+    if (ctl.startError) throw ctl.startError;
+    for (let input = ctl.input; ;) {
+      ctl.control = new RunControl();
+      try {
+        const run = await graph.streamEvents(input, {
+          ...(ctl.options ?? {}),
+          version: 'v3',
+          configurable: { ...ctl.configurable, thread_id: thread },
+          signal: ctl.abort.signal,
+          control: ctl.control,
+          durability: 'sync',
+          ...(ctl.metadata ? { metadata: ctl.metadata } : {}),
+        });
+        for await (const ev of run) await relay.push(ev);
+      } catch (e) {
+        if (!isGraphDrained(e) || !ctl.injects.length) throw e;
+      }
+      delete ctl.configurable.checkpoint_id; // a fork starts there once; it continues from its own head
+      if (!ctl.injects.length) break;
+      input = await applyInjects(ctl);
+    }
+    const head = await graph.getState({ configurable: { thread_id: thread } });
+    // A REST run stopped by interrupt_before/after has no interrupt but more to do: interrupted too.
+    status = pendingInterrupts(head).length || (ctl.rest && head.next?.length) ? 'interrupted' : 'completed';
+  } catch (e) {
+    status = 'failed';
+    if (ctl.cancelled && ctl.rest) {
+      relay.closeOpen('the run was cancelled', 'cancelled');
+      status = 'interrupted';
+      extra = { cancelled: true, action: ctl.cancelAction ?? 'interrupt' };
+    } else if (ctl.cancelled) {
+      relay.closeOpen('the run was cancelled', 'cancelled');
+      extra = { error: 'cancelled', cancelled: true };
+    } else {
+      relay.closeOpen(e.message, 'run_failed');
+      extra = { error: String(e.message ?? e) };
+      error = e;
+      w.log('warn', 'run failed', { thread, run_id: ctl.runId, error: String(e.message ?? e) });
+    }
+  } finally {
+    stopRenewing();
+  }
+  // Over from here: what a client sends once it has seen the run's end must
+  // find no run (run.cancel, input.inject: no_such_run) or wait for it to be
+  // gone (run.start), not reach a run that is only tidying up.
+  ctl.over = true;
+  ctl.settled = new Promise((resolve) => { ctl.settle = resolve; });
+  try {
+    // A REST run's record is over before its stream says so: a client whose
+    // stream just ended finds the run finished (else the SDK reconnects, to
+    // a stateless run's records deleted meanwhile).
+    if (ctl.rest) await finishRestRun(w, ctl, status, error);
+    await relay.end(status, extra);
+    // A stateless run's thread (temporary, on_completion "delete"): its checkpoints go with it.
+    if (ctl.dispose) await Promise.all([w.saver.deleteThread(thread), w.cmd.del(keys.run(thread), keys.undo(thread))]);
+    else await recordDone(w, thread);
+  } finally {
+    w.running.delete(thread);
+    await release(w, thread);
+    ctl.settle();
+  }
+  w.log('info', 'run over', { thread, run_id: ctl.runId, status });
+}
+
+/**
+ * Messages injected into a running run, applied at a step boundary: the
+ * run was drained; they join the state as if written by the node that
+ * wrote the head, so what comes next is unchanged. Returns the input to
+ * go on with.
+ */
+async function applyInjects(ctl) {
+  const cfg = { configurable: { thread_id: ctl.thread } };
+  const messages = ctl.injects.splice(0);
+  const head = await ctl.graph.getState(cfg);
+  if (!head.next?.length) return { messages }; // the run had finished: the messages start the next turn
+  let asNode;
+  for await (const s of ctl.graph.getStateHistory(cfg, { limit: 2 })) if (s !== undefined && s.config.configurable.checkpoint_id !== head.config.configurable.checkpoint_id) asNode = s.next?.[0];
+  const next = await ctl.graph.updateState(head.config, { messages }, asNode);
+  ctl.configurable = { ...ctl.configurable, ...next.configurable };
+  delete ctl.configurable.thread_id;
+  return null;
+}
+
+/**
+ * The common start of every run: the thread is claimed (claimThread);
+ * records the run (so a worker that takes over after a crash can go on
+ * with it), appends its first events, answers, then runs it.
+ */
+export async function startRun(w, entry, { thread, assistant, input, configurable = {}, metadata, answered = [], humans = [], result = (r) => r }) {
+  const graph = w.graphs.get(assistant);
+  const runId = `run-${randomUUID()}`;
+  await recordRun(w, { thread, entry, runId, assistant, input, configurable });
+  const relay = new Relay({ redis: w.cmd, thread, assistant, runId, log: w.log, appendOpts: ['ASSISTANT', assistant], subgraphs: graph.subgraphPaths });
+  relay.started();
+  if (answered.length) relay.raw({ method: 'input.answered', params: { namespace: [], data: { interrupt_ids: answered } } });
+  for (const h of humans) for (const ev of wholeMessage([], undefined, 'human', h.id, h.content)) relay.raw(ev);
+  const ctl = { thread, graph, assistant, runId, relay, input, configurable: { ...configurable }, metadata, injects: [], abort: new AbortController() };
+  w.running.set(thread, ctl);
+  try {
+    await relay.drain();
+  } catch (e) {
+    w.running.delete(thread);
+    await release(w, thread);
+    throw e;
+  }
+  await success(w, entry, result({ run_id: runId }));
+  await runGraph(w, ctl);
+}
+
+/** An injected message: shown whole at once, applied at the next step boundary. */
+export function inject(ctl, message) {
+  const m = { role: message.role === 'system' ? 'system' : 'user', content: String(message.content ?? ''), id: `msg-${randomUUID()}` };
+  if (message.name) m.name = message.name;
+  for (const ev of wholeMessage([], 'input', m.role === 'user' ? 'human' : 'system', m.id, m.content)) ctl.relay.raw(ev);
+  ctl.injects.push(m);
+  ctl.control?.requestDrain('inject');
+}
+
+/** Cancels a run this worker runs (action: a REST cancel's interrupt or rollback). */
+export function cancelRun(ctl, action) {
+  ctl.cancelled = true;
+  if (action) ctl.cancelAction = action;
+  ctl.abort.abort(new Error('cancelled'));
+}

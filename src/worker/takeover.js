@@ -1,0 +1,82 @@
+// Takeover (protocol/README.md, "When a worker dies"): claiming what a dead
+// worker left, and going on with the runs it was running.
+//
+// A worker acknowledges a run-starting command only when its run is over,
+// so a worker killed mid-run leaves the entry pending in the group. Every
+// heartbeat, claim() keeps the entries this worker has in hand from looking
+// idle (XCLAIM of its own) and claims those idle for claimIdleMs (XAUTOCLAIM),
+// which are handled again (commands.js' handle, `claimed`). A claimed entry
+// that started the run its thread's record names, still `running`, is taken
+// over (takeOver): once the dead worker's lock has lapsed, the run goes on
+// with the same run id, from the last checkpoint — or from the start with
+// the same input when no step had finished — after the messages the dead
+// worker left open are closed with `worker_lost` errors.
+//
+// Every function here takes the worker's shared state `w` (worker.js) first.
+import { KEEP } from './answers.js';
+import { GROUP, keys } from './keys.js';
+import { acquire, headOf, loadInput } from './lock.js';
+import { Relay, closeMessage, openMessages } from './relay.js';
+import { cancelRun, runGraph } from './runs.js';
+
+/** Methods that start (or continue) a run: acknowledged when the run is over. */
+const RUNS = new Set(['run.start', 'input.respond', 'state.fork', 'rest.run']);
+
+/**
+ * Claims entries for this worker: those in hand again (so they never look
+ * idle, however long their runs), and those idle for claimIdleMs, each
+ * handed to dispatch(stream, id, fields, true); deleted ones are
+ * acknowledged.
+ */
+export async function claim(w, dispatch) {
+  const mine = new Map();
+  for (const { stream, id } of w.inflight.values()) mine.set(stream, [...(mine.get(stream) ?? []), id]);
+  for (const [stream, ids] of mine) await w.cmd.xclaim(stream, GROUP, w.name, 0, ...ids, 'JUSTID');
+  for (const stream of w.streams) {
+    const [, entries] = await w.cmd.xautoclaim(stream, GROUP, w.name, w.claimIdleMs, '0-0', 'COUNT', 16);
+    for (const [id, fields] of entries ?? []) {
+      if (!fields) await w.cmd.xack(stream, GROUP, id);
+      else dispatch(stream, id, fields, true);
+    }
+  }
+}
+
+/** The record of the run a claimed entry started (its thread's, if it names that entry), else null. */
+export async function runLeftBy(w, entry) {
+  if (!RUNS.has(entry.method)) return null;
+  const record = await w.cmd.hgetall(keys.run(entry.thread));
+  return record.entry === entry.key ? record : null;
+}
+
+/**
+ * A run-starting command claimed from a worker that died: its run goes on
+ * from the last checkpoint (or from the start, when none was written).
+ * What the client sees is in protocol/README.md ("When a worker dies").
+ */
+export async function takeOver(w, entry, record) {
+  const thread = entry.thread;
+  if (!(await acquire(w, thread, w.lockMs + 5000))) {
+    w.log('warn', 'cannot take over a run yet: the thread stays locked', { thread, run_id: record.run_id });
+    return KEEP;
+  }
+  const assistant = record.assistant;
+  const graph = w.graphs.get(assistant);
+  const relay = new Relay({ redis: w.cmd, thread, assistant, runId: record.run_id, log: w.log, appendOpts: ['ASSISTANT', assistant], subgraphs: graph.subgraphPaths });
+  // Messages the dead worker left open are closed: their step runs again, under new ids.
+  const runSeq = Number(await w.cmd.hget(keys.meta(thread), 'run_seq')) || 1;
+  const rows = await w.cmd.xrange(keys.events(thread), `${runSeq}-0`, '+');
+  const events = rows.map(([, f]) => JSON.parse(f[f.indexOf('e') + 1]));
+  for (const m of openMessages(events)) relay.raw(closeMessage(m, 'the worker running this step stopped; the step runs again', 'worker_lost'));
+  const head = await headOf(w, thread);
+  const input = head === record.base ? loadInput(record.input) : null;
+  const configurable = head === record.base ? JSON.parse(record.configurable || '{}') : {};
+  w.log('info', 'taking over a run', { thread, run_id: record.run_id, from: head === record.base ? 'the start' : 'the last checkpoint' });
+  const ctl = { thread, graph, assistant, runId: record.run_id, relay, input, configurable, injects: [], abort: new AbortController() };
+  if (record.rest) { // a REST run: its id and options go on; a cancel that came while nobody ran it applies now
+    const { options, metadata, dispose } = JSON.parse(record.rest);
+    Object.assign(ctl, { rest: true, options, metadata, dispose, configurable: { ...configurable, run_id: record.run_id, assistant_id: assistant, graph_id: assistant } });
+    if (record.cancel) cancelRun(ctl, record.cancel);
+  }
+  w.running.set(thread, ctl);
+  await runGraph(w, ctl);
+}
