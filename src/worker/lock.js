@@ -62,9 +62,23 @@ export function keepLock(w, thread) {
 /** Releases the thread's lock if this worker holds it; never throws. */
 export const release = (w, thread) => w.cmd.lockRelease(keys.lock(thread), w.name).catch(() => {});
 
-/** Takes the thread for a new run, or explains why it cannot. */
+/**
+ * How long a claim waits for another worker's lock: a client that answers
+ * a run's end at once (input.respond on "interrupted", state.fork) can
+ * reach the thread while the worker that appended the end has not released
+ * the lock yet.
+ */
+const CLAIM_WAIT_MS = 2000;
+
+/**
+ * Takes the thread for a new run, or explains why it cannot. A run of this
+ * worker whose end is out is waited for (it is only tidying up); another
+ * worker's lock, for up to CLAIM_WAIT_MS.
+ */
 export async function claimThread(w, thread) {
-  if (w.running.has(thread) || !(await acquire(w, thread))) {
+  const local = w.running.get(thread);
+  if (local?.over) await local.settled;
+  if (w.running.has(thread) || !(await acquire(w, thread, CLAIM_WAIT_MS))) {
     throw new ProtocolError('invalid_argument', `a run is active on thread "${thread}"; wait for it to end`);
   }
 }
