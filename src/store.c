@@ -173,6 +173,21 @@ void tc_store_register(struct tc_store_cmd *c, const char *assistant, const char
 				      "{" TC_STORE_COMMANDS "}:assistants", assistant, worker, c->num[0], NULL });
 }
 
+int tc_store_library_next(const char *src, size_t len, size_t *off, const char **lib,
+			  size_t *lib_len)
+{
+	static const char next[] = "\n#!lua";
+	if (*off >= len)
+		return 0;
+	*lib = src + *off;
+	/* A library ends where a line starts the next one (embed.py checks
+	 * that no other line starts so). */
+	const char *end = memmem(*lib, len - *off, next, sizeof(next) - 1);
+	*lib_len = end ? (size_t)(end + 1 - *lib) : len - *off;
+	*off += *lib_len;
+	return 1;
+}
+
 bool tc_store_assistant_valid(const char *s, size_t len)
 {
 	if (len < 1 || len > TC_STORE_ASSISTANT_MAX)

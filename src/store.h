@@ -150,6 +150,15 @@ void tc_store_submit(struct tc_store_cmd *c, const struct tc_store_command *cmd)
  * for live_ms more. Workers repeat it as their heartbeat.
  */
 void tc_store_register(struct tc_store_cmd *c, const char *assistant, const char *worker, long live_ms);
+/**
+ * The next Redis function library of src[0..len), a text of one or more
+ * libraries one after another, each starting with its "#!lua name=…" line
+ * (scripts/embed.py --libraries makes it; tc_redis_new() loads it): from
+ * *off, points *lib at the library, sets *lib_len, moves *off past it and
+ * returns 1; returns 0 when none is left.
+ */
+int tc_store_library_next(const char *src, size_t len, size_t *off, const char **lib,
+			  size_t *lib_len);
 /** Whether s[0..len) can be an assistant id (1 to 128 printable bytes, no spaces). */
 bool tc_store_assistant_valid(const char *s, size_t len);
 /**

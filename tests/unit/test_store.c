@@ -287,6 +287,30 @@ static void agent_tree(void **state)
 	assert_null(tc_tree_build(e + 1, 4));
 }
 
+/* The libraries of a text tc_redis_new() loads, one by one. */
+static void function_libraries(void **state)
+{
+	static const char src[] = "#!lua name=a\nlocal x = '#!lua'\n#!lua name=b\n-- b\n#!lua name=c";
+	const char *lib;
+	size_t off = 0, len;
+	assert_int_equal(tc_store_library_next(src, sizeof(src) - 1, &off, &lib, &len), 1);
+	assert_int_equal(len, 31);
+	assert_memory_equal(lib, "#!lua name=a\nlocal x = '#!lua'\n", len);
+	assert_int_equal(tc_store_library_next(src, sizeof(src) - 1, &off, &lib, &len), 1);
+	assert_memory_equal(lib, "#!lua name=b\n-- b\n", len);
+	assert_int_equal(tc_store_library_next(src, sizeof(src) - 1, &off, &lib, &len), 1);
+	assert_int_equal(len, 12);
+	assert_memory_equal(lib, "#!lua name=c", len);
+	assert_int_equal(tc_store_library_next(src, sizeof(src) - 1, &off, &lib, &len), 0);
+	/* One library is the whole text; nothing is none. */
+	off = 0;
+	assert_int_equal(tc_store_library_next(src, 13, &off, &lib, &len), 1);
+	assert_int_equal(len, 13);
+	assert_int_equal(tc_store_library_next(src, 13, &off, &lib, &len), 0);
+	off = 0;
+	assert_int_equal(tc_store_library_next("", 0, &off, &lib, &len), 0);
+}
+
 int main(void)
 {
 	tc_cjson_init();
@@ -299,6 +323,7 @@ int main(void)
 		cmocka_unit_test(batch_doorbells),
 		cmocka_unit_test(index_values),
 		cmocka_unit_test(agent_tree),
+		cmocka_unit_test(function_libraries),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
