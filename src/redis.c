@@ -12,6 +12,7 @@
 #include "pslink.h"
 #include "redis_uv.h"
 #include "slot.h"
+#include "store.h"
 #include "util.h"
 
 /* PING periods a reply may be late before a node's links are dropped. */
@@ -41,6 +42,7 @@ struct link {
 	uv_timer_t retry;
 	unsigned attempt;      /* failed attempts since the last success */
 	bool up;               /* handshake answered on this connection */
+	bool readonly;         /* a replica refused the function libraries */
 };
 
 /* A Redis server: the configured one, or a master of the Cluster. */
@@ -117,8 +119,8 @@ struct tc_redis {
 };
 
 /* Handshake steps, passed as privdata (hiredis wants a non-const pointer). */
-static char step_auth[] = "AUTH", step_select[] = "SELECT", step_load[] = "FUNCTION LOAD",
-	    step_role[] = "ROLE", step_ping[] = "PING";
+static char step_auth[] = "AUTH", step_select[] = "SELECT", step_multi[] = "MULTI",
+	    step_load[] = "FUNCTION LOAD", step_exec[] = "EXEC", step_role[] = "ROLE", step_ping[] = "PING";
 
 static void connect_now(struct link *l);
 static void drop(struct link *l);
@@ -459,9 +461,20 @@ static void on_handshake_reply(redisAsyncContext *ac, void *reply, void *privdat
 
 	if (!rep || l->ac != ac)
 		return;
-	/* A replica (a seed that is one) cannot load the function; its master has it. */
-	if (rep->type == REDIS_REPLY_ERROR && step == step_load && !strncmp(rep->str, "READONLY", 8))
+	/* A replica (a seed that is one) cannot load the functions; its master
+	 * has them. It refuses each load, and then the transaction. */
+	if (rep->type == REDIS_REPLY_ERROR && step == step_load && !strncmp(rep->str, "READONLY", 8)) {
+		l->readonly = true;
 		return;
+	}
+	if (rep->type == REDIS_REPLY_ERROR && step == step_exec && l->readonly)
+		return;
+	/* EXEC answers each load: a library Redis refused fails the setup. */
+	for (size_t i = 0; step == step_exec && rep->type == REDIS_REPLY_ARRAY && i < rep->elements; i++)
+		if (rep->element[i]->type == REDIS_REPLY_ERROR) {
+			rep = rep->element[i];
+			break;
+		}
 	if (step == step_role && !is_master_role(rep)) {
 		tc_log(TC_LOG_WARN, "the node the sentinels named is not a master (yet); asking again",
 		       TC_LS("node", l->node->addr));
@@ -563,6 +576,7 @@ static void connect_now(struct link *l)
 	}
 
 	l->up = false;
+	l->readonly = false;
 	uv_timer_start(&l->retry, on_retry_timer, CONNECT_TIMEOUT_MS, 0);
 	if (l->kind == LINK_SUB) {
 		struct tc_pslink_addr pa = { .host = host, .port = port, .unix_path = unix_path,
@@ -600,8 +614,15 @@ static void connect_now(struct link *l)
 		redisAsyncCommand(ac, on_handshake_reply, step_select, "SELECT %d", db);
 	if (r->sentinel)
 		redisAsyncCommand(ac, on_handshake_reply, step_role, "ROLE");
-	redisAsyncCommand(ac, on_handshake_reply, step_load, "FUNCTION LOAD REPLACE %b", r->fn_src,
-			  r->fn_len);
+	/* The function libraries, all in one transaction: replacing an older set
+	 * (one library named threadcast holding every function) is atomic, and
+	 * no client sees a function missing (protocol/README.md). */
+	redisAsyncCommand(ac, on_handshake_reply, step_multi, "MULTI");
+	const char *lib;
+	size_t off = 0, len;
+	while (tc_store_library_next(r->fn_src, r->fn_len, &off, &lib, &len))
+		redisAsyncCommand(ac, on_handshake_reply, step_load, "FUNCTION LOAD REPLACE %b", lib, len);
+	redisAsyncCommand(ac, on_handshake_reply, step_exec, "EXEC");
 	redisAsyncCommand(ac, on_handshake_reply, step_ping, "PING");
 }
 

@@ -2,8 +2,10 @@
  * store.h — the Redis contract, as pure builders and parsers.
  *
  * Everything threadcast, its agents and its tools know about Redis' layout is
- * spelled here and nowhere else in C (protocol/redis/threadcast.lua is the
- * other side of the same contract; protocol/README.md documents both):
+ * spelled here and nowhere else in C (the function libraries of
+ * protocol/redis/ are the other side of the same contract, their key names in
+ * the keys table of threadcast.lua's shared prelude; protocol/README.md
+ * documents both, "Where key names live"):
  *
  *   tc:{T}:events   stream, entry <seq>-0, fields m (method), n (encoded
  *                   namespace), e (event JSON)
@@ -163,7 +165,7 @@ int tc_store_library_next(const char *src, size_t len, size_t *off, const char *
 bool tc_store_assistant_valid(const char *s, size_t len);
 /**
  * HMGET {tc:commands}:r:<run> thread_id after_seq kwargs status assistant_id: what a
- * join of a REST run needs of its record (threadcast.lua's threadcast_rest).
+ * join of a REST run needs of its record (threadcast_rest.lua's records).
  */
 void tc_store_read_rest_run(struct tc_store_cmd *c, const char *run_id);
 /**
