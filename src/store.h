@@ -19,9 +19,16 @@
  *                   "<epoch>\n<seq>\n<method>\n<encoded namespace>\n<event JSON>",
  *                   or for a batch "*<epoch>\n<first seq>\n<count>\n" then per
  *                   event "<method>\n<encoded namespace>\n<JSON length>\n<JSON>"
- *   tc:commands     stream of runtime commands (group "workers"), fields
- *                   thread, method, params, corr, reply, deadline
+ *   tc:commands     stream of runtime commands for wildcard workers (group
+ *                   "workers"), fields thread, method, params, corr, reply,
+ *                   deadline
+ *   {tc:commands}:w:<a>, :a:<a>, :assistants
+ *                   assistant a's live workers, its command stream, every
+ *                   assistant registered (threadcast_submit, _register)
+ *   {tc:commands}:r:<run>  a REST run's record (threadcast_rest's)
  *   tc:reply:<id>   sharded pub/sub, worker answers for one gateway
+ *   {tc:commands}, {tc:store}  the keys threadcast_rest and threadcast_store
+ *                   are called with (their records' hash tags)
  *
  * Builders fill a struct tc_store_cmd whose NULL-terminated argv goes to
  * tc_redis_cmd() (or any hiredis argv call); parsers take a reply or bytes
@@ -56,15 +63,22 @@ enum tc_store_key {
 /** The stream of runtime commands and its consumer group. */
 #define TC_STORE_COMMANDS "tc:commands"
 #define TC_STORE_WORKERS "workers"
+/** The hash tag of the command bridge's and the REST records' keys (the slot of tc:commands). */
+#define TC_STORE_BRIDGE "{" TC_STORE_COMMANDS "}"
+/** The hash tag of the store's keys. */
+#define TC_STORE_STORE "{tc:store}"
 /** Reply channels: this prefix + a gateway instance id. */
 #define TC_STORE_REPLY_PREFIX "tc:reply:"
+/** Room for a reply channel with its NUL (instance ids are shorter). */
+#define TC_STORE_REPLY_MAX 48
 /** Longest epoch (letters and digits) with its NUL. */
 #define TC_EPOCH_MAX 40
-/** Approximate length the command stream is trimmed to. */
-#define TC_STORE_COMMANDS_MAXLEN "100000"
 
 /** Writes the key (or channel) k of thread into buf and returns buf. */
 char *tc_store_key(char buf[TC_STORE_KEY_MAX], const char *thread, enum tc_store_key k);
+
+/** Writes the reply channel of gateway instance into buf (cut to fit) and returns buf. */
+char *tc_store_reply_channel(char buf[TC_STORE_REPLY_MAX], const char *instance);
 
 /**
  * The thread of a doorbell channel "tc:{<id>}:live": copies the id into id

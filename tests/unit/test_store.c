@@ -41,6 +41,9 @@ static void keys_and_channels(void **state)
 	tc_store_key(k, longest, TC_KEY_AGENT_CKPTS);
 	assert_int_equal(strlen(k), TC_THREAD_ID_MAX + 17);
 
+	char ch[TC_STORE_REPLY_MAX];
+	assert_string_equal(tc_store_reply_channel(ch, "0123456789abcdef"), "tc:reply:0123456789abcdef");
+
 	assert_int_equal(tc_store_live_thread("tc:{t1}:live", 12, id), 0);
 	assert_string_equal(id, "t1");
 	const char *bad[] = { "tc:{}:live", "tc:{t1}:meta", "tc:reply:abc", "tc:{t1}:liv", "x" };
