@@ -285,6 +285,38 @@ static const redisReply *field(const redisReply *r, size_t i)
 	return i < r->elements && r->element[i]->type == REDIS_REPLY_STRING ? r->element[i] : NULL;
 }
 
+int tc_store_rest_run_parse(const redisReply *r, struct tc_store_rest_run *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->status = "";
+	if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 5)
+		return -1;
+	/* In tc_store_read_rest_run's order. */
+	const redisReply *thread = field(r, 0), *after = field(r, 1), *kwargs = field(r, 2),
+			 *status = field(r, 3), *assistant = field(r, 4);
+	if (thread) {
+		out->thread_id = thread->str;
+		out->thread_id_len = thread->len;
+	}
+	if (after && leading_u64(after->str, after->len, &out->after_seq) < 0)
+		out->after_seq = 0;
+	if (kwargs) {
+		out->kwargs = kwargs->str;
+		out->kwargs_len = kwargs->len;
+	}
+	if (status) {
+		out->status = status->str;
+		out->status_len = status->len;
+	}
+	out->active = !strcmp(out->status, "pending") || !strcmp(out->status, "running");
+	out->failed = !strcmp(out->status, "error") || !strcmp(out->status, "timeout");
+	if (assistant) {
+		out->assistant_id = assistant->str;
+		out->assistant_id_len = assistant->len;
+	}
+	return 0;
+}
+
 int tc_store_meta_parse(const redisReply *r, struct tc_store_meta *m)
 {
 	memset(m, 0, sizeof(*m));

@@ -182,6 +182,26 @@ bool tc_store_assistant_valid(const char *s, size_t len);
  * join of a REST run needs of its record (threadcast_rest.lua's records).
  */
 void tc_store_read_rest_run(struct tc_store_cmd *c, const char *run_id);
+/** A REST run's record as tc_store_read_rest_run reads it; points into the reply. */
+struct tc_store_rest_run {
+	const char *thread_id;   /**< its thread; NULL when the run has no record */
+	size_t thread_id_len;
+	uint64_t after_seq;      /**< its events come after this seq (0 when absent or not a number) */
+	const char *kwargs;      /**< what it was asked with (JSON text); NULL when absent */
+	size_t kwargs_len;
+	const char *status;      /**< pending, running, success, error, timeout, interrupted; "" when absent */
+	size_t status_len;
+	bool active;             /**< pending or running: not over yet */
+	bool failed;             /**< error or timeout */
+	const char *assistant_id; /**< NULL when absent */
+	size_t assistant_id_len;
+};
+/**
+ * Parses tc_store_read_rest_run's reply into out: 0, or -1 when it is not
+ * that HMGET's answer (an error, Redis gone). A run without a record parses
+ * with thread_id NULL.
+ */
+int tc_store_rest_run_parse(const redisReply *r, struct tc_store_rest_run *out);
 /**
  * FCALL threadcast_rest 1 {tc:commands} <op> <args> (or, store: threadcast_store
  * 1 {tc:store}): one REST request (rest.h); args must outlive c.

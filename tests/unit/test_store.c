@@ -155,6 +155,49 @@ static void replies(void **state)
 	assert_null(m.run_id);
 	freeReplyObject(r);
 
+	/* A REST run's record, by name. */
+	struct tc_store_rest_run run;
+	r = rarr(5, (redisReply *[]){ rstr("t1"), rstr("42"), rstr("{\"input\":null}"), rstr("running"),
+		rstr("agent") });
+	assert_int_equal(tc_store_rest_run_parse(r, &run), 0);
+	assert_string_equal(run.thread_id, "t1");
+	assert_int_equal(run.thread_id_len, 2);
+	assert_int_equal(run.after_seq, 42);
+	assert_string_equal(run.kwargs, "{\"input\":null}");
+	assert_int_equal(run.kwargs_len, 14);
+	assert_string_equal(run.status, "running");
+	assert_true(run.active);
+	assert_false(run.failed);
+	assert_string_equal(run.assistant_id, "agent");
+	freeReplyObject(r);
+	const char *status[][3] = { { "pending", "1", "0" }, { "success", "0", "0" }, { "error", "0", "1" },
+				    { "timeout", "0", "1" }, { "interrupted", "0", "0" } };
+	for (size_t i = 0; i < sizeof(status) / sizeof(status[0]); i++) {
+		r = rarr(5, (redisReply *[]){ rstr("t1"), rstr("x"), rstr("{}"), rstr(status[i][0]), rstr("a") });
+		assert_int_equal(tc_store_rest_run_parse(r, &run), 0);
+		assert_int_equal(run.active, status[i][1][0] == '1');
+		assert_int_equal(run.failed, status[i][2][0] == '1');
+		assert_int_equal(run.after_seq, 0); /* not a number */
+		freeReplyObject(r);
+	}
+	redisReply *nils[5];
+	for (size_t i = 0; i < 5; i++) {
+		nils[i] = tc_xcalloc(1, sizeof(*nils[i]));
+		nils[i]->type = REDIS_REPLY_NIL;
+	}
+	r = rarr(5, nils); /* no such run */
+	assert_int_equal(tc_store_rest_run_parse(r, &run), 0);
+	assert_null(run.thread_id);
+	assert_null(run.kwargs);
+	assert_null(run.assistant_id);
+	assert_string_equal(run.status, "");
+	assert_false(run.active || run.failed);
+	freeReplyObject(r);
+	r = rarr(4, (redisReply *[]){ rstr("t1"), rstr("1"), rstr("{}"), rstr("running") });
+	assert_int_equal(tc_store_rest_run_parse(r, &run), -1);
+	freeReplyObject(r);
+	assert_int_equal(tc_store_rest_run_parse(NULL, &run), -1);
+
 	struct tc_stream_entry e;
 	r = rarr(2, (redisReply *[]){ rstr("7-0"), rarr(6, (redisReply *[]){ rstr("m"), rstr("tools"),
 		rstr("n"), rstr("/a"), rstr("e"), rstr("{\"x\":1}") }) });
