@@ -22,6 +22,12 @@
  * hung Redis from a quiet one: one PING unanswered for a period makes Redis
  * "slow" (unready); five periods drop the node's links and reconnect.
  * Redis being down at start-up is not fatal; tc_redis_ready() says so.
+ *
+ * redis.c implements this on layers of its own (each header says what it
+ * does): redis_link.h, one connection kept up and its setup (the function
+ * libraries loaded); redis_sentinel.h, asking the Sentinels for the master;
+ * redis_cluster.h, the slot map; redis_cmd.h, commands followed through
+ * redirections and waits.
  */
 #ifndef TC_REDIS_H
 #define TC_REDIS_H
