@@ -33,7 +33,7 @@ struct tc_bridge {
 	const struct tc_config *cfg;
 	struct tc_redis *redis;
 	char instance[24];
-	char reply_ch[48];
+	char reply_ch[TC_STORE_REPLY_MAX];
 	unsigned sub_node;                /* where the reply channel's SSUBSCRIBE went; 0: nowhere */
 	bool subscribed;                  /* ... and Redis confirmed it */
 	struct waiting *ring;
@@ -429,7 +429,7 @@ struct tc_bridge *tc_bridge_new(uv_loop_t *loop, const struct tc_config *cfg, st
 	b->cfg = cfg;
 	b->redis = redis;
 	random_hex(b->instance, 16);
-	snprintf(b->reply_ch, sizeof(b->reply_ch), TC_STORE_REPLY_PREFIX "%s", b->instance);
+	tc_store_reply_channel(b->reply_ch, b->instance);
 	b->first = 1;
 	uv_timer_init(loop, &b->timer);
 	b->timer.data = b;

@@ -105,7 +105,8 @@ static void on_signal(uv_signal_t *h, int signum)
 	tc_server_drain(app->server, app_stop, app);
 }
 
-/* The producer contract, embedded from protocol/redis/threadcast.lua. */
+/* threadcast's Redis function libraries (protocol/redis/), embedded one after
+ * another by scripts/embed.py --libraries. */
 extern const char tc_function_source[];
 extern const size_t tc_function_source_len;
 

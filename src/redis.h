@@ -2,8 +2,8 @@
  * redis.h — threadcast's connections to Redis: one node, or a Cluster.
  *
  * Per Redis node, two links on the process's libuv loop:
- *   - the command link (hiredis async): FUNCTION LOAD of the producer
- *     contract, XRANGE replays and gap fills, index reads; many commands in
+ *   - the command link (hiredis async): FUNCTION LOAD of the function
+ *     libraries, XRANGE replays and gap fills, index reads; many commands in
  *     flight, answered in order;
  *   - the pub/sub link (pslink.c): SSUBSCRIBE to the doorbell channel of
  *     every thread with local subscribers. Doorbells are sharded pub/sub
@@ -22,6 +22,12 @@
  * hung Redis from a quiet one: one PING unanswered for a period makes Redis
  * "slow" (unready); five periods drop the node's links and reconnect.
  * Redis being down at start-up is not fatal; tc_redis_ready() says so.
+ *
+ * redis.c implements this on layers of its own (each header says what it
+ * does): redis_link.h, one connection kept up and its setup (the function
+ * libraries loaded); redis_sentinel.h, asking the Sentinels for the master;
+ * redis_cluster.h, the slot map; redis_cmd.h, commands followed through
+ * redirections and waits.
  */
 #ifndef TC_REDIS_H
 #define TC_REDIS_H
@@ -83,8 +89,10 @@ struct tc_redis_waiter {
 #define TC_REDIS_NO_PUBSUB 1u
 
 /**
- * Starts connecting. function_source is the Redis function library loaded
- * with FUNCTION LOAD REPLACE on every (re)connect of the command link.
+ * Starts connecting. function_source is the Redis function libraries, one or
+ * more one after another (store.h's tc_store_library_next() tells them
+ * apart), loaded with FUNCTION LOAD REPLACE, all in one MULTI, on every
+ * (re)connect of the command link.
  * cfg, loop and function_source must outlive the object. Never NULL.
  */
 struct tc_redis *tc_redis_new(uv_loop_t *loop, const struct tc_config *cfg,

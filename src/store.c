@@ -16,6 +16,12 @@ char *tc_store_key(char buf[TC_STORE_KEY_MAX], const char *thread, enum tc_store
 	return buf;
 }
 
+char *tc_store_reply_channel(char buf[TC_STORE_REPLY_MAX], const char *instance)
+{
+	snprintf(buf, TC_STORE_REPLY_MAX, TC_STORE_REPLY_PREFIX "%s", instance);
+	return buf;
+}
+
 int tc_store_live_thread(const char *ch, size_t len, char id[TC_THREAD_ID_MAX + 1])
 {
 	static const char pre[] = TC_STORE_LIVE_PREFIX, post[] = "}:live";
@@ -158,19 +164,34 @@ int tc_store_append_batch(const char **argv, char count[24], const char *thread,
 
 void tc_store_submit(struct tc_store_cmd *c, const struct tc_store_command *m)
 {
-	snprintf(c->route[0], sizeof(c->route[0]), "{" TC_STORE_COMMANDS "}:w:%s", m->assistant);
-	snprintf(c->route[1], sizeof(c->route[1]), "{" TC_STORE_COMMANDS "}:a:%s", m->assistant);
+	snprintf(c->route[0], sizeof(c->route[0]), TC_STORE_BRIDGE ":w:%s", m->assistant);
+	snprintf(c->route[1], sizeof(c->route[1]), TC_STORE_BRIDGE ":a:%s", m->assistant);
 	set_argv(c, (const char *[]){ "FCALL", "threadcast_submit", "4", TC_STORE_COMMANDS,
-				      "{" TC_STORE_COMMANDS "}:w:*", c->route[0], c->route[1], m->assistant,
+				      TC_STORE_BRIDGE ":w:*", c->route[0], c->route[1], m->assistant,
 				      m->thread, m->method, m->params, m->corr, m->reply, m->deadline, NULL });
 }
 
 void tc_store_register(struct tc_store_cmd *c, const char *assistant, const char *worker, long live_ms)
 {
-	snprintf(c->route[0], sizeof(c->route[0]), "{" TC_STORE_COMMANDS "}:w:%s", assistant);
+	snprintf(c->route[0], sizeof(c->route[0]), TC_STORE_BRIDGE ":w:%s", assistant);
 	snprintf(c->num[0], sizeof(c->num[0]), "%ld", live_ms);
 	set_argv(c, (const char *[]){ "FCALL", "threadcast_register", "2", c->route[0],
-				      "{" TC_STORE_COMMANDS "}:assistants", assistant, worker, c->num[0], NULL });
+				      TC_STORE_BRIDGE ":assistants", assistant, worker, c->num[0], NULL });
+}
+
+int tc_store_library_next(const char *src, size_t len, size_t *off, const char **lib,
+			  size_t *lib_len)
+{
+	static const char next[] = "\n#!lua";
+	if (*off >= len)
+		return 0;
+	*lib = src + *off;
+	/* A library ends where a line starts the next one (embed.py checks
+	 * that no other line starts so). */
+	const char *end = memmem(*lib, len - *off, next, sizeof(next) - 1);
+	*lib_len = end ? (size_t)(end + 1 - *lib) : len - *off;
+	*off += *lib_len;
+	return 1;
 }
 
 bool tc_store_assistant_valid(const char *s, size_t len)
@@ -185,7 +206,7 @@ bool tc_store_assistant_valid(const char *s, size_t len)
 
 void tc_store_read_rest_run(struct tc_store_cmd *c, const char *run_id)
 {
-	snprintf(c->key, sizeof(c->key), "{tc:commands}:r:%s", run_id);
+	snprintf(c->key, sizeof(c->key), TC_STORE_BRIDGE ":r:%s", run_id);
 	set_argv(c, (const char *[]){ "HMGET", c->key, "thread_id", "after_seq", "kwargs", "status", "assistant_id",
 				      NULL });
 }
@@ -193,7 +214,7 @@ void tc_store_read_rest_run(struct tc_store_cmd *c, const char *run_id)
 void tc_store_rest_call(struct tc_store_cmd *c, bool store, const char *op, const char *args)
 {
 	set_argv(c, (const char *[]){ "FCALL", store ? "threadcast_store" : "threadcast_rest", "1",
-				      store ? "{tc:store}" : "{tc:commands}", op, args, NULL });
+				      store ? TC_STORE_STORE : TC_STORE_BRIDGE, op, args, NULL });
 }
 
 static const redisReply *field(const redisReply *r, size_t i);
@@ -262,6 +283,38 @@ void tc_store_worker_answer(struct tc_store_cmd *c, const char *reply, const cha
 static const redisReply *field(const redisReply *r, size_t i)
 {
 	return i < r->elements && r->element[i]->type == REDIS_REPLY_STRING ? r->element[i] : NULL;
+}
+
+int tc_store_rest_run_parse(const redisReply *r, struct tc_store_rest_run *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->status = "";
+	if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 5)
+		return -1;
+	/* In tc_store_read_rest_run's order. */
+	const redisReply *thread = field(r, 0), *after = field(r, 1), *kwargs = field(r, 2),
+			 *status = field(r, 3), *assistant = field(r, 4);
+	if (thread) {
+		out->thread_id = thread->str;
+		out->thread_id_len = thread->len;
+	}
+	if (after && leading_u64(after->str, after->len, &out->after_seq) < 0)
+		out->after_seq = 0;
+	if (kwargs) {
+		out->kwargs = kwargs->str;
+		out->kwargs_len = kwargs->len;
+	}
+	if (status) {
+		out->status = status->str;
+		out->status_len = status->len;
+	}
+	out->active = !strcmp(out->status, "pending") || !strcmp(out->status, "running");
+	out->failed = !strcmp(out->status, "error") || !strcmp(out->status, "timeout");
+	if (assistant) {
+		out->assistant_id = assistant->str;
+		out->assistant_id_len = assistant->len;
+	}
+	return 0;
 }
 
 int tc_store_meta_parse(const redisReply *r, struct tc_store_meta *m)

@@ -2,8 +2,10 @@
  * store.h — the Redis contract, as pure builders and parsers.
  *
  * Everything threadcast, its agents and its tools know about Redis' layout is
- * spelled here and nowhere else in C (protocol/redis/threadcast.lua is the
- * other side of the same contract; protocol/README.md documents both):
+ * spelled here and nowhere else in C (the function libraries of
+ * protocol/redis/ are the other side of the same contract, their key names in
+ * the keys table of threadcast.lua's shared prelude; protocol/README.md
+ * documents both, "Where key names live"):
  *
  *   tc:{T}:events   stream, entry <seq>-0, fields m (method), n (encoded
  *                   namespace), e (event JSON)
@@ -17,9 +19,16 @@
  *                   "<epoch>\n<seq>\n<method>\n<encoded namespace>\n<event JSON>",
  *                   or for a batch "*<epoch>\n<first seq>\n<count>\n" then per
  *                   event "<method>\n<encoded namespace>\n<JSON length>\n<JSON>"
- *   tc:commands     stream of runtime commands (group "workers"), fields
- *                   thread, method, params, corr, reply, deadline
+ *   tc:commands     stream of runtime commands for wildcard workers (group
+ *                   "workers"), fields thread, method, params, corr, reply,
+ *                   deadline
+ *   {tc:commands}:w:<a>, :a:<a>, :assistants
+ *                   assistant a's live workers, its command stream, every
+ *                   assistant registered (threadcast_submit, _register)
+ *   {tc:commands}:r:<run>  a REST run's record (threadcast_rest's)
  *   tc:reply:<id>   sharded pub/sub, worker answers for one gateway
+ *   {tc:commands}, {tc:store}  the keys threadcast_rest and threadcast_store
+ *                   are called with (their records' hash tags)
  *
  * Builders fill a struct tc_store_cmd whose NULL-terminated argv goes to
  * tc_redis_cmd() (or any hiredis argv call); parsers take a reply or bytes
@@ -54,15 +63,22 @@ enum tc_store_key {
 /** The stream of runtime commands and its consumer group. */
 #define TC_STORE_COMMANDS "tc:commands"
 #define TC_STORE_WORKERS "workers"
+/** The hash tag of the command bridge's and the REST records' keys (the slot of tc:commands). */
+#define TC_STORE_BRIDGE "{" TC_STORE_COMMANDS "}"
+/** The hash tag of the store's keys. */
+#define TC_STORE_STORE "{tc:store}"
 /** Reply channels: this prefix + a gateway instance id. */
 #define TC_STORE_REPLY_PREFIX "tc:reply:"
+/** Room for a reply channel with its NUL (instance ids are shorter). */
+#define TC_STORE_REPLY_MAX 48
 /** Longest epoch (letters and digits) with its NUL. */
 #define TC_EPOCH_MAX 40
-/** Approximate length the command stream is trimmed to. */
-#define TC_STORE_COMMANDS_MAXLEN "100000"
 
 /** Writes the key (or channel) k of thread into buf and returns buf. */
 char *tc_store_key(char buf[TC_STORE_KEY_MAX], const char *thread, enum tc_store_key k);
+
+/** Writes the reply channel of gateway instance into buf (cut to fit) and returns buf. */
+char *tc_store_reply_channel(char buf[TC_STORE_REPLY_MAX], const char *instance);
 
 /**
  * The thread of a doorbell channel "tc:{<id>}:live": copies the id into id
@@ -150,13 +166,42 @@ void tc_store_submit(struct tc_store_cmd *c, const struct tc_store_command *cmd)
  * for live_ms more. Workers repeat it as their heartbeat.
  */
 void tc_store_register(struct tc_store_cmd *c, const char *assistant, const char *worker, long live_ms);
+/**
+ * The next Redis function library of src[0..len), a text of one or more
+ * libraries one after another, each starting with its "#!lua name=…" line
+ * (scripts/embed.py --libraries makes it; tc_redis_new() loads it): from
+ * *off, points *lib at the library, sets *lib_len, moves *off past it and
+ * returns 1; returns 0 when none is left.
+ */
+int tc_store_library_next(const char *src, size_t len, size_t *off, const char **lib,
+			  size_t *lib_len);
 /** Whether s[0..len) can be an assistant id (1 to 128 printable bytes, no spaces). */
 bool tc_store_assistant_valid(const char *s, size_t len);
 /**
  * HMGET {tc:commands}:r:<run> thread_id after_seq kwargs status assistant_id: what a
- * join of a REST run needs of its record (threadcast.lua's threadcast_rest).
+ * join of a REST run needs of its record (threadcast_rest.lua's records).
  */
 void tc_store_read_rest_run(struct tc_store_cmd *c, const char *run_id);
+/** A REST run's record as tc_store_read_rest_run reads it; points into the reply. */
+struct tc_store_rest_run {
+	const char *thread_id;   /**< its thread; NULL when the run has no record */
+	size_t thread_id_len;
+	uint64_t after_seq;      /**< its events come after this seq (0 when absent or not a number) */
+	const char *kwargs;      /**< what it was asked with (JSON text); NULL when absent */
+	size_t kwargs_len;
+	const char *status;      /**< pending, running, success, error, timeout, interrupted; "" when absent */
+	size_t status_len;
+	bool active;             /**< pending or running: not over yet */
+	bool failed;             /**< error or timeout */
+	const char *assistant_id; /**< NULL when absent */
+	size_t assistant_id_len;
+};
+/**
+ * Parses tc_store_read_rest_run's reply into out: 0, or -1 when it is not
+ * that HMGET's answer (an error, Redis gone). A run without a record parses
+ * with thread_id NULL.
+ */
+int tc_store_rest_run_parse(const redisReply *r, struct tc_store_rest_run *out);
 /**
  * FCALL threadcast_rest 1 {tc:commands} <op> <args> (or, store: threadcast_store
  * 1 {tc:store}): one REST request (rest.h); args must outlive c.

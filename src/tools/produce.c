@@ -11,7 +11,8 @@
  * is never held back waiting for more. With --retry-ms, a lost connection
  * is retried for that long and the calls that were not acknowledged are
  * sent again (at least once). If the function is not loaded yet, it loads
- * it (the same library threadcast loads). In a Redis Cluster, a MOVED reply
+ * threadcast's function libraries (those threadcast loads, as it loads
+ * them). In a Redis Cluster, a MOVED reply
  * sends the events to the master it names (back to the configured node if
  * that one fails). Exit status: 0 when every event was appended, 1 when
  * some were not (each refusal is printed to stderr), 2 on bad usage.
@@ -222,6 +223,41 @@ static char *input_next(struct input *in, long *skipped)
  * the event on input line L, worded as --batch 1 would, and the lines of the
  * rest of the batch, which were not appended either.
  */
+/*
+ * Loads threadcast's function libraries as the gateway does: all of them in
+ * one transaction (protocol/README.md, "The function libraries"). Returns
+ * NULL, or Redis' error (static storage).
+ */
+static const char *load_functions(redisContext *c)
+{
+	static char err[256];
+	const char *lib;
+	size_t off = 0, len;
+	int n = 2;
+	redisAppendCommand(c, "MULTI");
+	while (tc_store_library_next(tc_function_source, tc_function_source_len, &off, &lib, &len)) {
+		redisAppendCommand(c, "FUNCTION LOAD REPLACE %b", lib, len);
+		n++;
+	}
+	redisAppendCommand(c, "EXEC");
+	err[0] = '\0';
+	for (int k = 0; k < n; k++) {
+		redisReply *r = NULL;
+		if (redisGetReply(c, (void **)&r) != REDIS_OK)
+			return c->errstr;
+		/* The first error says what is wrong: a load Redis refused is
+		 * in EXEC's answer, one it would not queue comes before. */
+		const redisReply *e = r;
+		for (size_t i = 0; r->type == REDIS_REPLY_ARRAY && e == r && i < r->elements; i++)
+			if (r->element[i]->type == REDIS_REPLY_ERROR)
+				e = r->element[i];
+		if (e->type == REDIS_REPLY_ERROR && !err[0])
+			snprintf(err, sizeof(err), "%s", e->str);
+		freeReplyObject(r);
+	}
+	return err[0] ? err : NULL;
+}
+
 static void report_batch_error(const char *err, const struct unit *u)
 {
 	const char *p = err;
@@ -409,12 +445,11 @@ int main(int argc, char **argv)
 				if (redisGetReply(c, (void **)&r) == REDIS_OK)
 					freeReplyObject(r);
 			}
-			r = redisCommand(c, "FUNCTION LOAD REPLACE %b", tc_function_source, tc_function_source_len);
-			if (!r || r->type == REDIS_REPLY_ERROR) {
-				fprintf(stderr, "threadcast-produce: FUNCTION LOAD: %s\n", r ? r->str : c->errstr);
+			const char *refused = load_functions(c);
+			if (refused) {
+				fprintf(stderr, "threadcast-produce: FUNCTION LOAD: %s\n", refused);
 				return 1;
 			}
-			freeReplyObject(r);
 			loaded = true;
 			for (long k = 0; k < count; k++)
 				send_unit(c, &o, &win[(head + k) % o.pipeline]);

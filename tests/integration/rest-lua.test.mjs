@@ -1,6 +1,6 @@
 // The Agent Protocol REST API's records (issue 17) as the gateway and the
 // workers reach them: FCALL threadcast_rest against a real redis-server with
-// protocol/redis/threadcast.lua loaded, no gateway. Every op, what it stores,
+// threadcast's function libraries (protocol/redis/) loaded, no gateway. Every op, what it stores,
 // the rest.run / rest.cancel entries it hands to workers, the multitask
 // strategies, thread statuses, stateless runs, search, bad input and TTLs.
 import { test, before, after } from 'node:test';
@@ -67,11 +67,11 @@ const createRun = (tid, body, extra = {}) => call('runs.create', {
 const started = (rid) => call('run.started', { body: { run_id: rid } });
 const finished = (rid, body = {}) => call('run.finished', { body: { run_id: rid, status: 'success', ...body } });
 
-test('the library registers threadcast_rest beside the other functions', async () => {
-  const [lib] = await rc.cmd('FUNCTION', 'LIST', 'LIBRARYNAME', 'threadcast');
-  const fns = lib[5].map((f) => f[1]).sort();
-  assert.deepEqual(fns, ['threadcast_append', 'threadcast_append_batch', 'threadcast_register', 'threadcast_rest',
-    'threadcast_store', 'threadcast_submit']);
+test('the libraries register threadcast_rest beside the other functions', async () => {
+  const fns = {};
+  for (const lib of await rc.cmd('FUNCTION', 'LIST')) fns[lib[1]] = lib[5].map((f) => f[1]).sort();
+  assert.deepEqual(fns, { threadcast: ['threadcast_append', 'threadcast_append_batch', 'threadcast_register', 'threadcast_submit'],
+    threadcast_store: ['threadcast_store'], threadcast_rest: ['threadcast_rest'] });
 });
 
 test('a malformed call from the gateway is a Redis error, not a reply', async () => {

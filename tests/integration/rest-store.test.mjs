@@ -1,6 +1,6 @@
 // The Agent Protocol store as the gateway drives it: FCALL threadcast_store
 // 1 {tc:store} <op> <args-json> against a real redis-server with
-// protocol/redis/threadcast.lua loaded, for every op (store.put, store.get,
+// threadcast's function libraries (protocol/redis/) loaded, for every op (store.put, store.get,
 // store.delete, store.search, store.namespaces), the keys they keep, TTLs,
 // and every 422 and 404. The bodies are what @langchain/langgraph-sdk
 // 1.15.0's Client.store sends (client/store/index.js).

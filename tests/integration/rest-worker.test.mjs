@@ -9,7 +9,7 @@ import { test, before, after, describe } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import path from 'node:path';
-import { startRedis, startWorker, stopAll, waitUntil, storedEvents, redisClient, repoRoot } from './lib/harness.mjs';
+import { startRedis, startWorker, stopAll, waitUntil, storedEvents, redisClient, repoRoot, loadLibrary } from './lib/harness.mjs';
 import { Redis } from '../../src/worker/test/fixtures.js';
 
 const graphsModule = path.join(repoRoot, 'src/worker/test/graphs.js');
@@ -26,6 +26,9 @@ let corrSeq = 0;
 before(async () => {
   redis = await startRedis();
   rc = redisClient(redis.port);
+  // The function libraries, as a gateway loads them (the test plays the
+  // gateway; a worker loads only threadcast.lua when it finds none).
+  await loadLibrary(rc);
   mon = await monitor(redis.port, (args) => {
     if (String(args[0]).toLowerCase() === 'fcall' && args[1] === 'threadcast_rest') calls.push({ op: args[4], args: JSON.parse(args[5]) });
   });

@@ -41,6 +41,9 @@ static void keys_and_channels(void **state)
 	tc_store_key(k, longest, TC_KEY_AGENT_CKPTS);
 	assert_int_equal(strlen(k), TC_THREAD_ID_MAX + 17);
 
+	char ch[TC_STORE_REPLY_MAX];
+	assert_string_equal(tc_store_reply_channel(ch, "0123456789abcdef"), "tc:reply:0123456789abcdef");
+
 	assert_int_equal(tc_store_live_thread("tc:{t1}:live", 12, id), 0);
 	assert_string_equal(id, "t1");
 	const char *bad[] = { "tc:{}:live", "tc:{t1}:meta", "tc:reply:abc", "tc:{t1}:liv", "x" };
@@ -151,6 +154,49 @@ static void replies(void **state)
 	assert_int_equal(m.seq, 0);
 	assert_null(m.run_id);
 	freeReplyObject(r);
+
+	/* A REST run's record, by name. */
+	struct tc_store_rest_run run;
+	r = rarr(5, (redisReply *[]){ rstr("t1"), rstr("42"), rstr("{\"input\":null}"), rstr("running"),
+		rstr("agent") });
+	assert_int_equal(tc_store_rest_run_parse(r, &run), 0);
+	assert_string_equal(run.thread_id, "t1");
+	assert_int_equal(run.thread_id_len, 2);
+	assert_int_equal(run.after_seq, 42);
+	assert_string_equal(run.kwargs, "{\"input\":null}");
+	assert_int_equal(run.kwargs_len, 14);
+	assert_string_equal(run.status, "running");
+	assert_true(run.active);
+	assert_false(run.failed);
+	assert_string_equal(run.assistant_id, "agent");
+	freeReplyObject(r);
+	const char *status[][3] = { { "pending", "1", "0" }, { "success", "0", "0" }, { "error", "0", "1" },
+				    { "timeout", "0", "1" }, { "interrupted", "0", "0" } };
+	for (size_t i = 0; i < sizeof(status) / sizeof(status[0]); i++) {
+		r = rarr(5, (redisReply *[]){ rstr("t1"), rstr("x"), rstr("{}"), rstr(status[i][0]), rstr("a") });
+		assert_int_equal(tc_store_rest_run_parse(r, &run), 0);
+		assert_int_equal(run.active, status[i][1][0] == '1');
+		assert_int_equal(run.failed, status[i][2][0] == '1');
+		assert_int_equal(run.after_seq, 0); /* not a number */
+		freeReplyObject(r);
+	}
+	redisReply *nils[5];
+	for (size_t i = 0; i < 5; i++) {
+		nils[i] = tc_xcalloc(1, sizeof(*nils[i]));
+		nils[i]->type = REDIS_REPLY_NIL;
+	}
+	r = rarr(5, nils); /* no such run */
+	assert_int_equal(tc_store_rest_run_parse(r, &run), 0);
+	assert_null(run.thread_id);
+	assert_null(run.kwargs);
+	assert_null(run.assistant_id);
+	assert_string_equal(run.status, "");
+	assert_false(run.active || run.failed);
+	freeReplyObject(r);
+	r = rarr(4, (redisReply *[]){ rstr("t1"), rstr("1"), rstr("{}"), rstr("running") });
+	assert_int_equal(tc_store_rest_run_parse(r, &run), -1);
+	freeReplyObject(r);
+	assert_int_equal(tc_store_rest_run_parse(NULL, &run), -1);
 
 	struct tc_stream_entry e;
 	r = rarr(2, (redisReply *[]){ rstr("7-0"), rarr(6, (redisReply *[]){ rstr("m"), rstr("tools"),
@@ -287,6 +333,30 @@ static void agent_tree(void **state)
 	assert_null(tc_tree_build(e + 1, 4));
 }
 
+/* The libraries of a text tc_redis_new() loads, one by one. */
+static void function_libraries(void **state)
+{
+	static const char src[] = "#!lua name=a\nlocal x = '#!lua'\n#!lua name=b\n-- b\n#!lua name=c";
+	const char *lib;
+	size_t off = 0, len;
+	assert_int_equal(tc_store_library_next(src, sizeof(src) - 1, &off, &lib, &len), 1);
+	assert_int_equal(len, 31);
+	assert_memory_equal(lib, "#!lua name=a\nlocal x = '#!lua'\n", len);
+	assert_int_equal(tc_store_library_next(src, sizeof(src) - 1, &off, &lib, &len), 1);
+	assert_memory_equal(lib, "#!lua name=b\n-- b\n", len);
+	assert_int_equal(tc_store_library_next(src, sizeof(src) - 1, &off, &lib, &len), 1);
+	assert_int_equal(len, 12);
+	assert_memory_equal(lib, "#!lua name=c", len);
+	assert_int_equal(tc_store_library_next(src, sizeof(src) - 1, &off, &lib, &len), 0);
+	/* One library is the whole text; nothing is none. */
+	off = 0;
+	assert_int_equal(tc_store_library_next(src, 13, &off, &lib, &len), 1);
+	assert_int_equal(len, 13);
+	assert_int_equal(tc_store_library_next(src, 13, &off, &lib, &len), 0);
+	off = 0;
+	assert_int_equal(tc_store_library_next("", 0, &off, &lib, &len), 0);
+}
+
 int main(void)
 {
 	tc_cjson_init();
@@ -299,6 +369,7 @@ int main(void)
 		cmocka_unit_test(batch_doorbells),
 		cmocka_unit_test(index_values),
 		cmocka_unit_test(agent_tree),
+		cmocka_unit_test(function_libraries),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

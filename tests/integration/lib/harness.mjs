@@ -343,10 +343,24 @@ export async function sse(url, init = {}) {
 }
 
 /** A raw RESP client for assertions on Redis state: redis.cmd('XLEN', key). */
-/** Loads protocol/redis/threadcast.lua into the Redis rc talks to (tests that call its functions without a gateway). */
+/** threadcast's Redis function libraries, in the order the gateway loads them. */
+export const functionLibraries = ['threadcast', 'threadcast_store', 'threadcast_rest'];
+
+/**
+ * The text of one of them (protocol/redis/<name>.lua) as the gateway loads it: assembled by
+ * scripts/embed.py, which puts threadcast.lua's shared prelude into the others.
+ */
+export function functionLibrary(name) {
+  const dir = path.join(repoRoot, 'protocol/redis');
+  const r = spawnSync('python3', [path.join(repoRoot, 'scripts/embed.py'), '--library', path.join(dir, 'threadcast.lua'),
+    path.join(dir, `${name}.lua`)], { encoding: 'utf8' });
+  assert.equal(r.status, 0, r.stderr);
+  return r.stdout;
+}
+
+/** Loads threadcast's function libraries into the Redis rc talks to (tests that call its functions without a gateway). */
 export async function loadLibrary(rc) {
-  const lib = readFileSync(path.join(repoRoot, 'protocol/redis/threadcast.lua'), 'utf8');
-  assert.equal(await rc.cmd('FUNCTION', 'LOAD', 'REPLACE', lib), 'threadcast');
+  for (const name of functionLibraries) assert.equal(await rc.cmd('FUNCTION', 'LOAD', 'REPLACE', functionLibrary(name)), name);
 }
 
 export function redisClient(port) {

@@ -1,0 +1,931 @@
+#!lua name=threadcast_rest
+--
+-- threadcast's Redis functions, third of three libraries: the records of the
+-- Agent Protocol REST API. It begins with the shared prelude of
+-- threadcast.lua (key names, errors, the clock, the command router, JSON text
+-- and HTTP answers), which the build puts right after this line; so
+-- assembled, it loads alone (scripts/embed.py --library prints it).
+
+-- ==== the Agent Protocol REST API: threads, runs, assistants ============================
+--
+--   FCALL threadcast_rest 1 {tc:commands} <op> <args-json>
+--     -> {status, body-json[, extra-json]}
+--
+-- The gateway turns each REST request into one call (args-json is
+-- {path, query, body, ids, after_seq, stateless, now}); the worker reports
+-- its runs through run.started and run.finished. Every record lives in the
+-- slot of {tc:commands}, with the command streams, so a run is created,
+-- queued and handed to a worker in one atomic step. Client mistakes are
+-- replies ({4xx, {"detail": …}}); a malformed call from the gateway is an
+-- error (ERR threadcast: …). protocol/README.md ("The Agent Protocol REST
+-- API: records in Redis") documents every op, key and field.
+--
+-- Bodies are decoded with cjson to be checked, but what is only passed on
+-- (a run's input, config, …, a thread's values) is copied as the JSON text
+-- the caller sent: cjson cannot tell [] from {} and keeps 14 digits of a
+-- number, so re-encoding would change them.
+
+local MAX_LIMIT = 1000
+local MAX_EXAMINE = 10000
+local MAX_IDS = 1000
+local MAX_QUEUE = 100
+local MAX_RUNS = 1000
+local MAX_AFTER_SECONDS = 86400
+local ID_PATTERN = '^[%w%._:%-]+$'
+local TERMINAL = { success = true, error = true, timeout = true, interrupted = true }
+local THREAD_STATUSES = { idle = true, busy = true, interrupted = true, error = true }
+local RUN_STATUSES = { pending = true, running = true, success = true, error = true, timeout = true,
+                       interrupted = true }
+local STRATEGIES = { reject = true, interrupt = true, rollback = true, enqueue = true }
+local STREAM_MODES = { values = true, messages = true, ['messages-tuple'] = true, updates = true,
+                       events = true, debug = true, custom = true, tasks = true, checkpoints = true }
+
+-- A Lua string as a JSON string (cjson is not there while the library loads).
+local function jstr(s) return cjson.encode(s) end
+
+-- Object text from names (in order) and their values' texts.
+local function object(order, vals)
+  local parts = {}
+  for _, k in ipairs(order) do
+    if vals[k] ~= nil then parts[#parts + 1] = jstr(k) .. ':' .. vals[k] end
+  end
+  return '{' .. table.concat(parts, ',') .. '}'
+end
+
+-- Object text a with b's members laid over it (the top-level merge of PATCH).
+local function merge(a, b)
+  local av, ao = members(a)
+  local bv, bo = members(b)
+  for _, k in ipairs(bo) do
+    if av[k] == nil then ao[#ao + 1] = k end
+    av[k] = bv[k]
+  end
+  return object(ao, av)
+end
+
+-- Whether every member of filter is in record with an equal value (objects
+-- and arrays compared the same way, member by member); null matches nothing.
+local function contains(record, filter)
+  if type(record) ~= 'table' then return false end
+  for k, v in pairs(filter) do
+    local r = record[k]
+    if r == nil or r == cjson.null or v == cjson.null then return false end
+    if type(v) == 'table' then
+      if not contains(r, v) then return false end
+    elseif r ~= v then
+      return false
+    end
+  end
+  return true
+end
+
+-- An object, as cjson decoded it (an empty array looks the same: where it
+-- matters, the text is checked too).
+local function is_object(v) return type(v) == 'table' and v[1] == nil end
+local function is_object_text(s) return type(s) == 'string' and string.byte(s, 1) == 123 end
+
+local is_strings = is_array_of_strings
+
+local function is_int(v, lo, hi)
+  return type(v) == 'number' and v == math.floor(v) and v >= lo and v <= hi
+end
+
+-- One request's view: decoded args, the texts of the body's members, the clock.
+local function request(raw)
+  local ok, a = pcall(cjson.decode, raw)
+  if not ok or type(a) ~= 'table' then fail('args must be a JSON object') end
+  local am = members(raw)
+  local c = { a = a, path = is_object(a.path) and a.path or {}, query = is_object(a.query) and a.query or {},
+              ids = is_object(a.ids) and a.ids or {}, rawargs = am }
+  if is_object(a.body) and is_object_text(am.body) then
+    c.body, c.raw = a.body, members(am.body)
+  elseif absent(a.body) then
+    c.body, c.raw = {}, {}
+    c.nobody = true
+  else
+    c.body = a.body -- not an object: each op says what it wanted
+  end
+  -- c.now stamps records (a.now, when the gateway gives one); workers'
+  -- liveness is always Redis' own clock, c.clock. Both are digit strings:
+  -- Lua would write a number of more than 14 digits in exponent form.
+  c.clock = now_ms()
+  if a.now ~= nil then
+    if not is_int(a.now, 0, 1e15) then fail('args.now must be ms since the epoch') end
+    c.now = string.format('%d', a.now)
+  else
+    c.now = string.format('%d', c.clock)
+  end
+  return c
+end
+
+local function body_object(c)
+  if type(c.body) ~= 'table' or c.raw == nil then http(422, 'the request body must be a JSON object') end
+end
+
+-- A query parameter given at most once, as a string, or nil.
+local function query1(c, name)
+  local v = c.query[name]
+  if absent(v) then return nil end
+  if type(v) == 'table' then http(422, 'query parameter ' .. name .. ' must be given once') end
+  return tostring(v)
+end
+
+local function query_int(c, name, default, lo, hi)
+  local v = query1(c, name)
+  if v == nil then return default end
+  local n = string.match(v, '^%d+$') and tonumber(v)
+  if not n or n < lo or n > hi then
+    http(422, 'query parameter ' .. name .. ' must be an integer from ' .. lo .. ' to ' .. hi)
+  end
+  return n
+end
+
+local function path_id(c, name)
+  local v = c.path[name]
+  if type(v) ~= 'string' or v == '' then fail('args.path.' .. name .. ' is required') end
+  return v
+end
+
+local function fresh_id(c, name)
+  local v = c.ids[name]
+  if type(v) ~= 'string' or not string.match(v, ID_PATTERN) or #v > 128 then
+    fail('args.ids.' .. name .. ' must be a fresh id')
+  end
+  return v
+end
+
+local function check_metadata(c, field)
+  local v = c.body[field]
+  if absent(v) then return nil end
+  if not is_object(v) or not is_object_text(c.raw[field]) then http(422, field .. ' must be an object') end
+  return c.raw[field]
+end
+
+-- ttl: minutes, or {ttl: minutes, strategy: "delete"} as the SDK sends it.
+local function check_ttl(c)
+  local v = c.body.ttl
+  if absent(v) then return nil end
+  if is_object(v) then
+    if not absent(v.strategy) and v.strategy ~= 'delete' then http(422, 'ttl.strategy must be "delete"') end
+    v = v.ttl
+    if type(v) ~= 'number' or v <= 0 or v > 5256000 then http(422, 'ttl.ttl must be a number of minutes above 0 and at most 5256000 (10 years)') end
+  elseif type(v) ~= 'number' or v <= 0 or v > 5256000 then
+    http(422, 'ttl must be a number of minutes above 0 and at most 5256000 (10 years), or {"ttl": minutes, "strategy": "delete"}')
+  end
+  return v
+end
+
+-- A record as a table (field -> string), or nil; ids longer than any we make have none.
+local function record(id, key)
+  if #id > 128 then return nil end
+  local f = redis.call('HGETALL', key(id))
+  if #f == 0 then return nil end
+  local t = {}
+  for i = 1, #f, 2 do t[f[i]] = f[i + 1] end
+  return t
+end
+local function thread_record(tid) return record(tid, keys.rest_thread) end
+local function run_record(rid) return record(rid, keys.rest_run) end
+
+local function thread_or_404(tid)
+  local t = thread_record(tid)
+  if not t then http(404, 'thread "' .. tid .. '" not found') end
+  return t
+end
+
+-- The run, which must be the thread's.
+local function run_or_404(tid, rid)
+  local r = run_record(rid)
+  if not r or r.thread_id ~= tid then http(404, 'run "' .. rid .. '" not found on thread "' .. tid .. '"') end
+  return r
+end
+
+local function thread_json(t)
+  local parts = {
+    '{"thread_id":', jstr(t.thread_id),
+    ',"created_at":', jstr(iso(t.created_at)),
+    ',"updated_at":', jstr(iso(t.updated_at)),
+    ',"state_updated_at":', jstr(iso(t.state_updated_at or t.updated_at)),
+    ',"metadata":', t.metadata or '{}',
+    ',"status":', jstr(t.status or 'idle'),
+    ',"values":', t.values or '{}',
+    ',"interrupts":', t.interrupts or '{}',
+    ',"config":', t.config or '{}',
+  }
+  if t.error then parts[#parts + 1] = ',"error":' .. t.error end
+  parts[#parts + 1] = '}'
+  return table.concat(parts)
+end
+
+local function run_json(r)
+  return table.concat({
+    '{"run_id":', jstr(r.run_id),
+    ',"thread_id":', jstr(r.thread_id),
+    ',"assistant_id":', jstr(r.assistant_id),
+    ',"created_at":', jstr(iso(r.created_at)),
+    ',"updated_at":', jstr(iso(r.updated_at)),
+    ',"status":', jstr(r.status),
+    ',"metadata":', r.metadata or '{}',
+    ',"kwargs":', r.kwargs or '{}',
+    ',"multitask_strategy":', jstr(r.multitask_strategy or 'reject'),
+    '}' })
+end
+
+-- A thread with a TTL takes its runs, queue and active run with it.
+local function apply_ttl(tid, t)
+  local at = tonumber(t.expires_at)
+  if not at then return end
+  for _, k in ipairs({ keys.rest_thread(tid), keys.rest_runs(tid), keys.rest_queue(tid), keys.rest_active(tid) }) do
+    redis.call('PEXPIREAT', k, at)
+  end
+end
+
+-- Hands run r to a worker (a rest.run entry) and makes it the thread's active run.
+local function dispatch(r, now)
+  -- A queued run whose workers have gone waits on its assistant's stream
+  -- (the consumer group keeps it for the next worker that serves it).
+  local stream = router.stream(r.assistant_id, now) or keys.stream(r.assistant_id)
+  local kw = r.kwargs or '{}'
+  local inner = string.sub(kw, 2, -2)
+  local params = table.concat({
+    '{"run_id":', jstr(r.run_id), ',"thread_id":', jstr(r.thread_id),
+    ',"assistant_id":', jstr(r.assistant_id), ',"metadata":', r.metadata or '{}',
+    ',"on_completion":', jstr(r.on_completion or 'keep'),
+    ',"temporary":', r.temporary == '1' and 'true' or 'false',
+    ',"after_seconds":', r.after_seconds or '0',
+    inner ~= '' and ',' or '', inner, '}' })
+  router.send(stream, r.thread_id, 'rest.run', params, r.run_id, '', '0')
+  redis.call('HSET', keys.rest_run(r.run_id), 'stream', stream)
+  redis.call('SET', keys.rest_active(r.thread_id), r.run_id)
+  r.stream = stream
+  return stream
+end
+
+-- Asks the worker running r to stop it (a rest.cancel entry).
+local function send_cancel(r, action)
+  local stream = r.stream or router.stream(r.assistant_id, now_ms()) or keys.stream(r.assistant_id)
+  router.send(stream, r.thread_id, 'rest.cancel',
+              '{"run_id":' .. jstr(r.run_id) .. ',"thread_id":' .. jstr(r.thread_id) .. ',"action":' .. jstr(action) .. '}',
+              r.run_id, '', '0')
+  redis.call('HSET', keys.rest_run(r.run_id), 'cancel', action)
+end
+
+local function delete_run(tid, rid)
+  redis.call('DEL', keys.rest_run(rid))
+  redis.call('ZREM', keys.rest_runs(tid), rid)
+  redis.call('LREM', keys.rest_queue(tid), 0, rid)
+end
+
+-- Every record of a thread: the thread, its runs, queue and active marker.
+local function delete_thread(tid)
+  local tk = keys.rest_thread(tid)
+  local rids = redis.call('ZRANGE', keys.rest_runs(tid), 0, -1)
+  for _, rid in ipairs(rids) do redis.call('DEL', keys.rest_run(rid)) end
+  redis.call('DEL', tk, keys.rest_runs(tid), keys.rest_queue(tid), keys.rest_active(tid))
+  redis.call('ZREM', keys.REST_THREADS, tid)
+end
+
+-- The thread's active run, when it still is one (a stale marker is cleared).
+local function active_run(tid)
+  local rid = redis.call('GET', keys.rest_active(tid))
+  if not rid then return nil end
+  local r = run_record(rid)
+  if r and not TERMINAL[r.status] then return r end
+  redis.call('DEL', keys.rest_active(tid))
+  return nil
+end
+
+-- Dispatches the first queued run that is still pending; returns it or nil.
+local function dispatch_next(tid, now)
+  for _ = 1, MAX_QUEUE + 1 do
+    local rid = redis.call('LPOP', keys.rest_queue(tid))
+    if not rid then return nil end
+    local r = run_record(rid)
+    if r and r.status == 'pending' then
+      dispatch(r, now)
+      return r
+    end
+  end
+  return nil
+end
+
+local function new_thread(tid, now, metadata, ttl)
+  local t = { thread_id = tid, created_at = tostring(now), updated_at = tostring(now), metadata = metadata or '{}',
+              status = 'idle', interrupts = '{}', config = '{}' }
+  redis.call('HSET', keys.rest_thread(tid), 'thread_id', tid, 'created_at', now, 'updated_at', now, 'metadata', t.metadata,
+             'status', 'idle', 'interrupts', '{}', 'config', '{}')
+  if ttl then
+    t.expires_at = string.format('%d', now + ttl * 60000)
+    redis.call('HSET', keys.rest_thread(tid), 'expires_at', t.expires_at)
+    apply_ttl(tid, t)
+  end
+  redis.call('ZADD', keys.REST_THREADS, now, tid)
+  return t
+end
+
+-- ---- threads --------------------------------------------------------------------------
+
+local function threads_create(c)
+  if not c.nobody then body_object(c) end
+  local b = c.body
+  local tid = b.thread_id
+  if absent(tid) then
+    tid = fresh_id(c, 'thread_id')
+  elseif type(tid) ~= 'string' or #tid > 128 or not string.match(tid, ID_PATTERN) then
+    http(422, 'thread_id must be 1 to 128 characters of A-Z a-z 0-9 . _ : -')
+  end
+  local metadata = check_metadata(c, 'metadata')
+  local if_exists = b.if_exists
+  if absent(if_exists) then if_exists = 'raise' end
+  if if_exists ~= 'raise' and if_exists ~= 'do_nothing' then http(422, 'if_exists must be "raise" or "do_nothing"') end
+  local ttl = check_ttl(c)
+  if not absent(b.supersteps) and (type(b.supersteps) ~= 'table' or next(b.supersteps) ~= nil) then
+    http(422, 'supersteps is not supported: create the thread, then update its state')
+  end
+  local t = thread_record(tid)
+  if t then
+    if if_exists == 'raise' then http(409, 'thread "' .. tid .. '" already exists') end
+    return { 200, thread_json(t) }
+  end
+  return { 200, thread_json(new_thread(tid, c.now, metadata, ttl)) }
+end
+
+local function threads_get(c)
+  return { 200, thread_json(thread_or_404(path_id(c, 'thread_id'))) }
+end
+
+local function threads_patch(c)
+  local tid = path_id(c, 'thread_id')
+  if not c.nobody then body_object(c) end
+  local metadata = check_metadata(c, 'metadata')
+  local ttl = check_ttl(c)
+  local t = thread_or_404(tid)
+  if metadata then
+    t.metadata = merge(t.metadata or '{}', metadata)
+    redis.call('HSET', keys.rest_thread(tid), 'metadata', t.metadata)
+  end
+  t.updated_at = tostring(c.now)
+  redis.call('HSET', keys.rest_thread(tid), 'updated_at', c.now)
+  if ttl then
+    t.expires_at = string.format('%d', c.now + ttl * 60000)
+    redis.call('HSET', keys.rest_thread(tid), 'expires_at', t.expires_at)
+    apply_ttl(tid, t)
+    for _, rid in ipairs(redis.call('ZRANGE', keys.rest_runs(tid), 0, -1)) do
+      redis.call('PEXPIREAT', keys.rest_run(rid), t.expires_at)
+    end
+  end
+  return { 200, thread_json(t) }
+end
+
+local function threads_delete(c)
+  local tid = path_id(c, 'thread_id')
+  thread_or_404(tid)
+  local cancel = {}
+  local r = active_run(tid)
+  if r then
+    send_cancel(r, 'interrupt')
+    cancel[1] = jstr(r.run_id)
+  end
+  delete_thread(tid)
+  return { 204, '', '{"cancel":[' .. table.concat(cancel, ',') .. ']}' }
+end
+
+local THREAD_SORTS = { thread_id = true, status = true, created_at = true, updated_at = true }
+
+-- A search body's limit (1 to MAX_LIMIT, default 10) and offset.
+local function paging(b)
+  local limit, offset = b.limit, b.offset
+  if absent(limit) then limit = 10 elseif not is_int(limit, 1, MAX_LIMIT) then
+    http(422, 'limit must be an integer from 1 to ' .. MAX_LIMIT)
+  end
+  if absent(offset) then offset = 0 elseif not is_int(offset, 0, MAX_EXAMINE) then
+    http(422, 'offset must be an integer from 0 to ' .. MAX_EXAMINE)
+  end
+  return limit, offset
+end
+
+-- A search body's sort_by (default created_at) and sort_order (default desc).
+local function sorting(b, allowed, names)
+  local sort_by, order = b.sort_by, b.sort_order
+  if absent(sort_by) then sort_by = 'created_at' elseif not allowed[sort_by] then
+    http(422, 'sort_by must be ' .. names)
+  end
+  if absent(order) then order = 'desc' elseif order ~= 'asc' and order ~= 'desc' then
+    http(422, 'sort_order must be "asc" or "desc"')
+  end
+  return sort_by, order
+end
+
+local function threads_search(c)
+  if not c.nobody then body_object(c) end
+  local b = c.body
+  local mfilter, vfilter = b.metadata, b.values
+  if not absent(mfilter) and not is_object(mfilter) then http(422, 'metadata must be an object') end
+  if not absent(vfilter) and not is_object(vfilter) then http(422, 'values must be an object') end
+  local status = b.status
+  if absent(status) then status = nil elseif not THREAD_STATUSES[status] then
+    http(422, 'status must be "idle", "busy", "interrupted" or "error"')
+  end
+  local limit, offset = paging(b)
+  local sort_by, order = sorting(b, THREAD_SORTS, '"thread_id", "status", "created_at" or "updated_at"')
+  if not absent(b.extract) then http(422, 'extract is not supported') end
+  local ids = b.ids
+  if not absent(ids) then
+    if not is_strings(ids) then http(422, 'ids must be an array of strings') end
+    if #ids > MAX_IDS then http(422, 'ids has ' .. #ids .. ' entries; at most ' .. MAX_IDS) end
+  else
+    ids = nil
+  end
+
+  -- Candidates: the ids asked for, else the newest (or oldest) MAX_EXAMINE
+  -- threads; sorted by creation, the scan stops once the page is full.
+  local by_created = sort_by == 'created_at' and not ids
+  local candidates
+  if ids then
+    candidates = ids
+  elseif order == 'asc' and by_created then
+    candidates = redis.call('ZRANGE', keys.REST_THREADS, 0, MAX_EXAMINE - 1)
+  else
+    candidates = redis.call('ZREVRANGE', keys.REST_THREADS, 0, MAX_EXAMINE - 1)
+  end
+  local want = offset + limit
+  local found = {}
+  for _, tid in ipairs(candidates) do
+    local t = thread_record(tid)
+    if not t then
+      if not ids then redis.call('ZREM', keys.REST_THREADS, tid) end -- expired (TTL)
+    elseif (not status or t.status == status)
+        and (absent(mfilter) or contains(cjson.decode(t.metadata or '{}'), mfilter))
+        and (absent(vfilter) or (t.values and contains(cjson.decode(t.values), vfilter))) then
+      found[#found + 1] = t
+      if by_created and #found >= want then break end
+    end
+  end
+  if not by_created then
+    local num = sort_by == 'created_at' or sort_by == 'updated_at'
+    table.sort(found, function(x, y)
+      local a, b2 = x[sort_by], y[sort_by]
+      if num then a, b2 = tonumber(a), tonumber(b2) end
+      if a == b2 then
+        if order == 'asc' then return x.thread_id < y.thread_id end
+        return x.thread_id > y.thread_id
+      end
+      if order == 'asc' then return a < b2 end
+      return a > b2
+    end)
+  end
+  local out = {}
+  for i = offset + 1, math.min(#found, want) do out[#out + 1] = thread_json(found[i]) end
+  return { 200, '[' .. table.concat(out, ',') .. ']' }
+end
+
+local function threads_copy(c)
+  local tid = path_id(c, 'thread_id')
+  local src = thread_or_404(tid)
+  local nid = fresh_id(c, 'thread_id')
+  if thread_record(nid) then http(409, 'thread "' .. nid .. '" already exists') end
+  local t = new_thread(nid, c.now, src.metadata, nil)
+  local f = { 'config', src.config or '{}', 'interrupts', src.interrupts or '{}' }
+  t.config, t.interrupts = src.config, src.interrupts
+  if src.values then
+    t.values, t.state_updated_at = src.values, src.state_updated_at
+    f[#f + 1], f[#f + 2] = 'values', src.values
+    if src.state_updated_at then f[#f + 1], f[#f + 2] = 'state_updated_at', src.state_updated_at end
+  end
+  redis.call('HSET', keys.rest_thread(nid), unpack(f))
+  return { 200, thread_json(t) }
+end
+
+-- ---- runs -----------------------------------------------------------------------------
+
+-- The body members a run keeps in kwargs, in this order, as sent.
+local KWARGS = { 'input', 'command', 'config', 'context', 'stream_mode', 'stream_subgraphs', 'stream_resumable',
+                 'interrupt_before', 'interrupt_after', 'checkpoint_id', 'checkpoint', 'checkpoint_during',
+                 'durability', 'feedback_keys', 'webhook', 'on_disconnect' }
+
+local function check_enum(b, field, allowed, default)
+  local v = b[field]
+  if absent(v) then return default end
+  if type(v) ~= 'string' or not allowed[v] then
+    local names = {}
+    for k in pairs(allowed) do names[#names + 1] = '"' .. k .. '"' end
+    table.sort(names)
+    http(422, field .. ' must be one of ' .. table.concat(names, ', '))
+  end
+  return v
+end
+
+-- Checks a run's body; returns the run's fields (kwargs as JSON text).
+local function run_body(c)
+  body_object(c)
+  local b, raw = c.body, c.raw
+  local a = b.assistant_id
+  if absent(a) then http(422, 'assistant_id is required') end
+  if type(a) ~= 'string' or #a < 1 or #a > 128 or string.find(a, '[%c%s]') then
+    http(422, 'assistant_id must be 1 to 128 printable characters, no spaces')
+  end
+  for _, f in ipairs({ 'command', 'config', 'context', 'checkpoint' }) do
+    if not absent(b[f]) and not is_object_text(raw[f]) then http(422, f .. ' must be an object') end
+  end
+  local cfg = b.config
+  if is_object(cfg) then
+    if not absent(cfg.configurable) and not is_object(cfg.configurable) then http(422, 'config.configurable must be an object') end
+    if not absent(cfg.tags) and not is_strings(cfg.tags) then http(422, 'config.tags must be an array of strings') end
+    if not absent(cfg.recursion_limit) and not is_int(cfg.recursion_limit, 1, 1e9) then
+      http(422, 'config.recursion_limit must be a positive integer')
+    end
+  end
+  local metadata = check_metadata(c, 'metadata')
+  local sm = b.stream_mode
+  local stream_mode
+  if absent(sm) then
+    stream_mode = '["values"]'
+  else
+    if type(sm) == 'string' then sm = { sm } end
+    if not is_strings(sm) or #sm == 0 then http(422, 'stream_mode must be a stream mode or a non-empty array of them') end
+    local seen = {}
+    for _, m in ipairs(sm) do
+      if not STREAM_MODES[m] then
+        http(422, 'stream_mode "' .. m .. '" is not one of values, messages, messages-tuple, updates, events, debug, custom, tasks, checkpoints')
+      end
+      seen[#seen + 1] = jstr(m)
+    end
+    stream_mode = '[' .. table.concat(seen, ',') .. ']'
+  end
+  for _, f in ipairs({ 'stream_subgraphs', 'stream_resumable', 'checkpoint_during' }) do
+    if not absent(b[f]) and type(b[f]) ~= 'boolean' then http(422, f .. ' must be true or false') end
+  end
+  for _, f in ipairs({ 'interrupt_before', 'interrupt_after' }) do
+    local v = b[f]
+    if not absent(v) and v ~= '*' and not is_strings(v) then http(422, f .. ' must be "*" or an array of node names') end
+  end
+  for _, f in ipairs({ 'checkpoint_id', 'webhook' }) do
+    if not absent(b[f]) and type(b[f]) ~= 'string' then http(422, f .. ' must be a string') end
+  end
+  if not absent(b.feedback_keys) and not is_strings(b.feedback_keys) then http(422, 'feedback_keys must be an array of strings') end
+  if is_object(b.checkpoint) and not absent(b.checkpoint.checkpoint_id) and type(b.checkpoint.checkpoint_id) ~= 'string' then
+    http(422, 'checkpoint.checkpoint_id must be a string')
+  end
+  check_enum(b, 'durability', { sync = true, async = true, exit = true })
+  check_enum(b, 'on_disconnect', { cancel = true, continue = true })
+  local r = {
+    assistant_id = a,
+    metadata = metadata or '{}',
+    multitask_strategy = check_enum(b, 'multitask_strategy', STRATEGIES, 'reject'),
+    on_completion = check_enum(b, 'on_completion', { delete = true, keep = true }, nil),
+    if_not_exists = check_enum(b, 'if_not_exists', { create = true, reject = true }, 'reject'),
+  }
+  local after = b.after_seconds
+  if absent(after) then after = 0 elseif type(after) ~= 'number' or after < 0 or after > MAX_AFTER_SECONDS then
+    http(422, 'after_seconds must be a number from 0 to ' .. MAX_AFTER_SECONDS)
+  end
+  r.after_seconds = after
+  local vals = {}
+  for _, f in ipairs(KWARGS) do
+    if not absent(b[f]) then vals[f] = raw[f] end
+  end
+  vals.stream_mode = stream_mode
+  if absent(b.checkpoint_id) and is_object(b.checkpoint) and type(b.checkpoint.checkpoint_id) == 'string' then
+    vals.checkpoint_id = jstr(b.checkpoint.checkpoint_id)
+  end
+  if absent(b.input) and raw.input then vals.input = 'null' end -- input: null, as sent
+  r.kwargs = object(KWARGS, vals)
+  return r
+end
+
+-- Drops the oldest finished runs of a thread that has MAX_RUNS.
+local function trim_runs(tid)
+  local k = keys.rest_runs(tid)
+  local n = redis.call('ZCARD', k)
+  if n < MAX_RUNS then return end
+  local drop = n - MAX_RUNS + 1
+  for _, rid in ipairs(redis.call('ZRANGE', k, 0, 2 * MAX_QUEUE + drop)) do
+    local r = run_record(rid)
+    if not r or TERMINAL[r.status] then
+      delete_run(tid, rid)
+      drop = drop - 1
+      if drop == 0 then return end
+    end
+  end
+  http(409, 'thread "' .. tid .. '" has ' .. MAX_RUNS .. ' runs that have not finished')
+end
+
+local function runs_create(c)
+  local r = run_body(c)
+  local stateless = c.a.stateless == true
+  local tid = path_id(c, 'thread_id')
+  local rid = fresh_id(c, 'run_id')
+  local after_seq = c.a.after_seq
+  if absent(after_seq) then after_seq = 0 elseif not is_int(after_seq, 0, 1e15) then fail('args.after_seq must be an integer') end
+  if not router.stream(r.assistant_id, c.clock) then
+    local live = router.live_assistants(c.clock)
+    http(404, 'assistant "' .. r.assistant_id .. '" not found: no worker serves it' ..
+         (#live == 0 and ' (no worker is running)' or (' (live: ' .. table.concat(live, ', ') .. ')')))
+  end
+  local t = thread_record(tid)
+  if not t then
+    if not stateless and r.if_not_exists ~= 'create' then http(404, 'thread "' .. tid .. '" not found') end
+    if #tid > 128 or not string.match(tid, ID_PATTERN) then
+      http(422, 'thread_id must be 1 to 128 characters of A-Z a-z 0-9 . _ : -')
+    end
+    t = new_thread(tid, c.now, nil, nil)
+  end
+  local tk = keys.rest_thread(tid)
+  trim_runs(tid)
+
+  local active = active_run(tid)
+  if active then
+    local strategy = r.multitask_strategy
+    if strategy == 'reject' then
+      http(409, 'thread "' .. tid .. '" is busy with run "' .. active.run_id .. '"; multitask_strategy "reject" ' ..
+           'refuses a second run (use "enqueue", "interrupt" or "rollback")')
+    end
+    if redis.call('LLEN', keys.rest_queue(tid)) >= MAX_QUEUE then
+      http(409, 'thread "' .. tid .. '" already has ' .. MAX_QUEUE .. ' runs waiting')
+    end
+  end
+
+  r.run_id, r.thread_id, r.status = rid, tid, 'pending'
+  r.created_at, r.updated_at = tostring(c.now), tostring(c.now)
+  r.after_seq = tostring(after_seq)
+  r.temporary = (stateless and r.on_completion ~= 'keep') and '1' or '0'
+  r.on_completion = r.on_completion or (stateless and 'delete' or 'keep')
+  redis.call('HSET', keys.rest_run(rid), 'run_id', rid, 'thread_id', tid, 'assistant_id', r.assistant_id, 'status', 'pending',
+             'created_at', c.now, 'updated_at', c.now, 'metadata', r.metadata, 'kwargs', r.kwargs,
+             'multitask_strategy', r.multitask_strategy, 'after_seq', after_seq, 'on_completion', r.on_completion,
+             'temporary', r.temporary, 'after_seconds', r.after_seconds)
+  redis.call('ZADD', keys.rest_runs(tid), c.now, rid)
+
+  if not active then
+    dispatch(r, c.clock)
+  elseif r.multitask_strategy == 'enqueue' then
+    redis.call('RPUSH', keys.rest_queue(tid), rid)
+  else -- interrupt or rollback: the active run stops, this one goes next
+    send_cancel(active, r.multitask_strategy)
+    redis.call('LPUSH', keys.rest_queue(tid), rid)
+  end
+
+  -- The thread runs this assistant now (LangGraph's metadata keys, so
+  -- threads can be searched by graph).
+  t.metadata = merge(t.metadata or '{}', '{"graph_id":' .. jstr(r.assistant_id) .. ',"assistant_id":' .. jstr(r.assistant_id) .. '}')
+  redis.call('HSET', tk, 'metadata', t.metadata, 'status', 'busy', 'updated_at', c.now)
+  if r.temporary == '1' then redis.call('HSET', tk, 'temporary', '1') end
+  if t.expires_at then
+    apply_ttl(tid, t)
+    redis.call('PEXPIREAT', keys.rest_run(rid), t.expires_at)
+  end
+  if r.after_seconds > 0 then
+    return { 200, run_json(r), '{"dispatch_at":' .. string.format('%d', c.now + r.after_seconds * 1000) .. '}' }
+  end
+  return { 200, run_json(r) }
+end
+
+local function runs_list(c)
+  local tid = path_id(c, 'thread_id')
+  local limit = query_int(c, 'limit', 10, 1, MAX_LIMIT)
+  local offset = query_int(c, 'offset', 0, 0, MAX_RUNS)
+  local status = query1(c, 'status')
+  if status and not RUN_STATUSES[status] then
+    http(422, 'query parameter status must be pending, running, success, error, timeout or interrupted')
+  end
+  thread_or_404(tid)
+  local out, skipped = {}, 0
+  for _, rid in ipairs(redis.call('ZREVRANGE', keys.rest_runs(tid), 0, MAX_RUNS - 1)) do
+    local r = run_record(rid)
+    if r and (not status or r.status == status) then
+      if skipped < offset then
+        skipped = skipped + 1
+      else
+        out[#out + 1] = run_json(r)
+        if #out >= limit then break end
+      end
+    end
+  end
+  return { 200, '[' .. table.concat(out, ',') .. ']' }
+end
+
+local function runs_get(c)
+  local tid = path_id(c, 'thread_id')
+  thread_or_404(tid)
+  local r = run_or_404(tid, path_id(c, 'run_id'))
+  return { 200, run_json(r), '{"after_seq":' .. (tonumber(r.after_seq) or 0) .. '}' }
+end
+
+local function runs_delete(c)
+  local tid, rid = path_id(c, 'thread_id'), path_id(c, 'run_id')
+  thread_or_404(tid)
+  local r = run_or_404(tid, rid)
+  local active = redis.call('GET', keys.rest_active(tid))
+  if active == rid and not TERMINAL[r.status] then
+    http(409, 'run "' .. rid .. '" is ' .. r.status .. ' on thread "' .. tid .. '"; cancel it first')
+  end
+  delete_run(tid, rid)
+  return { 204, '' }
+end
+
+local function runs_cancel(c)
+  local tid, rid = path_id(c, 'thread_id'), path_id(c, 'run_id')
+  local action = query1(c, 'action') or 'interrupt'
+  if action ~= 'interrupt' and action ~= 'rollback' then
+    http(422, 'query parameter action must be "interrupt" or "rollback"')
+  end
+  local wait = query1(c, 'wait')
+  if wait and wait ~= '0' and wait ~= '1' and wait ~= 'true' and wait ~= 'false' then
+    http(422, 'query parameter wait must be 0, 1, true or false')
+  end
+  thread_or_404(tid)
+  local r = run_or_404(tid, rid)
+  if TERMINAL[r.status] then return { 200, run_json(r) } end -- over already: nothing to cancel
+  local active = redis.call('GET', keys.rest_active(tid))
+  if active == rid then
+    send_cancel(r, action) -- the worker stops it and reports run.finished
+    return { 202, run_json(r) }
+  end
+  -- Still in the queue: it never reaches a worker.
+  redis.call('LREM', keys.rest_queue(tid), 0, rid)
+  r.updated_at = tostring(c.now)
+  r.status = 'interrupted'
+  if action == 'rollback' then
+    delete_run(tid, rid)
+  else
+    redis.call('HSET', keys.rest_run(rid), 'status', 'interrupted', 'updated_at', c.now)
+  end
+  return { 200, run_json(r) }
+end
+
+-- The worker's reports take their fields from body (or, failing that, the args themselves).
+local function report(c)
+  if c.raw and not c.nobody then return c.body, c.raw end
+  return c.a, c.rawargs
+end
+
+local function run_started(c)
+  local b = report(c)
+  local rid = b.run_id
+  if type(rid) ~= 'string' or rid == '' then http(422, 'run_id is required') end
+  if not absent(b.after_seq) and not is_int(b.after_seq, 0, 1e15) then http(422, 'after_seq must be an integer') end
+  local r = run_record(rid)
+  if not r then http(404, 'run "' .. rid .. '" not found') end
+  if r.status ~= 'pending' and r.status ~= 'running' then
+    http(409, 'run "' .. rid .. '" is ' .. r.status .. '; it must not start')
+  end
+  r.status, r.updated_at = 'running', tostring(c.now)
+  redis.call('HSET', keys.rest_run(rid), 'status', 'running', 'updated_at', c.now)
+  if not absent(b.after_seq) then
+    r.after_seq = tostring(b.after_seq)
+    redis.call('HSET', keys.rest_run(rid), 'after_seq', b.after_seq)
+  end
+  if thread_record(r.thread_id) then
+    redis.call('HSET', keys.rest_thread(r.thread_id), 'status', 'busy', 'updated_at', c.now)
+  end
+  return { 200, run_json(r) }
+end
+
+local function run_finished(c)
+  local b, raw = report(c)
+  local rid = b.run_id
+  if type(rid) ~= 'string' or rid == '' then http(422, 'run_id is required') end
+  local status = b.status
+  if status ~= 'success' and status ~= 'error' and status ~= 'interrupted' and status ~= 'timeout' then
+    http(422, 'status must be "success", "error", "interrupted" or "timeout"')
+  end
+  if not absent(b.values) and type(b.values) ~= 'table' then http(422, 'values must be an object or an array') end
+  if not absent(b.interrupts) and not is_object_text(raw.interrupts) then http(422, 'interrupts must be an object') end
+  local r = run_record(rid)
+  if not r then http(404, 'run "' .. rid .. '" not found') end
+  if TERMINAL[r.status] then return { 200, run_json(r) } end -- reported twice
+  local tid = r.thread_id
+  local tk = keys.rest_thread(tid)
+  local rollback = r.cancel == 'rollback'
+  r.status, r.updated_at = status, tostring(c.now)
+  if rollback then
+    delete_run(tid, rid)
+  else
+    redis.call('HSET', keys.rest_run(rid), 'status', status, 'updated_at', c.now)
+    if not absent(b.error) then redis.call('HSET', keys.rest_run(rid), 'error', raw.error) end
+  end
+  if redis.call('GET', keys.rest_active(tid)) == rid then redis.call('DEL', keys.rest_active(tid)) end
+  local t = thread_record(tid)
+  if not t then return { 200, run_json(r) } end
+  local extra = {}
+  if r.temporary == '1' and r.on_completion == 'delete' then
+    delete_thread(tid)
+    return { 200, run_json(r), '{"thread_deleted":true}' }
+  end
+  -- The thread's status: waiting for an answer, failed, or idle.
+  -- (interrupt_before/after stop with nodes to run and no interrupt values: `next`)
+  local interrupted = (not absent(b.interrupts) and next(b.interrupts) ~= nil) or
+                      (type(b.next) == 'table' and b.next[1] ~= nil)
+  local tstatus = interrupted and 'interrupted' or ((status == 'error' or status == 'timeout') and 'error' or 'idle')
+  local f = { 'status', tstatus, 'updated_at', c.now }
+  if not rollback then
+    if not absent(b.values) then
+      f[#f + 1], f[#f + 2] = 'values', raw.values
+      f[#f + 1], f[#f + 2] = 'state_updated_at', c.now
+    end
+    f[#f + 1], f[#f + 2] = 'interrupts', absent(b.interrupts) and '{}' or raw.interrupts
+  end
+  redis.call('HSET', tk, unpack(f))
+  if tstatus == 'error' and not absent(b.error) then
+    redis.call('HSET', tk, 'error', raw.error)
+  else
+    redis.call('HDEL', tk, 'error')
+  end
+  local nextr = dispatch_next(tid, c.clock)
+  if nextr then
+    redis.call('HSET', tk, 'status', 'busy')
+    extra[#extra + 1] = '"dispatched":' .. jstr(nextr.run_id)
+  end
+  apply_ttl(tid, t)
+  if #extra > 0 then return { 200, run_json(r), '{' .. table.concat(extra, ',') .. '}' } end
+  return { 200, run_json(r) }
+end
+
+-- ---- assistants -----------------------------------------------------------------------
+
+-- The assistant's record as JSON text, or nil when no live worker serves it.
+local function assistant_json(a, now)
+  if not router.live(keys.workers(a), now) then return nil end
+  local info = redis.call('HMGET', keys.ainfo(a), 'name', 'created_at')
+  local name = info[1] or a
+  local at = info[2]
+  local created = at and (tonumber(at) and iso(at) or at) or iso(now)
+  return table.concat({
+    '{"assistant_id":', jstr(a), ',"graph_id":', jstr(a), ',"name":', jstr(name),
+    ',"config":{},"context":{},"metadata":{},"version":1,"created_at":', jstr(created),
+    ',"updated_at":', jstr(created), ',"description":null}' }), name, created
+end
+
+local function assistant_or_404(c)
+  local a = path_id(c, 'assistant_id')
+  local j = #a <= 128 and assistant_json(a, c.clock)
+  if not j then http(404, 'assistant "' .. a .. '" not found: no live worker serves it') end
+  return a, j
+end
+
+local ASSISTANT_SORTS = { assistant_id = true, graph_id = true, name = true, created_at = true, updated_at = true }
+
+local function assistants_search(c)
+  if not c.nobody then body_object(c) end
+  local b = c.body
+  local limit, offset = paging(b)
+  for _, f in ipairs({ 'graph_id', 'name' }) do
+    if not absent(b[f]) and type(b[f]) ~= 'string' then http(422, f .. ' must be a string') end
+  end
+  if not absent(b.metadata) and not is_object(b.metadata) then http(422, 'metadata must be an object') end
+  local sort_by, order = sorting(b, ASSISTANT_SORTS, '"assistant_id", "graph_id", "name", "created_at" or "updated_at"')
+  local found = {}
+  local names = redis.call('SMEMBERS', keys.ASSISTANTS)
+  for i = 1, math.min(#names, MAX_EXAMINE) do
+    local a = names[i]
+    if a ~= '*' and (absent(b.graph_id) or b.graph_id == a) then
+      local j, name, created = assistant_json(a, c.clock)
+      if j and (absent(b.name) or string.find(string.lower(name), string.lower(b.name), 1, true))
+          and (absent(b.metadata) or contains({}, b.metadata)) then
+        local key = ({ assistant_id = a, graph_id = a, name = name, created_at = created, updated_at = created })[sort_by]
+        found[#found + 1] = { key = key, id = a, json = j }
+      end
+    end
+  end
+  table.sort(found, function(x, y)
+    if x.key == y.key then return x.id < y.id end
+    if order == 'asc' then return x.key < y.key end
+    return x.key > y.key
+  end)
+  local out = {}
+  for i = offset + 1, math.min(#found, offset + limit) do out[#out + 1] = found[i].json end
+  return { 200, '[' .. table.concat(out, ',') .. ']' }
+end
+
+local function assistants_get(c)
+  local _, j = assistant_or_404(c)
+  return { 200, j }
+end
+
+local function assistant_info(field)
+  return function(c)
+    local a = assistant_or_404(c)
+    return { 200, redis.call('HGET', keys.ainfo(a), field) or '{}' }
+  end
+end
+
+local REST_OPS = {
+  ['threads.create'] = threads_create, ['threads.get'] = threads_get, ['threads.patch'] = threads_patch,
+  ['threads.delete'] = threads_delete, ['threads.search'] = threads_search, ['threads.copy'] = threads_copy,
+  ['runs.create'] = runs_create, ['runs.list'] = runs_list, ['runs.get'] = runs_get,
+  ['runs.delete'] = runs_delete, ['runs.cancel'] = runs_cancel,
+  ['run.started'] = run_started, ['run.finished'] = run_finished,
+  ['assistants.search'] = assistants_search, ['assistants.get'] = assistants_get,
+  ['assistants.graph'] = assistant_info('graph'), ['assistants.schemas'] = assistant_info('schemas'),
+}
+
+local function rest(KEYS, args)
+  if KEYS[1] ~= keys.BRIDGE then fail('usage: FCALL threadcast_rest 1 ' .. keys.BRIDGE .. ' <op> <args-json>') end
+  local op = args[1]
+  local handler = op and REST_OPS[op]
+  if not handler then fail('unknown op ' .. tostring(op) .. ' for threadcast_rest') end
+  if type(args[2]) ~= 'string' then fail('args-json is required') end
+  return answered(handler, request(args[2]))
+end
+
+redis.register_function('threadcast_rest', guarded(rest))
