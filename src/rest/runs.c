@@ -304,12 +304,13 @@ static void head_for_join(struct tc_rest *r, redisReply *reply)
 /* The run's record (thread_id, after_seq, kwargs, status): a stream or a wait of it. */
 static void run_read(struct tc_rest *r, redisReply *reply)
 {
-	if (!reply || reply->type != REDIS_REPLY_ARRAY || reply->elements < 5) {
+	struct tc_store_rest_run run;
+	if (!reply || tc_store_rest_run_parse(reply, &run)) {
 		tc__rest_answer_detail(r, 503, TC_MSG_REDIS_DOWN);
 		return;
 	}
-	redisReply **e = reply->element;
-	if (e[0]->type != REDIS_REPLY_STRING || strcmp(e[0]->str, r->thread)) {
+	if (!run.thread_id || run.thread_id_len != strlen(r->thread) ||
+	    memcmp(run.thread_id, r->thread, run.thread_id_len)) {
 		if (r->saved) { /* a cancel whose run is gone already (rolled back) */
 			run_ended(r);
 			return;
@@ -317,19 +318,18 @@ static void run_read(struct tc_rest *r, redisReply *reply)
 		tc__rest_answer_detail(r, 404, "Run not found");
 		return;
 	}
-	r->after_seq = e[1]->type == REDIS_REPLY_STRING ? strtoull(e[1]->str, NULL, 10) : 0;
+	r->after_seq = run.after_seq;
 	free(r->kwargs);
-	r->kwargs = e[2]->type == REDIS_REPLY_STRING ? tc_xstrdup(e[2]->str) : NULL;
-	const char *status = e[3]->type == REDIS_REPLY_STRING ? e[3]->str : "";
-	bool live = !strcmp(status, "pending") || !strcmp(status, "running");
-	if (e[4]->type == REDIS_REPLY_STRING)
-		snprintf(r->assistant, sizeof(r->assistant), "%s", e[4]->str);
+	r->kwargs = run.kwargs ? tc_xstrndup(run.kwargs, run.kwargs_len) : NULL;
+	const char *status = run.status;
+	bool live = run.active;
+	if (run.assistant_id)
+		snprintf(r->assistant, sizeof(r->assistant), "%.*s", (int)run.assistant_id_len, run.assistant_id);
 	if (r->op->kind == K_STATUS) {
 		/* seed 004's stream status, from the run's */
-		bool failed = !strcmp(status, "error") || !strcmp(status, "timeout");
 		cJSON *o = cJSON_CreateObject();
 		cJSON_AddStringToObject(o, "run_id", r->run_id);
-		cJSON_AddStringToObject(o, "status", live ? "active" : failed ? "failed" : "ended");
+		cJSON_AddStringToObject(o, "status", live ? "active" : run.failed ? "failed" : "ended");
 		tc__rest_answer_json(r, 200, o);
 		cJSON_Delete(o);
 		return;
@@ -346,7 +346,7 @@ static void run_read(struct tc_rest *r, redisReply *reply)
 			run_ended(r);
 			return;
 		}
-		if (!strcmp(status, "running")) {
+		if (run.status_len == 7 && !memcmp(status, "running", 7)) {
 			struct tc_store_cmd head;
 			tc_store_read_head(&head, r->thread);
 			tc__rest_call(r, head_for_join, head.argv);
