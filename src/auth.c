@@ -11,7 +11,7 @@
 
 /* One verifying key, bound to the one algorithm it may verify. */
 struct key {
-	char *kid;              /* NULL: the --jwt-key key, whatever kid a token names */
+	char *kid; /* NULL: the --jwt-key key, whatever kid a token names */
 	jwt_alg_t alg;
 	unsigned char *material; /* HS256: the secret; else a PEM public key */
 	size_t len;
@@ -135,8 +135,7 @@ static void der_uint(struct der *d, const unsigned char *p, size_t n)
 
 /* SEQUENCE { SEQUENCE { algorithm OID [, parameters] }, BIT STRING { key } },
  * with the key's own encoding already in key[0..klen). */
-static void der_spki(struct der *d, const unsigned char *alg, size_t alen, const unsigned char *key,
-		     size_t klen)
+static void der_spki(struct der *d, const unsigned char *alg, size_t alen, const unsigned char *key, size_t klen)
 {
 	size_t bits = der_head_len(klen + 1) + klen + 1;
 	der_head(d, 0x30, der_head_len(alen) + alen + bits);
@@ -168,8 +167,7 @@ static char *pem_wrap(const unsigned char *der, size_t len)
 }
 
 /* A base64url member of a JWK, decoded; NULL unless it has [min, max] bytes. */
-static unsigned char *jwk_bytes(const cJSON *jwk, const char *name, size_t min, size_t max,
-				size_t *len)
+static unsigned char *jwk_bytes(const cJSON *jwk, const char *name, size_t min, size_t max, size_t *len)
 {
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(jwk, name);
 	if (!cJSON_IsString(v))
@@ -185,11 +183,11 @@ static unsigned char *jwk_bytes(const cJSON *jwk, const char *name, size_t min, 
 char *tc_jwk_to_pem(const cJSON *jwk, char *why, size_t whylen)
 {
 	/* rsaEncryption, NULL parameters */
-	static const unsigned char rsa_alg[] = { 0x06, 0x09, 0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d,
-						 0x01, 0x01, 0x01, 0x05, 0x00 };
+	static const unsigned char rsa_alg[] = { 0x06, 0x09, 0x2a, 0x86, 0x48, 0x86, 0xf7,
+						 0x0d, 0x01, 0x01, 0x01, 0x05, 0x00 };
 	/* id-ecPublicKey, prime256v1 */
-	static const unsigned char ec_alg[] = { 0x06, 0x07, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01,
-						0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07 };
+	static const unsigned char ec_alg[] = { 0x06, 0x07, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01, 0x06,
+						0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07 };
 	const cJSON *kty = cJSON_GetObjectItemCaseSensitive(jwk, "kty");
 	struct der d = { .len = 0 };
 	char *pem = NULL;
@@ -244,9 +242,10 @@ char *tc_jwk_to_pem(const cJSON *jwk, char *why, size_t whylen)
 
 static jwt_alg_t alg_of(const char *name)
 {
-	return !strcmp(name, "HS256") ? JWT_ALG_HS256 :
-	       !strcmp(name, "RS256") ? JWT_ALG_RS256 :
-	       !strcmp(name, "ES256") ? JWT_ALG_ES256 : JWT_ALG_INVAL;
+	return !strcmp(name, "HS256")   ? JWT_ALG_HS256
+	       : !strcmp(name, "RS256") ? JWT_ALG_RS256
+	       : !strcmp(name, "ES256") ? JWT_ALG_ES256
+					: JWT_ALG_INVAL;
 }
 
 /* One JWK into k; -1 with why when this server cannot use it. */
@@ -267,8 +266,10 @@ static int jwk_load(const cJSON *jwk, struct key *k, char *why, size_t whylen)
 		return -1;
 	}
 	const char *t = kty->valuestring;
-	k->alg = !strcmp(t, "RSA") ? JWT_ALG_RS256 : !strcmp(t, "EC") ? JWT_ALG_ES256 :
-		 !strcmp(t, "oct") ? JWT_ALG_HS256 : JWT_ALG_INVAL;
+	k->alg = !strcmp(t, "RSA")   ? JWT_ALG_RS256
+		 : !strcmp(t, "EC")  ? JWT_ALG_ES256
+		 : !strcmp(t, "oct") ? JWT_ALG_HS256
+				     : JWT_ALG_INVAL;
 	if (k->alg == JWT_ALG_INVAL) {
 		snprintf(why, whylen, "key type %s is not supported (RSA, EC or oct)", t);
 		return -1;
@@ -300,8 +301,8 @@ static int jwk_load(const cJSON *jwk, struct key *k, char *why, size_t whylen)
 	return 0;
 }
 
-static int jwks_load(const char *path, const char *text, struct key **out, size_t *n, size_t *skipped,
-		     char *err, size_t errlen)
+static int jwks_load(const char *path, const char *text, struct key **out, size_t *n, size_t *skipped, char *err,
+		     size_t errlen)
 {
 	cJSON *doc = cJSON_Parse(text), *jwk;
 	const cJSON *list = cJSON_GetObjectItemCaseSensitive(doc, "keys");
@@ -313,7 +314,8 @@ static int jwks_load(const char *path, const char *text, struct key **out, size_
 	struct key *keys = tc_xcalloc((size_t)cJSON_GetArraySize(list) + 1, sizeof(*keys));
 	size_t k = 0;
 	*skipped = 0;
-	cJSON_ArrayForEach(jwk, list) {
+	cJSON_ArrayForEach(jwk, list)
+	{
 		char why[160];
 		if (jwk_load(jwk, &keys[k], why, sizeof(why)) == 0)
 			k++;
@@ -322,8 +324,10 @@ static int jwks_load(const char *path, const char *text, struct key **out, size_
 	}
 	cJSON_Delete(doc);
 	if (!k) {
-		snprintf(err, errlen, "--jwt-jwks: \"%s\" holds no key this server can verify with "
-			 "(RSA, EC P-256 or oct, use sig)", path);
+		snprintf(err, errlen,
+			 "--jwt-jwks: \"%s\" holds no key this server can verify with "
+			 "(RSA, EC P-256 or oct, use sig)",
+			 path);
 		free(keys);
 		return -1;
 	}
@@ -332,8 +336,8 @@ static int jwks_load(const char *path, const char *text, struct key **out, size_
 	return 0;
 }
 
-static int single_load(const struct tc_config *cfg, unsigned char *text, size_t len, struct key **out,
-		       size_t *n, char *err, size_t errlen)
+static int single_load(const struct tc_config *cfg, unsigned char *text, size_t len, struct key **out, size_t *n,
+		       char *err, size_t errlen)
 {
 	struct key *k = tc_xcalloc(1, sizeof(*k));
 	k->alg = alg_of(cfg->jwt_alg);
@@ -362,8 +366,8 @@ static int single_load(const struct tc_config *cfg, unsigned char *text, size_t 
 }
 
 /* Reads the configured key file into a fresh key array. */
-static int load(struct tc_auth *a, struct key **keys, size_t *n, size_t *skipped, struct stat *st,
-		char *err, size_t errlen)
+static int load(struct tc_auth *a, struct key **keys, size_t *n, size_t *skipped, struct stat *st, char *err,
+		size_t errlen)
 {
 	const struct tc_config *cfg = a->cfg;
 	bool jwks = *cfg->jwt_jwks;
@@ -378,8 +382,8 @@ static int load(struct tc_auth *a, struct key **keys, size_t *n, size_t *skipped
 		return -1;
 	}
 	*skipped = 0;
-	rc = jwks ? jwks_load(path, (char *)text, keys, n, skipped, err, errlen) :
-		    single_load(cfg, text, len, keys, n, err, errlen);
+	rc = jwks ? jwks_load(path, (char *)text, keys, n, skipped, err, errlen)
+		  : single_load(cfg, text, len, keys, n, err, errlen);
 	free(text);
 	return rc;
 }
@@ -425,8 +429,8 @@ int tc_auth_reload(struct tc_auth *a, bool force, char *err, size_t errlen)
 	struct key *keys;
 	size_t n, skipped;
 
-	if (!force && !stat(path, &st) && st.st_size == a->size &&
-	    st.st_mtim.tv_sec == a->mtime.tv_sec && st.st_mtim.tv_nsec == a->mtime.tv_nsec)
+	if (!force && !stat(path, &st) && st.st_size == a->size && st.st_mtim.tv_sec == a->mtime.tv_sec &&
+	    st.st_mtim.tv_nsec == a->mtime.tv_nsec)
 		return 0;
 	if (load(a, &keys, &n, &skipped, &st, err, errlen)) {
 		/* Tried once per version of the file: the next change tries again. */
@@ -451,7 +455,8 @@ static bool thread_listed(const char *json, const char *thread)
 {
 	cJSON *list = cJSON_Parse(json), *it;
 	bool ok = false;
-	cJSON_ArrayForEach(it, list) {
+	cJSON_ArrayForEach(it, list)
+	{
 		if (!cJSON_IsString(it))
 			continue;
 		const char *p = it->valuestring;
@@ -516,8 +521,8 @@ out:
 	return found;
 }
 
-enum tc_auth_result tc_auth_check(const struct tc_auth *a, const char *token, const char *thread,
-				  int64_t now, struct tc_grant *g, char *why, size_t whylen)
+enum tc_auth_result tc_auth_check(const struct tc_auth *a, const char *token, const char *thread, int64_t now,
+				  struct tc_grant *g, char *why, size_t whylen)
 {
 	jwt_t *jwt = NULL;
 	enum tc_auth_result rc;

@@ -73,8 +73,8 @@ int tc_auth_reload(struct tc_auth *a, bool force, char *err, size_t errlen);
  * Checks token (NULL when none was sent) for thread at time now (Unix
  * seconds). On TC_AUTH_OK fills g; otherwise why says what was wrong.
  */
-enum tc_auth_result tc_auth_check(const struct tc_auth *a, const char *token, const char *thread,
-				  int64_t now, struct tc_grant *g, char *why, size_t whylen);
+enum tc_auth_result tc_auth_check(const struct tc_auth *a, const char *token, const char *thread, int64_t now,
+				  struct tc_grant *g, char *why, size_t whylen);
 
 /** True when origin (NULL: none sent) may connect per --allowed-origins. */
 bool tc_origin_allowed(const struct tc_config *cfg, const char *origin);

@@ -20,12 +20,12 @@
  * head the next to time out (every command gets the same timeout).
  */
 struct waiting {
-	uint64_t deadline;                /* uv_now() ms */
-	uint64_t sent_ns;                 /* uv_hrtime() at submit */
+	uint64_t deadline; /* uv_now() ms */
+	uint64_t sent_ns;  /* uv_hrtime() at submit */
 	uint64_t client_id;
-	int64_t head;                     /* the thread's seq when the command was sent; -1 unknown */
-	bool raw;                         /* a REST method: any JSON result, passed as it is */
-	struct tc_bridge_caller *caller;  /* NULL once answered */
+	int64_t head;                    /* the thread's seq when the command was sent; -1 unknown */
+	bool raw;                        /* a REST method: any JSON result, passed as it is */
+	struct tc_bridge_caller *caller; /* NULL once answered */
 };
 
 struct tc_bridge {
@@ -34,11 +34,11 @@ struct tc_bridge {
 	struct tc_redis *redis;
 	char instance[24];
 	char reply_ch[TC_STORE_REPLY_MAX];
-	unsigned sub_node;                /* where the reply channel's SSUBSCRIBE went; 0: nowhere */
-	bool subscribed;                  /* ... and Redis confirmed it */
+	unsigned sub_node; /* where the reply channel's SSUBSCRIBE went; 0: nowhere */
+	bool subscribed;   /* ... and Redis confirmed it */
 	struct waiting *ring;
 	size_t cap, head, count, live;
-	uint64_t first;                   /* correlation number of ring[head] */
+	uint64_t first; /* correlation number of ring[head] */
 	uv_timer_t timer;
 	bool stopping;
 };
@@ -129,8 +129,7 @@ static void on_answer(struct tc_bridge *b, const char *data, size_t len)
 	size_t ilen = strlen(b->instance);
 	struct waiting *w = NULL;
 
-	if (cJSON_IsString(corr) && !strncmp(corr->valuestring, b->instance, ilen) &&
-	    corr->valuestring[ilen] == ':') {
+	if (cJSON_IsString(corr) && !strncmp(corr->valuestring, b->instance, ilen) && corr->valuestring[ilen] == ':') {
 		char *end;
 		unsigned long long n = strtoull(corr->valuestring + ilen + 1, &end, 10);
 		if (!*end)
@@ -138,7 +137,8 @@ static void on_answer(struct tc_bridge *b, const char *data, size_t len)
 	}
 	if (!w || !w->caller || !cJSON_IsString(type)) {
 		/* Late (timed out), duplicate (redelivered command) or foreign. */
-		tc_log(TC_LOG_DEBUG, "worker answer dropped", TC_LS("corr", cJSON_IsString(corr) ? corr->valuestring : NULL));
+		tc_log(TC_LOG_DEBUG, "worker answer dropped",
+		       TC_LS("corr", cJSON_IsString(corr) ? corr->valuestring : NULL));
 		cJSON_Delete(m);
 		return;
 	}
@@ -156,8 +156,10 @@ static void on_answer(struct tc_bridge *b, const char *data, size_t len)
 		 * have seen before the command took effect). */
 		const cJSON *meta = cJSON_GetObjectItemCaseSensitive(m, "meta");
 		const cJSON *seq = tc_spell_get(meta, "appliedThroughSeq", TC_SPELL_021);
-		int64_t applied = cJSON_IsNumber(seq) && seq->valuedouble >= 0 &&
-				  seq->valuedouble <= (double)TC_JS_MAX_SAFE ? (int64_t)seq->valuedouble : w->head;
+		int64_t applied =
+			cJSON_IsNumber(seq) && seq->valuedouble >= 0 && seq->valuedouble <= (double)TC_JS_MAX_SAFE
+				? (int64_t)seq->valuedouble
+				: w->head;
 		finish(b, w, tc_response_success(w->client_id, result, applied, w->caller->sp));
 	} else {
 		const cJSON *code = cJSON_GetObjectItemCaseSensitive(m, "error");
@@ -166,8 +168,7 @@ static void on_answer(struct tc_bridge *b, const char *data, size_t len)
 		for (int i = 0; cJSON_IsString(code) && i < TC__ERRNUM_COUNT; i++)
 			if (!strcmp(code->valuestring, tc_err_code((enum tc_err)(-1 - i))))
 				e = (enum tc_err)(-1 - i);
-		finish(b, w, tc_response_error(true, w->client_id, e,
-					       cJSON_IsString(msg) ? msg->valuestring : NULL));
+		finish(b, w, tc_response_error(true, w->client_id, e, cJSON_IsString(msg) ? msg->valuestring : NULL));
 	}
 	cJSON_Delete(m);
 	trim(b);
@@ -261,7 +262,7 @@ struct sent {
 	char *thread, *params;
 	const char *method;
 	char corr[48], deadline[24];
-	char assistant[TC_STORE_ASSISTANT_MAX + 1];  /* "" when the command names none */
+	char assistant[TC_STORE_ASSISTANT_MAX + 1]; /* "" when the command names none */
 };
 
 static void sent_free(struct sent *s)
@@ -320,9 +321,13 @@ static void on_route(struct tc_redis *r, redisReply *reply, void *priv)
 		sent->assistant[alen] = '\0';
 	}
 	struct tc_store_cmd c;
-	tc_store_submit(&c, &(struct tc_store_command){ .thread = sent->thread, .method = sent->method,
-		.params = sent->params, .corr = sent->corr, .reply = b->reply_ch,
-		.deadline = sent->deadline, .assistant = sent->assistant });
+	tc_store_submit(&c, &(struct tc_store_command){ .thread = sent->thread,
+							.method = sent->method,
+							.params = sent->params,
+							.corr = sent->corr,
+							.reply = b->reply_ch,
+							.deadline = sent->deadline,
+							.assistant = sent->assistant });
 	if (tc_redis_cmd(b->redis, on_submitted, sent, c.argv)) {
 		sent_free(sent);
 		fail(b, w, TC_ERR_UNKNOWN_ERROR, down_msg);
@@ -331,9 +336,8 @@ static void on_route(struct tc_redis *r, redisReply *reply, void *priv)
 }
 
 /* Sends method (a static name) with params (taken over) for thread; assistant may be NULL. */
-static enum tc_err submit(struct tc_bridge *b, struct tc_bridge_caller *caller, const char *thread,
-			  const char *method, uint64_t client_id, char *params, const char *assistant,
-			  bool raw, struct tc_error *err)
+static enum tc_err submit(struct tc_bridge *b, struct tc_bridge_caller *caller, const char *thread, const char *method,
+			  uint64_t client_id, char *params, const char *assistant, bool raw, struct tc_error *err)
 {
 	if (!b->subscribed || !tc_redis_cmd_up(b->redis)) {
 		free(params);
@@ -387,8 +391,8 @@ static enum tc_err submit(struct tc_bridge *b, struct tc_bridge_caller *caller, 
 	return TC_OK;
 }
 
-enum tc_err tc_bridge_submit(struct tc_bridge *b, struct tc_bridge_caller *caller,
-			     const char *thread, const struct tc_command *cmd, struct tc_error *err)
+enum tc_err tc_bridge_submit(struct tc_bridge *b, struct tc_bridge_caller *caller, const char *thread,
+			     const struct tc_command *cmd, struct tc_error *err)
 {
 	/* The graph a run.start names; other commands go to the thread's. */
 	const cJSON *a = cmd->params ? cJSON_GetObjectItemCaseSensitive(cmd->params, "assistant_id") : NULL;
@@ -401,9 +405,9 @@ enum tc_err tc_bridge_submit(struct tc_bridge *b, struct tc_bridge_caller *calle
 		      cJSON_IsString(a) ? a->valuestring : NULL, false, err);
 }
 
-enum tc_err tc_bridge_submit_method(struct tc_bridge *b, struct tc_bridge_caller *caller,
-				    const char *thread, const char *assistant, const char *method,
-				    const cJSON *params, struct tc_error *err)
+enum tc_err tc_bridge_submit_method(struct tc_bridge *b, struct tc_bridge_caller *caller, const char *thread,
+				    const char *assistant, const char *method, const cJSON *params,
+				    struct tc_error *err)
 {
 	if (assistant && !tc_store_assistant_valid(assistant, strlen(assistant)))
 		assistant = NULL; /* the thread's own, then */

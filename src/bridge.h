@@ -40,16 +40,15 @@ struct tc_bridge_caller {
 };
 
 /** Creates the bridge and registers it as a Redis listener. */
-struct tc_bridge *tc_bridge_new(uv_loop_t *loop, const struct tc_config *cfg,
-				struct tc_redis *redis);
+struct tc_bridge *tc_bridge_new(uv_loop_t *loop, const struct tc_config *cfg, struct tc_redis *redis);
 
 /**
  * Forwards a runtime command of thread (params already validated). On
  * TC_OK the reply comes later through caller; otherwise err says why and the
  * caller is not used.
  */
-enum tc_err tc_bridge_submit(struct tc_bridge *b, struct tc_bridge_caller *caller,
-			     const char *thread, const struct tc_command *cmd, struct tc_error *err);
+enum tc_err tc_bridge_submit(struct tc_bridge *b, struct tc_bridge_caller *caller, const char *thread,
+			     const struct tc_command *cmd, struct tc_error *err);
 
 /**
  * Forwards method (a name that outlives the command, e.g. a literal) with
@@ -58,9 +57,9 @@ enum tc_err tc_bridge_submit(struct tc_bridge *b, struct tc_bridge_caller *calle
  * (rest.c). The answer frame has id 0 and the worker's result as it is (any
  * JSON value, not respelled).
  */
-enum tc_err tc_bridge_submit_method(struct tc_bridge *b, struct tc_bridge_caller *caller,
-				    const char *thread, const char *assistant, const char *method,
-				    const cJSON *params, struct tc_error *err);
+enum tc_err tc_bridge_submit_method(struct tc_bridge *b, struct tc_bridge_caller *caller, const char *thread,
+				    const char *assistant, const char *method, const cJSON *params,
+				    struct tc_error *err);
 
 /** Commands waiting for an answer. */
 size_t tc_bridge_pending(const struct tc_bridge *b);

@@ -40,8 +40,14 @@ void tc_buf_attach(struct tc_buf *b, struct tc_buf_att *a)
 }
 
 /* The entries' storage and its capacity: the queue's own slots until a ring is needed. */
-static struct tc_buf **slots(struct tc_bufq *q) { return q->ring ? q->ring : q->inl; }
-static uint32_t capacity(const struct tc_bufq *q) { return q->ring ? q->cap : TC_BUFQ_INLINE; }
+static struct tc_buf **slots(struct tc_bufq *q)
+{
+	return q->ring ? q->ring : q->inl;
+}
+static uint32_t capacity(const struct tc_bufq *q)
+{
+	return q->ring ? q->cap : TC_BUFQ_INLINE;
+}
 
 void tc_bufq_push(struct tc_bufq *q, struct tc_buf *b)
 {

@@ -31,10 +31,10 @@ struct tc_buf_att {
 };
 
 struct tc_buf {
-	uint32_t refs; /**< owners; the last tc_buf_unref() frees */
-	uint32_t len;  /**< payload bytes */
+	uint32_t refs;          /**< owners; the last tc_buf_unref() frees */
+	uint32_t len;           /**< payload bytes */
 	struct tc_buf_att *att; /**< one attachment (tc_buf_attach()), else NULL */
-	unsigned char mem[]; /**< TC_BUF_HEADROOM spare bytes, then payload */
+	unsigned char mem[];    /**< TC_BUF_HEADROOM spare bytes, then payload */
 };
 
 /** New buffer with room for len payload bytes, one reference. */
@@ -73,10 +73,10 @@ struct tc_bufq {
 	struct tc_buf **ring; /**< cap entries once more than TC_BUFQ_INLINE were queued, else NULL */
 	/** The entries while ring is NULL: a queue that only ever held a reply or two allocates nothing. */
 	struct tc_buf *inl[TC_BUFQ_INLINE];
-	uint32_t cap;         /**< ring's capacity, a power of two; unused while ring is NULL */
-	uint32_t head;        /**< index of the oldest entry */
-	uint32_t count;       /**< entries queued */
-	size_t bytes;         /**< sum of payload lengths queued */
+	uint32_t cap;   /**< ring's capacity, a power of two; unused while ring is NULL */
+	uint32_t head;  /**< index of the oldest entry */
+	uint32_t count; /**< entries queued */
+	size_t bytes;   /**< sum of payload lengths queued */
 };
 
 /** Appends b, taking over the caller's reference. */

@@ -21,7 +21,7 @@ struct setting {
 	size_t offset;
 };
 
-#define TC__CFG_ROW(f, fl, en, ty, de, mi, ma, he) \
+#define TC__CFG_ROW(f, fl, en, ty, de, mi, ma, he)                                                                     \
 	{ fl, "THREADCAST_" en, ty, de, mi, ma, he, offsetof(struct tc_config, f) },
 
 static const struct setting settings[] = { TC_CONFIG_MAP(TC__CFG_ROW) };
@@ -36,8 +36,8 @@ static void seterr(char *err, size_t errlen, const char *fmt, ...)
 }
 
 /* Stores one value; where names the source for the error message. */
-static int assign(struct tc_config *cfg, const struct setting *s, const char *value,
-		  const char *where, char *err, size_t errlen)
+static int assign(struct tc_config *cfg, const struct setting *s, const char *value, const char *where, char *err,
+		  size_t errlen)
 {
 	char *p = (char *)cfg + s->offset;
 
@@ -52,8 +52,8 @@ static int assign(struct tc_config *cfg, const struct setting *s, const char *va
 	errno = 0;
 	long long v = strtoll(value, &end, 10);
 	if (errno || end == value || *end || v < s->min || v > s->max) {
-		seterr(err, errlen, "%s: \"%s\" is not valid: expected an integer from %lld to %lld",
-		       where, value, s->min, s->max);
+		seterr(err, errlen, "%s: \"%s\" is not valid: expected an integer from %lld to %lld", where, value,
+		       s->min, s->max);
 		return -1;
 	}
 	*(long long *)(void *)p = v;
@@ -66,8 +66,8 @@ void tc_config_usage(FILE *out)
 		     "Every flag can also be set by its environment variable; a flag wins.\n\n");
 	for (size_t i = 0; i < NSETTINGS; i++) {
 		const struct setting *s = &settings[i];
-		fprintf(out, "  --%-22s %-32s default %s\n      %s\n", s->flag, s->env,
-			*s->def ? s->def : "(empty)", s->help);
+		fprintf(out, "  --%-22s %-32s default %s\n      %s\n", s->flag, s->env, *s->def ? s->def : "(empty)",
+			s->help);
 	}
 	fprintf(out, "  --help                     this text\n"
 		     "  --version                  print the version\n");
@@ -124,7 +124,7 @@ static int parse_sentinels(struct tc_config *cfg, char *err, size_t errlen)
 		if (*p == ',')
 			p++;
 		continue;
-bad:
+	bad:
 		seterr(err, errlen, "--redis-sentinels / THREADCAST_REDIS_SENTINELS: \"%.*s\" is not host:port",
 		       (int)len, p);
 		free_sentinels(cfg);
@@ -154,14 +154,14 @@ static int validate(struct tc_config *cfg, char *err, size_t errlen)
 		return -1;
 	}
 	if (strcmp(cfg->auth, "jwt") && strcmp(cfg->auth, "off")) {
-		seterr(err, errlen, "--auth / THREADCAST_AUTH: \"%s\" is not valid: expected jwt or off",
-		       cfg->auth);
+		seterr(err, errlen, "--auth / THREADCAST_AUTH: \"%s\" is not valid: expected jwt or off", cfg->auth);
 		return -1;
 	}
 	if (!strcmp(cfg->auth, "jwt") && !*cfg->jwt_key && !*cfg->jwt_jwks) {
-		seterr(err, errlen, "authentication is on by default: give --jwt-key (THREADCAST_JWT_KEY) "
-				    "with the verifying key or --jwt-jwks (THREADCAST_JWT_JWKS) with a key set, "
-				    "or run with --auth off to let anyone read");
+		seterr(err, errlen,
+		       "authentication is on by default: give --jwt-key (THREADCAST_JWT_KEY) "
+		       "with the verifying key or --jwt-jwks (THREADCAST_JWT_JWKS) with a key set, "
+		       "or run with --auth off to let anyone read");
 		return -1;
 	}
 	if (*cfg->jwt_key && *cfg->jwt_jwks) {
@@ -169,7 +169,8 @@ static int validate(struct tc_config *cfg, char *err, size_t errlen)
 		return -1;
 	}
 	if (strcmp(cfg->jwt_alg, "HS256") && strcmp(cfg->jwt_alg, "RS256") && strcmp(cfg->jwt_alg, "ES256")) {
-		seterr(err, errlen, "--jwt-alg / THREADCAST_JWT_ALG: \"%s\" is not valid: expected HS256, RS256 or ES256",
+		seterr(err, errlen,
+		       "--jwt-alg / THREADCAST_JWT_ALG: \"%s\" is not valid: expected HS256, RS256 or ES256",
 		       cfg->jwt_alg);
 		return -1;
 	}
@@ -186,13 +187,12 @@ static int validate(struct tc_config *cfg, char *err, size_t errlen)
 		return -1;
 	}
 	if (cfg->idle_timeout_s <= cfg->ping_interval_s) {
-		seterr(err, errlen, "--idle-timeout (%lld) must exceed --ping-interval (%lld)",
-		       cfg->idle_timeout_s, cfg->ping_interval_s);
+		seterr(err, errlen, "--idle-timeout (%lld) must exceed --ping-interval (%lld)", cfg->idle_timeout_s,
+		       cfg->ping_interval_s);
 		return -1;
 	}
 	if (cfg->redis_backoff_min_ms > cfg->redis_backoff_max_ms) {
-		seterr(err, errlen,
-		       "--redis-backoff-min (%lld) must not exceed --redis-backoff-max (%lld)",
+		seterr(err, errlen, "--redis-backoff-min (%lld) must not exceed --redis-backoff-max (%lld)",
 		       cfg->redis_backoff_min_ms, cfg->redis_backoff_max_ms);
 		return -1;
 	}
@@ -200,15 +200,14 @@ static int validate(struct tc_config *cfg, char *err, size_t errlen)
 		return -1;
 	char rerr[200];
 	if (tc_redis_addr_parse(cfg->redis_url, &cfg->redis, rerr, sizeof(rerr))) {
-		seterr(err, errlen, "--redis-url / THREADCAST_REDIS_URL: \"%s\" is not valid: %s",
-		       cfg->redis_url, rerr);
+		seterr(err, errlen, "--redis-url / THREADCAST_REDIS_URL: \"%s\" is not valid: %s", cfg->redis_url,
+		       rerr);
 		return -1;
 	}
 	return 0;
 }
 
-enum tc_config_status tc_config_load(struct tc_config *cfg, int argc, char **argv, char *err,
-				     size_t errlen)
+enum tc_config_status tc_config_load(struct tc_config *cfg, int argc, char **argv, char *err, size_t errlen)
 {
 	char where[160];
 
@@ -330,8 +329,7 @@ int tc_redis_addr_parse(const char *url, struct tc_redis_addr *a, char *err, siz
 		}
 		a->unix_path = tc_xstrndup(path, plen);
 		if (q) {
-			if (strncmp(q, "?db=", 4) ||
-			    parse_int_range(q + 4, strlen(q + 4), 0, 100000, &v)) {
+			if (strncmp(q, "?db=", 4) || parse_int_range(q + 4, strlen(q + 4), 0, 100000, &v)) {
 				seterr(err, errlen, "the only query allowed is ?db=N");
 				goto fail;
 			}

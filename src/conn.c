@@ -23,8 +23,7 @@ void tc__conn_request_write(struct tc_conn *c)
 	}
 }
 
-void tc__conn_close(struct tc_conn *c, enum tc_conn_close_mode mode, enum tc_close code,
-		    const char *reason)
+void tc__conn_close(struct tc_conn *c, enum tc_conn_close_mode mode, enum tc_close code, const char *reason)
 {
 	if (mode == TC_CONN_KILL) {
 		/* lws calls CLOSED before this returns, which destroys c. Not

@@ -34,23 +34,23 @@
 
 /** Every client connection of the process. */
 struct tc_conn_set {
-	uv_loop_t *loop;                /**< the process's loop */
-	const struct tc_config *cfg;    /**< the configuration */
+	uv_loop_t *loop;                  /**< the process's loop */
+	const struct tc_config *cfg;      /**< the configuration */
 	const struct tc_session_env *env; /**< what the connections' sessions share */
-	struct tc_dlist all;            /**< every open connection (tc_conn.link) */
-	bool draining;                  /**< refusing new connections */
-	unsigned churn;                 /**< connections opened or closed since the heap was last trimmed */
-	uint64_t churn_at;              /**< loop time (ms) of the last of them */
+	struct tc_dlist all;              /**< every open connection (tc_conn.link) */
+	bool draining;                    /**< refusing new connections */
+	unsigned churn;                   /**< connections opened or closed since the heap was last trimmed */
+	uint64_t churn_at;                /**< loop time (ms) of the last of them */
 	/** Optional: a connection went away (after it is gone); the server's drain waits for the last. */
 	void (*gone)(void *arg);
-	void *gone_arg;                 /**< gone's argument */
+	void *gone_arg; /**< gone's argument */
 };
 
 struct tc_conn;
 
 /** What the common code needs of a connection's kind. */
 struct tc_conn_ops {
-	const char *transport;   /**< "websocket", "sse", "http": for logs */
+	const char *transport; /**< "websocket", "sse", "http": for logs */
 	/** Reading can be paused for backpressure (a WebSocket; an HTTP client has sent all it will). */
 	bool flow_control;
 	/** An exchange that ends with its one answer: a drain lets it finish. */
@@ -79,19 +79,19 @@ enum tc_conn_close_mode {
 
 /** The common part of a client connection; embedded first in each kind's. */
 struct tc_conn {
-	struct tc_conn_set *set;    /**< the connections it is one of */
+	struct tc_conn_set *set;       /**< the connections it is one of */
 	const struct tc_conn_ops *ops; /**< its kind */
-	struct lws *wsi;            /**< its lws connection */
-	struct tc_session *session; /**< its protocol state, closed with the conn; NULL for a REST exchange */
-	struct tc_bufq out;         /**< frames not yet handed to lws; bounded by --max-queue-bytes */
-	const char *close_reason;   /**< with close_code: a static string */
-	uint16_t close_code;        /**< nonzero: closing (an enum tc_close) once `out` is written */
-	bool want_write;            /**< lws_callback_on_writable() pending */
-	bool queue_full;            /**< reading stopped until `out` drains below a quarter */
-	bool session_busy;          /**< reading stopped while the session serves a command */
-	bool rx_off;                /**< what lws was last told about reading */
-	int64_t auth_exp;           /**< the token's exp (Unix s); 0 when auth is off */
-	struct tc_dlink link;       /**< on set->all */
+	struct lws *wsi;               /**< its lws connection */
+	struct tc_session *session;    /**< its protocol state, closed with the conn; NULL for a REST exchange */
+	struct tc_bufq out;            /**< frames not yet handed to lws; bounded by --max-queue-bytes */
+	const char *close_reason;      /**< with close_code: a static string */
+	uint16_t close_code;           /**< nonzero: closing (an enum tc_close) once `out` is written */
+	bool want_write;               /**< lws_callback_on_writable() pending */
+	bool queue_full;               /**< reading stopped until `out` drains below a quarter */
+	bool session_busy;             /**< reading stopped while the session serves a command */
+	bool rx_off;                   /**< what lws was last told about reading */
+	int64_t auth_exp;              /**< the token's exp (Unix s); 0 when auth is off */
+	struct tc_dlink link;          /**< on set->all */
 };
 
 /** The conn whose member `member` is the list link n. */
@@ -106,8 +106,8 @@ struct tc_http_body;
  * a request upgrades to a WebSocket.
  */
 struct tc_pss {
-	struct tc_conn *conn;       /**< once the request is accepted as a connection */
-	struct tc_http_body *body;  /**< a request body being read (http.c), else NULL */
+	struct tc_conn *conn;      /**< once the request is accepted as a connection */
+	struct tc_http_body *body; /**< a request body being read (http.c), else NULL */
 };
 
 /**
@@ -133,8 +133,7 @@ void tc__conn_destroy(struct tc_conn *c);
  * nothing. KILL closes the socket now; c is gone when this returns, and
  * code and reason are not used.
  */
-void tc__conn_close(struct tc_conn *c, enum tc_conn_close_mode mode, enum tc_close code,
-		    const char *reason);
+void tc__conn_close(struct tc_conn *c, enum tc_conn_close_mode mode, enum tc_close code, const char *reason);
 
 /** Asks lws for a WRITEABLE callback, once until it comes. */
 void tc__conn_request_write(struct tc_conn *c);

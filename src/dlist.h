@@ -25,7 +25,7 @@ struct tc_dlist {
 };
 
 /** The element of type `type` whose member `member` is the link `link`. */
-#define TC_DLIST_ENTRY(link, type, member) ((type *)((char *)(link) - offsetof(type, member)))
+#define TC_DLIST_ENTRY(link, type, member) ((type *)((char *)(link)-offsetof(type, member)))
 
 /** Whether n is on l (n must be on l or on no list). */
 static inline bool tc_dlist_linked(const struct tc_dlist *l, const struct tc_dlink *n)

@@ -9,8 +9,8 @@ static void body(struct tc_event *ev, enum tc_spelling sp, const char **json, si
 {
 	if (!ev->spelled[sp]) {
 		ev->spelled[sp] = true;
-		ev->respelled[sp] = tc_spell_event(ev->json, ev->json_len, ev->method, ev->method_len, sp,
-						   &ev->respelled_len[sp]);
+		ev->respelled[sp] =
+			tc_spell_event(ev->json, ev->json_len, ev->method, ev->method_len, sp, &ev->respelled_len[sp]);
 	}
 	*json = ev->respelled[sp] ? ev->respelled[sp] : ev->json;
 	*len = ev->respelled[sp] ? ev->respelled_len[sp] : ev->json_len;
@@ -22,8 +22,7 @@ static struct tc_buf *ws_frame(struct tc_event *ev, enum tc_spelling sp)
 	const char *json;
 	size_t len;
 	int n = snprintf(head, sizeof(head), "{\"type\":\"event\",\"%s\":\"%s:%llu\",\"seq\":%llu,",
-			 tc_spell("eventId", sp), ev->epoch, (unsigned long long)ev->seq,
-			 (unsigned long long)ev->seq);
+			 tc_spell("eventId", sp), ev->epoch, (unsigned long long)ev->seq, (unsigned long long)ev->seq);
 	body(ev, sp, &json, &len);
 	/* The stored JSON starts with '{' (the function guarantees it). */
 	struct tc_buf *b = tc_buf_new((size_t)n + len - 1);
@@ -45,8 +44,8 @@ static struct tc_buf *sse_frame(struct tc_event *ev, enum tc_spelling sp)
 	for (const unsigned char *c = p; c < end; c++)
 		breaks += *c == '\n' || *c == '\r';
 	char head[200];
-	int n = snprintf(head, sizeof(head), "id: %s:%llu\nevent: %.*s\ndata: ", ev->epoch,
-			 (unsigned long long)ev->seq, (int)ev->method_len, ev->method);
+	int n = snprintf(head, sizeof(head), "id: %s:%llu\nevent: %.*s\ndata: ", ev->epoch, (unsigned long long)ev->seq,
+			 (int)ev->method_len, ev->method);
 	struct tc_buf *b = tc_buf_new((size_t)n + ws->len + breaks * 6 + 2);
 	unsigned char *o = tc_buf_data(b);
 	memcpy(o, head, (size_t)n);
@@ -111,9 +110,9 @@ struct tc_buf *tc_event_frame(struct tc_event *ev, enum tc_frame_kind kind, enum
 	if (kind == TC_FRAME_PARTS)
 		sp = TC_SPELL_SEED; /* one form, whatever the spelling */
 	if (!ev->frames[kind][sp])
-		ev->frames[kind][sp] = kind == TC_FRAME_WS  ? ws_frame(ev, sp) :
-				       kind == TC_FRAME_SSE ? sse_frame(ev, sp) :
-							      parts_frame(ev);
+		ev->frames[kind][sp] = kind == TC_FRAME_WS    ? ws_frame(ev, sp)
+				       : kind == TC_FRAME_SSE ? sse_frame(ev, sp)
+							      : parts_frame(ev);
 	return ev->frames[kind][sp];
 }
 

@@ -37,9 +37,9 @@ struct tc_event {
 	const char *method, *ns, *json;
 	size_t method_len, ns_len, json_len;
 	struct tc_buf *frames[TC_FRAME_KINDS][TC_SPELLINGS];
-	char *respelled[TC_SPELLINGS];   /**< the JSON respelled for sp, when it had to be */
+	char *respelled[TC_SPELLINGS]; /**< the JSON respelled for sp, when it had to be */
 	size_t respelled_len[TC_SPELLINGS];
-	bool spelled[TC_SPELLINGS];      /**< respelled[sp] was worked out */
+	bool spelled[TC_SPELLINGS]; /**< respelled[sp] was worked out */
 };
 
 /**

@@ -22,16 +22,14 @@ enum tc_channel tc_channel_lookup(const char *s, size_t len)
 
 enum tc_channel tc_channel_of_method(const char *m, size_t len)
 {
-	if ((len == 15 && !memcmp(m, "input.requested", 15)) ||
-	    (len == 14 && !memcmp(m, "input.answered", 14)))
+	if ((len == 15 && !memcmp(m, "input.requested", 15)) || (len == 14 && !memcmp(m, "input.answered", 14)))
 		return TC_CHANNEL_INPUT;
 	enum tc_channel c = tc_channel_lookup(m, len);
 	/* "input" is a channel but not an event method. */
 	return c == TC_CHANNEL_INPUT ? TC_CHANNEL_INVALID : c;
 }
 
-int tc_event_key_init(struct tc_event_key *key, const char *method, size_t method_len,
-		      const char *ns, size_t ns_len)
+int tc_event_key_init(struct tc_event_key *key, const char *method, size_t method_len, const char *ns, size_t ns_len)
 {
 	key->channel = tc_channel_of_method(method, method_len);
 	if (key->channel == TC_CHANNEL_INVALID)
@@ -56,13 +54,15 @@ char *tc_namespace_encode(const cJSON *ns, size_t *len)
 		return NULL;
 	size_t cap = 1;
 	const cJSON *seg;
-	cJSON_ArrayForEach(seg, ns) {
+	cJSON_ArrayForEach(seg, ns)
+	{
 		if (!cJSON_IsString(seg))
 			return NULL;
 		cap += 1 + 3 * strlen(seg->valuestring);
 	}
 	char *out = tc_xmalloc(cap), *o = out;
-	cJSON_ArrayForEach(seg, ns) {
+	cJSON_ArrayForEach(seg, ns)
+	{
 		*o++ = '/';
 		for (const unsigned char *c = (const unsigned char *)seg->valuestring; *c; c++) {
 			if (*c == '%' || *c == '/' || *c < 0x20 || *c == 0x7f) {
@@ -185,21 +185,22 @@ enum tc_err tc_filter_parse(const cJSON *params, struct tc_filter **out, struct 
 		goto fail;
 	}
 	if (cJSON_GetArraySize(channels) > TC_FILTER_MAX_ITEMS) {
-		tc_error_set(err, TC_ERR_INVALID_ARGUMENT,
-			     "params.channels has more than %d entries", TC_FILTER_MAX_ITEMS);
+		tc_error_set(err, TC_ERR_INVALID_ARGUMENT, "params.channels has more than %d entries",
+			     TC_FILTER_MAX_ITEMS);
 		goto fail;
 	}
 	f->named = tc_xcalloc((size_t)cJSON_GetArraySize(channels), sizeof(char *));
 	i = 0;
-	cJSON_ArrayForEach(it, channels) {
-		enum tc_channel c = cJSON_IsString(it) ?
-			tc_channel_lookup(it->valuestring, strlen(it->valuestring)) :
-			TC_CHANNEL_INVALID;
+	cJSON_ArrayForEach(it, channels)
+	{
+		enum tc_channel c = cJSON_IsString(it) ? tc_channel_lookup(it->valuestring, strlen(it->valuestring))
+						       : TC_CHANNEL_INVALID;
 		if (c == TC_CHANNEL_INVALID) {
 			tc_error_set(err, TC_ERR_INVALID_ARGUMENT,
 				     "params.channels[%zu] is not a channel: expected values, updates, "
 				     "messages, tools, lifecycle, input, checkpoints, tasks, custom or "
-				     "custom:<name>", i);
+				     "custom:<name>",
+				     i);
 			goto fail;
 		}
 		if (c == TC_CHANNEL_NAMED)
@@ -218,19 +219,20 @@ enum tc_err tc_filter_parse(const cJSON *params, struct tc_filter **out, struct 
 			goto fail;
 		}
 		if (cJSON_GetArraySize(namespaces) > TC_FILTER_MAX_ITEMS) {
-			tc_error_set(err, TC_ERR_INVALID_ARGUMENT,
-				     "params.namespaces has more than %d entries", TC_FILTER_MAX_ITEMS);
+			tc_error_set(err, TC_ERR_INVALID_ARGUMENT, "params.namespaces has more than %d entries",
+				     TC_FILTER_MAX_ITEMS);
 			goto fail;
 		}
 		f->prefixes = tc_xcalloc((size_t)cJSON_GetArraySize(namespaces), sizeof(char *));
 		i = 0;
-		cJSON_ArrayForEach(it, namespaces) {
+		cJSON_ArrayForEach(it, namespaces)
+		{
 			size_t len;
 			char *enc = tc_namespace_encode(it, &len);
 			if (!enc) {
 				tc_error_set(err, TC_ERR_INVALID_ARGUMENT,
-					     "params.namespaces[%zu] must be an array of at most %d strings",
-					     i, TC_NAMESPACE_MAX_SEGMENTS);
+					     "params.namespaces[%zu] must be an array of at most %d strings", i,
+					     TC_NAMESPACE_MAX_SEGMENTS);
 				goto fail;
 			}
 			f->prefixes[f->nprefixes++] = enc;
@@ -243,8 +245,7 @@ enum tc_err tc_filter_parse(const cJSON *params, struct tc_filter **out, struct 
 	if (depth && !cJSON_IsNull(depth)) {
 		double d = cJSON_IsNumber(depth) ? depth->valuedouble : -1;
 		if (!(d >= 0 && d <= (double)TC_JS_MAX_SAFE) || (double)(long long)d != d) {
-			tc_error_set(err, TC_ERR_INVALID_ARGUMENT,
-				     "params.depth must be a non-negative integer");
+			tc_error_set(err, TC_ERR_INVALID_ARGUMENT, "params.depth must be a non-negative integer");
 			goto fail;
 		}
 		/* No namespace is deeper than TC_NAMESPACE_MAX_SEGMENTS anyway. */
@@ -255,8 +256,8 @@ enum tc_err tc_filter_parse(const cJSON *params, struct tc_filter **out, struct 
 	build_canonical(f, f->nprefixes > 0);
 	if (strlen(f->canonical) > TC_FILTER_MAX_BYTES) {
 		tc_error_set(err, TC_ERR_INVALID_ARGUMENT,
-			     "the filter is too large (%zu bytes of canonical JSON, at most %d)",
-			     strlen(f->canonical), TC_FILTER_MAX_BYTES);
+			     "the filter is too large (%zu bytes of canonical JSON, at most %d)", strlen(f->canonical),
+			     TC_FILTER_MAX_BYTES);
 		goto fail;
 	}
 	*out = f;

@@ -27,15 +27,15 @@
 #include "protocol.h"
 
 /** X(ENUM, name): the channels with a fixed name, in canonical order. */
-#define TC_CHANNEL_MAP(X)              \
-	X(VALUES, "values")            \
-	X(UPDATES, "updates")          \
-	X(MESSAGES, "messages")        \
-	X(TOOLS, "tools")              \
-	X(LIFECYCLE, "lifecycle")      \
-	X(INPUT, "input")              \
-	X(CHECKPOINTS, "checkpoints")  \
-	X(TASKS, "tasks")              \
+#define TC_CHANNEL_MAP(X)                                                                                              \
+	X(VALUES, "values")                                                                                            \
+	X(UPDATES, "updates")                                                                                          \
+	X(MESSAGES, "messages")                                                                                        \
+	X(TOOLS, "tools")                                                                                              \
+	X(LIFECYCLE, "lifecycle")                                                                                      \
+	X(INPUT, "input")                                                                                              \
+	X(CHECKPOINTS, "checkpoints")                                                                                  \
+	X(TASKS, "tasks")                                                                                              \
 	X(CUSTOM, "custom")
 
 #define TC__CH_ENUM(e, name) TC_CHANNEL_##e,
@@ -49,23 +49,23 @@ enum tc_channel { TC_CHANNEL_MAP(TC__CH_ENUM) TC_CHANNEL_NAMED, TC_CHANNEL_INVAL
 
 /** A parsed, canonical filter. */
 struct tc_filter {
-	uint32_t channels;      /**< bit (1 << enum tc_channel) per fixed channel */
-	char **named;           /**< sorted unique "custom:<name>" channels */
+	uint32_t channels; /**< bit (1 << enum tc_channel) per fixed channel */
+	char **named;      /**< sorted unique "custom:<name>" channels */
 	size_t nnamed;
-	char **prefixes;        /**< sorted unique encoded namespaces */
-	size_t nprefixes;       /**< 0 = every namespace */
-	int depth;              /**< max levels below the prefix, -1 = unlimited */
-	char *canonical;        /**< canonical JSON; equal filters, equal text */
+	char **prefixes;  /**< sorted unique encoded namespaces */
+	size_t nprefixes; /**< 0 = every namespace */
+	int depth;        /**< max levels below the prefix, -1 = unlimited */
+	char *canonical;  /**< canonical JSON; equal filters, equal text */
 };
 
 /** What a filter needs to know of one event; see tc_event_key_init(). */
 struct tc_event_key {
 	enum tc_channel channel;
-	const char *name;  /**< full channel name when channel == TC_CHANNEL_NAMED */
+	const char *name; /**< full channel name when channel == TC_CHANNEL_NAMED */
 	size_t name_len;
-	const char *ns;    /**< encoded namespace */
+	const char *ns; /**< encoded namespace */
 	size_t ns_len;
-	int depth;         /**< segments in ns */
+	int depth; /**< segments in ns */
 };
 
 /**
@@ -82,8 +82,7 @@ enum tc_channel tc_channel_lookup(const char *s, size_t len);
 enum tc_channel tc_channel_of_method(const char *m, size_t len);
 
 /** Fills key from an event's method and encoded namespace. Returns -1 when invalid. */
-int tc_event_key_init(struct tc_event_key *key, const char *method, size_t method_len,
-		      const char *ns, size_t ns_len);
+int tc_event_key_init(struct tc_event_key *key, const char *method, size_t method_len, const char *ns, size_t ns_len);
 
 /**
  * Parses the filter fields (channels, namespaces, depth) of a

@@ -33,9 +33,9 @@
 
 struct tc_handshake {
 	struct tc_dlink link;
-	int fd;             /* waiting: the socket; adopted: -1 */
-	struct lws *wsi;    /* adopted: the connection */
-	uint64_t deadline;  /* uv_now() ms */
+	int fd;            /* waiting: the socket; adopted: -1 */
+	struct lws *wsi;   /* adopted: the connection */
+	uint64_t deadline; /* uv_now() ms */
 };
 
 static void accept_all(struct tc_handshakes *h);
@@ -98,7 +98,8 @@ static void accept_all(struct tc_handshakes *h)
 				continue;
 			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
 				/* Out of descriptors: the backlog waits until some close. */
-				tc_log(TC_LOG_WARN, "cannot accept: out of file descriptors", TC_LS("error", strerror(errno)));
+				tc_log(TC_LOG_WARN, "cannot accept: out of file descriptors",
+				       TC_LS("error", strerror(errno)));
 				watch(h, false);
 			}
 			break;

@@ -35,18 +35,18 @@
 #define TC_HANDSHAKES_PER_TURN 64
 
 struct tc_handshakes {
-	struct lws_vhost *vhost;  /**< where accepted connections are adopted */
-	int fd;                   /**< the listening socket, -1 when closed */
-	uv_poll_t poll;           /**< its readiness */
+	struct lws_vhost *vhost; /**< where accepted connections are adopted */
+	int fd;                  /**< the listening socket, -1 when closed */
+	uv_poll_t poll;          /**< its readiness */
 	bool polling;
-	uv_timer_t timer;         /**< drops what is past its deadline; retries accept after EMFILE */
-	uv_idle_t pump;           /**< hands waiting connections to lws each loop iteration; while
+	uv_timer_t timer;        /**< drops what is past its deadline; retries accept after EMFILE */
+	uv_idle_t pump;          /**< hands waiting connections to lws each loop iteration; while
 	                           *   any wait, the loop polls without blocking */
-	struct tc_dlist waiting;  /**< accepted, not yet adopted (oldest first) */
-	struct tc_dlist in_lws;   /**< adopted, request not arrived (oldest first) */
+	struct tc_dlist waiting; /**< accepted, not yet adopted (oldest first) */
+	struct tc_dlist in_lws;  /**< adopted, request not arrived (oldest first) */
 	uint64_t timeout_ms;
-	size_t max_waiting;       /**< more accepted at once are closed at once */
-	uint64_t accepted_ms;     /**< the accept time of the connection being adopted */
+	size_t max_waiting;   /**< more accepted at once are closed at once */
+	uint64_t accepted_ms; /**< the accept time of the connection being adopted */
 };
 
 /** Sets h up on loop (not listening yet); every handshake gets timeout_ms. */

@@ -70,8 +70,8 @@ static unsigned method_of(struct lws *wsi)
  * EventSource) and checks Origin. Returns 0 and fills g, or the HTTP status
  * to refuse with (401, 403) and a message in why.
  */
-static unsigned check_access(struct tc_server *srv, struct lws *wsi, const char *thread,
-			     struct tc_grant *g, char *why, size_t whylen)
+static unsigned check_access(struct tc_server *srv, struct lws *wsi, const char *thread, struct tc_grant *g, char *why,
+			     size_t whylen)
 {
 	char origin[256], hdr[4096], arg[4096];
 	const char *token = NULL;
@@ -98,8 +98,8 @@ static unsigned check_access(struct tc_server *srv, struct lws *wsi, const char 
 }
 
 /* check_access(), answering a refusal itself: 0 when allowed, else what the callback returns. */
-static int check_access_or_reply(struct tc_server *srv, struct lws *wsi, const char *thread,
-				 struct tc_grant *g, int *rc)
+static int check_access_or_reply(struct tc_server *srv, struct lws *wsi, const char *thread, struct tc_grant *g,
+				 int *rc)
 {
 	char why[200];
 	unsigned status = check_access(srv, wsi, thread, g, why, sizeof(why));
@@ -111,11 +111,11 @@ static int check_access_or_reply(struct tc_server *srv, struct lws *wsi, const c
 
 /* What a route handler is given: the request, matched and (for thread routes) admitted. */
 struct request {
-	unsigned method;                   /* a tc_http_method bit */
-	const struct tc_route_match *m;    /* the route and its parameters */
-	const char *thread;                /* thread routes: the validated thread id */
-	struct tc_grant grant;             /* thread routes: what the token allows */
-	int sp;                            /* the spelling the request asked for (?protocol=), or -1 */
+	unsigned method;                /* a tc_http_method bit */
+	const struct tc_route_match *m; /* the route and its parameters */
+	const char *thread;             /* thread routes: the validated thread id */
+	struct tc_grant grant;          /* thread routes: what the token allows */
+	int sp;                         /* the spelling the request asked for (?protocol=), or -1 */
 };
 
 /*
@@ -145,14 +145,12 @@ static enum tc_spelling route_spelling(int route, int asked)
 
 /* ---- GET /healthz, /readyz, /metrics ---------------------------------------------------- */
 
-static int serve_healthz(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss,
-			 const struct request *rq)
+static int serve_healthz(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss, const struct request *rq)
 {
 	return tc__http_send(wsi, 200, "application/json", "{\"status\":\"ok\",\"version\":\"" TC_VERSION "\"}");
 }
 
-static int serve_readyz(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss,
-			const struct request *rq)
+static int serve_readyz(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss, const struct request *rq)
 {
 	bool ready = !srv->conns.draining && tc_redis_ready(srv->redis);
 	char body[384];
@@ -165,8 +163,7 @@ static int serve_readyz(struct tc_server *srv, struct lws *wsi, struct tc_pss *p
 	return tc__http_send(wsi, ready ? 200 : 503, "application/json", body);
 }
 
-static int serve_metrics(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss,
-			 const struct request *rq)
+static int serve_metrics(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss, const struct request *rq)
 {
 	struct tc_metrics_gauges g = {
 		.websockets = srv->ws.count,
@@ -188,12 +185,19 @@ static int serve_metrics(struct tc_server *srv, struct lws *wsi, struct tc_pss *
 
 /* ---- --static-dir: the demo page and the client library ---------------------------------- */
 
-static const struct { const char *ext, *mime; } mime_types[] = {
-	{ ".html", "text/html; charset=utf-8" }, { ".js", "text/javascript; charset=utf-8" },
-	{ ".mjs", "text/javascript; charset=utf-8" }, { ".css", "text/css; charset=utf-8" },
-	{ ".json", "application/json" },           { ".svg", "image/svg+xml" },
-	{ ".png", "image/png" },                   { ".ico", "image/x-icon" },
-	{ ".txt", "text/plain; charset=utf-8" },   { ".ts", "text/plain; charset=utf-8" },
+static const struct {
+	const char *ext, *mime;
+} mime_types[] = {
+	{ ".html", "text/html; charset=utf-8" },
+	{ ".js", "text/javascript; charset=utf-8" },
+	{ ".mjs", "text/javascript; charset=utf-8" },
+	{ ".css", "text/css; charset=utf-8" },
+	{ ".json", "application/json" },
+	{ ".svg", "image/svg+xml" },
+	{ ".png", "image/png" },
+	{ ".ico", "image/x-icon" },
+	{ ".txt", "text/plain; charset=utf-8" },
+	{ ".ts", "text/plain; charset=utf-8" },
 };
 
 /* Plain relative names only: [A-Za-z0-9._-] segments, none starting with a dot
@@ -224,15 +228,13 @@ static int serve_static(struct tc_server *srv, struct lws *wsi, const char *path
 
 	if (!static_path_ok(path))
 		return tc__http_error(wsi, 404, "not_found", "no such route or file");
-	snprintf(file, sizeof(file), "%s%s%s", srv->cfg->static_dir, path,
-		 path[len - 1] == '/' ? "index.html" : "");
+	snprintf(file, sizeof(file), "%s%s%s", srv->cfg->static_dir, path, path[len - 1] == '/' ? "index.html" : "");
 	if (stat(file, &st))
 		return tc__http_error(wsi, 404, "not_found", "no such route or file");
 	if (S_ISDIR(st.st_mode)) {
 		/* A directory without its slash: send the browser to it, so that the
 		 * page's relative URLs resolve inside it. */
-		unsigned char buf[LWS_PRE + 512], *start = buf + LWS_PRE, *p = start,
-			      *end = buf + sizeof(buf) - 1;
+		unsigned char buf[LWS_PRE + 512], *start = buf + LWS_PRE, *p = start, *end = buf + sizeof(buf) - 1;
 		char loc[256];
 		int n = snprintf(loc, sizeof(loc), "%s/", path);
 		if (lws_http_redirect(wsi, HTTP_STATUS_MOVED_PERMANENTLY, (unsigned char *)loc, n, &p, end) < 0)
@@ -255,10 +257,10 @@ static int serve_static(struct tc_server *srv, struct lws *wsi, const char *path
 /* A request body being read, and what it is for. */
 struct tc_http_body {
 	enum body_kind { BODY_SSE, BODY_COMMAND, BODY_REST } kind;
-	struct tc_rest *rest;  /* BODY_REST: the exchange waiting for it */
+	struct tc_rest *rest; /* BODY_REST: the exchange waiting for it */
 	char thread[TC_THREAD_ID_MAX + 1];
 	struct tc_grant grant;
-	int sp;           /* the stream's spelling; commands: what ?protocol= asked, or -1 */
+	int sp; /* the stream's spelling; commands: what ?protocol= asked, or -1 */
 	char *data;
 	size_t len;
 };
@@ -347,8 +349,7 @@ int tc__http_body_complete(struct tc_server *srv, struct lws *wsi, struct tc_pss
 	return rc;
 }
 
-static int serve_commands(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss,
-			  const struct request *rq)
+static int serve_commands(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss, const struct request *rq)
 {
 	return expect_body(srv, wsi, pss, BODY_COMMAND, rq);
 }
@@ -362,8 +363,7 @@ static bool accepts_event_stream(struct lws *wsi)
 	       strstr(accept, "text/event-stream");
 }
 
-static int serve_stream(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss,
-			const struct request *rq)
+static int serve_stream(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss, const struct request *rq)
 {
 	if (rq->method == TC_HTTP_POST)
 		return expect_body(srv, wsi, pss, BODY_SSE, rq);
@@ -391,7 +391,8 @@ static int serve_rest(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss
 	if (!rq->thread && check_access_or_reply(srv, wsi, "*", &g, &rc))
 		return rc;
 	if (tc__rest_writes(rq->m->id, rq->method) && !g.commands)
-		return tc__http_detail(wsi, 403, "this token may not change anything (its \"commands\" claim is not true)");
+		return tc__http_detail(wsi, 403,
+				       "this token may not change anything (its \"commands\" claim is not true)");
 	rc = tc__rest_request(srv, wsi, pss, rq->m->id, rq->method, rq->m, &pending);
 	if (pending) {
 		rc = expect_body(srv, wsi, pss, BODY_REST, rq);
@@ -408,18 +409,15 @@ static int serve_rest(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss
 /* How each route of router.h is served. */
 static const struct route_handler {
 	int (*serve)(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss, const struct request *rq);
-	const char *allowed;  /* the 405 message: what the route serves */
-} handlers[TC_ROUTE_COUNT] = {
-	[TC_ROUTE_HEALTHZ] = { serve_healthz, "only GET is served here" },
-	[TC_ROUTE_READYZ] = { serve_readyz, "only GET is served here" },
-	[TC_ROUTE_METRICS] = { serve_metrics, "only GET is served here" },
-	[TC_ROUTE_STREAM] = { serve_stream, "GET (WebSocket or SSE) or POST (SSE)" },
-	[TC_ROUTE_STREAM_EVENTS] = { serve_stream, "GET (WebSocket or SSE) or POST (SSE)" },
-	[TC_ROUTE_COMMANDS] = { serve_commands, "POST one command as JSON" },
-#define TC__REST_HANDLER(e, pattern, ms) \
-	[TC_ROUTE_##e] = { serve_rest, "this method is not served here" },
-	TC_REST_ROUTE_MAP(TC__REST_HANDLER, TC__REST_METHOD_BIT)
-};
+	const char *allowed; /* the 405 message: what the route serves */
+} handlers[TC_ROUTE_COUNT] = { [TC_ROUTE_HEALTHZ] = { serve_healthz, "only GET is served here" },
+			       [TC_ROUTE_READYZ] = { serve_readyz, "only GET is served here" },
+			       [TC_ROUTE_METRICS] = { serve_metrics, "only GET is served here" },
+			       [TC_ROUTE_STREAM] = { serve_stream, "GET (WebSocket or SSE) or POST (SSE)" },
+			       [TC_ROUTE_STREAM_EVENTS] = { serve_stream, "GET (WebSocket or SSE) or POST (SSE)" },
+			       [TC_ROUTE_COMMANDS] = { serve_commands, "POST one command as JSON" },
+#define TC__REST_HANDLER(e, pattern, ms) [TC_ROUTE_##e] = { serve_rest, "this method is not served here" },
+			       TC_REST_ROUTE_MAP(TC__REST_HANDLER, TC__REST_METHOD_BIT) };
 
 int tc__http_request(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss, const char *path)
 {
@@ -460,8 +458,7 @@ static int answered(int rc)
 	return rc < 0 ? -1 : 1;
 }
 
-int tc__http_confirm_upgrade(struct tc_server *srv, struct lws *wsi, const char *proto,
-			     struct tc_upgrade *up)
+int tc__http_confirm_upgrade(struct tc_server *srv, struct lws *wsi, const char *proto, struct tc_upgrade *up)
 {
 	char path[256];
 	struct tc_route_match m;

@@ -29,7 +29,6 @@ void tc__http_closed(struct tc_pss *pss);
  * grant, checked here once); >0 when it answered (404, 400, 401, 403, 503);
  * <0 to hang up.
  */
-int tc__http_confirm_upgrade(struct tc_server *srv, struct lws *wsi, const char *proto,
-			     struct tc_upgrade *up);
+int tc__http_confirm_upgrade(struct tc_server *srv, struct lws *wsi, const char *proto, struct tc_upgrade *up);
 
 #endif

@@ -10,8 +10,8 @@
 
 #include "util.h"
 
-#define QUERY_ARGS_MAX 64   /* query parameters kept of one request */
-#define QUERY_ARG_MAX 2048  /* bytes of one "name=value" */
+#define QUERY_ARGS_MAX 64  /* query parameters kept of one request */
+#define QUERY_ARG_MAX 2048 /* bytes of one "name=value" */
 
 /* ==== responses ========================================================================== */
 
@@ -19,21 +19,36 @@
 static const char *reason_of(unsigned status)
 {
 	switch (status) {
-	case 200: return "OK";
-	case 202: return "Accepted";
-	case 204: return "No Content";
-	case 409: return "Conflict";
-	case 422: return "Unprocessable Entity";
-	case 500: return "Internal Server Error";
-	case 400: return "Bad Request";
-	case 401: return "Unauthorized";
-	case 403: return "Forbidden";
-	case 404: return "Not Found";
-	case 405: return "Method Not Allowed";
-	case 413: return "Payload Too Large";
-	case 426: return "Upgrade Required";
-	case 503: return "Service Unavailable";
-	default: return "Error";
+	case 200:
+		return "OK";
+	case 202:
+		return "Accepted";
+	case 204:
+		return "No Content";
+	case 409:
+		return "Conflict";
+	case 422:
+		return "Unprocessable Entity";
+	case 500:
+		return "Internal Server Error";
+	case 400:
+		return "Bad Request";
+	case 401:
+		return "Unauthorized";
+	case 403:
+		return "Forbidden";
+	case 404:
+		return "Not Found";
+	case 405:
+		return "Method Not Allowed";
+	case 413:
+		return "Payload Too Large";
+	case 426:
+		return "Upgrade Required";
+	case 503:
+		return "Service Unavailable";
+	default:
+		return "Error";
 	}
 }
 
@@ -44,19 +59,19 @@ static const char *reason_of(unsigned status)
  * request, and strict clients (Python's websockets) reject that response
  * unread. An upgrade is always HTTP/1.1, so its refusal says so itself.
  */
-static int common_headers(struct lws *wsi, unsigned status, const char *type,
-			  lws_filepos_t content_len, unsigned char **p, unsigned char *end)
+static int common_headers(struct lws *wsi, unsigned status, const char *type, lws_filepos_t content_len,
+			  unsigned char **p, unsigned char *end)
 {
 	char line[64];
 	if (!lws_hdr_total_length(wsi, WSI_TOKEN_UPGRADE))
 		return lws_add_http_common_headers(wsi, status, type, content_len, p, end);
 	int n = snprintf(line, sizeof(line), "HTTP/1.1 %u %s", status, reason_of(status));
 	return lws_add_http_header_by_name(wsi, NULL, (const unsigned char *)line, n, p, end) ||
-	       lws_add_http_header_by_token(wsi, WSI_TOKEN_HTTP_CONTENT_TYPE,
-					    (const unsigned char *)type, (int)strlen(type), p, end) ||
+	       lws_add_http_header_by_token(wsi, WSI_TOKEN_HTTP_CONTENT_TYPE, (const unsigned char *)type,
+					    (int)strlen(type), p, end) ||
 	       lws_add_http_header_content_length(wsi, content_len, p, end) ||
-	       lws_add_http_header_by_name(wsi, (const unsigned char *)"connection:",
-					   (const unsigned char *)"close", 5, p, end);
+	       lws_add_http_header_by_name(wsi, (const unsigned char *)"connection:", (const unsigned char *)"close", 5,
+					   p, end);
 }
 
 int tc__http_head(struct lws *wsi, unsigned status, const char *type, lws_filepos_t content_len)
@@ -71,22 +86,21 @@ int tc__http_head_x(struct lws *wsi, unsigned status, const char *type, lws_file
 	unsigned char *start = buf + LWS_PRE, *p = start, *end = buf + sizeof(buf) - 1;
 
 	if (common_headers(wsi, status, type, content_len, &p, end) ||
-	    lws_add_http_header_by_name(wsi, (const unsigned char *)"cache-control:",
-					(const unsigned char *)"no-store", 8, &p, end))
+	    lws_add_http_header_by_name(wsi, (const unsigned char *)"cache-control:", (const unsigned char *)"no-store",
+					8, &p, end))
 		return -1;
 	for (; extra && extra[0]; extra += 2)
-		if (extra[1] && lws_add_http_header_by_name(wsi, (const unsigned char *)extra[0],
-							    (const unsigned char *)extra[1],
-							    (int)strlen(extra[1]), &p, end))
+		if (extra[1] &&
+		    lws_add_http_header_by_name(wsi, (const unsigned char *)extra[0], (const unsigned char *)extra[1],
+						(int)strlen(extra[1]), &p, end))
 			return -1;
 	/* Every 503 here is passing (draining, full, Redis away): say when to retry. */
-	if (status == 503 &&
-	    lws_add_http_header_by_name(wsi, (const unsigned char *)"retry-after:",
-					(const unsigned char *)"1", 1, &p, end))
+	if (status == 503 && lws_add_http_header_by_name(wsi, (const unsigned char *)"retry-after:",
+							 (const unsigned char *)"1", 1, &p, end))
 		return -1;
 	if (content_len == LWS_ILLEGAL_HTTP_CONTENT_LEN &&
-	    lws_add_http_header_by_name(wsi, (const unsigned char *)"x-accel-buffering:",
-					(const unsigned char *)"no", 2, &p, end))
+	    lws_add_http_header_by_name(wsi, (const unsigned char *)"x-accel-buffering:", (const unsigned char *)"no",
+					2, &p, end))
 		return -1; /* proxies must pass events through at once */
 	return lws_finalize_write_http_header(wsi, start, &p, end) ? -1 : 0;
 }

@@ -23,18 +23,18 @@ struct tc_thread {
 	struct tc_hub *hub;
 	char *id;
 	char channel[TC_STORE_KEY_MAX]; /* "tc:{id}:live" */
-	struct tc_thread *hnext;   /* hash chain */
-	struct tc_dlist members;   /* of struct tc_member, by link */
-	unsigned inflight;         /* Redis commands whose callback is pending */
-	bool detached;             /* out of the table; freed when inflight drops to 0 */
-	enum sub_state sub;        /* the doorbell SSUBSCRIBE, see on_pubsub_* below */
-	unsigned sub_node;         /* the Redis node it went to (tc_redis_subscribe) */
-	bool synced;               /* head and epoch read since the last SUBSCRIBE */
-	bool syncing, filling;     /* a meta read / an XRANGE fill is in flight */
-	bool rang_while_filling;   /* a doorbell arrived during the fill */
-	uint64_t head;             /* highest seq fanned out */
-	uint64_t heard;            /* highest seq a doorbell announced */
-	char epoch[TC_EPOCH_MAX];  /* "" until the thread's first event */
+	struct tc_thread *hnext;        /* hash chain */
+	struct tc_dlist members;        /* of struct tc_member, by link */
+	unsigned inflight;              /* Redis commands whose callback is pending */
+	bool detached;                  /* out of the table; freed when inflight drops to 0 */
+	enum sub_state sub;             /* the doorbell SSUBSCRIBE, see on_pubsub_* below */
+	unsigned sub_node;              /* the Redis node it went to (tc_redis_subscribe) */
+	bool synced;                    /* head and epoch read since the last SUBSCRIBE */
+	bool syncing, filling;          /* a meta read / an XRANGE fill is in flight */
+	bool rang_while_filling;        /* a doorbell arrived during the fill */
+	uint64_t head;                  /* highest seq fanned out */
+	uint64_t heard;                 /* highest seq a doorbell announced */
+	char epoch[TC_EPOCH_MAX];       /* "" until the thread's first event */
 };
 
 struct tc_hub {
@@ -114,12 +114,18 @@ static bool thread_release(struct tc_thread *t)
 
 /* ==== fan-out ================================================================================= */
 
-static void deliver(struct tc_thread *t, uint64_t seq, const char *method, size_t mlen,
-		    const char *ns, size_t nlen, const char *json, size_t jlen)
+static void deliver(struct tc_thread *t, uint64_t seq, const char *method, size_t mlen, const char *ns, size_t nlen,
+		    const char *json, size_t jlen)
 {
 	struct tc_event_key key;
-	struct tc_event ev = { .epoch = t->epoch, .seq = seq, .method = method, .method_len = mlen,
-			       .ns = ns, .ns_len = nlen, .json = json, .json_len = jlen };
+	struct tc_event ev = { .epoch = t->epoch,
+			       .seq = seq,
+			       .method = method,
+			       .method_len = mlen,
+			       .ns = ns,
+			       .ns_len = nlen,
+			       .json = json,
+			       .json_len = jlen };
 
 	t->head = seq;
 	if (tc_event_key_init(&key, method, mlen, ns, nlen))
@@ -189,7 +195,8 @@ static void on_fill(struct tc_redis *r, redisReply *reply, void *privdata)
 			/* The stream was trimmed past events we never delivered. */
 			tc_log(TC_LOG_WARN, "events trimmed before delivery", TC_LS("thread", t->id),
 			       TC_LI("from", t->head + 1), TC_LI("to", e.seq - 1));
-			lose_members(t, true, "events were trimmed before they could be delivered; reconnect to resync");
+			lose_members(t, true,
+				     "events were trimmed before they could be delivered; reconnect to resync");
 		}
 		deliver(t, e.seq, e.method, e.method_len, e.ns, e.ns_len, e.json, e.json_len);
 	}
@@ -210,8 +217,7 @@ static void fill(struct tc_thread *t)
 	if (t->filling || !t->synced)
 		return;
 	tc_store_read_range(&c, t->id, t->head, 0, FILL_BATCH);
-	tc_log(TC_LOG_DEBUG, "filling gap", TC_LS("thread", t->id), TC_LI("after", t->head),
-	       TC_LI("heard", t->heard));
+	tc_log(TC_LOG_DEBUG, "filling gap", TC_LS("thread", t->id), TC_LI("after", t->head), TC_LI("heard", t->heard));
 	if (tc_redis_cmd(t->hub->redis, on_fill, t, c.argv) == 0) {
 		tc_metrics.gap_fills++;
 		t->filling = true;
@@ -251,8 +257,8 @@ static void on_sync(struct tc_redis *r, redisReply *reply, void *privdata)
 		sync_thread(t);
 		return;
 	}
-	tc_log(TC_LOG_DEBUG, "thread synced", TC_LS("thread", t->id), TC_LI("seq", s),
-	       TC_LI("head", t->head), TC_LS("epoch", e));
+	tc_log(TC_LOG_DEBUG, "thread synced", TC_LS("thread", t->id), TC_LI("seq", s), TC_LI("head", t->head),
+	       TC_LS("epoch", e));
 	snprintf(t->epoch, sizeof(t->epoch), "%s", e);
 	if (!t->synced && !t->head) {
 		/* First sync: members catch up by themselves from here. */

@@ -60,10 +60,10 @@ struct tc_member_ops {
  */
 struct tc_member {
 	const struct tc_member_ops *ops;
-	struct tc_thread *thread;      /**< set while attached */
-	struct tc_dlink link;          /**< on the thread's member list */
-	uint64_t cursor;               /**< every seq <= cursor is accounted for */
-	bool live;                     /**< receives the hub's fan-out */
+	struct tc_thread *thread; /**< set while attached */
+	struct tc_dlink link;     /**< on the thread's member list */
+	uint64_t cursor;          /**< every seq <= cursor is accounted for */
+	bool live;                /**< receives the hub's fan-out */
 };
 
 /** Creates the hub and registers it as the Redis pub/sub listener. */

@@ -72,9 +72,8 @@ void tc__log(enum tc_log_level lvl, const char *msg, size_t n, const struct tc_l
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
-	snprintf(tmp, sizeof(tmp), "{\"ts\":\"%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ\",\"level\":\"",
-		 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-		 ts.tv_nsec / 1000000);
+	snprintf(tmp, sizeof(tmp), "{\"ts\":\"%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ\",\"level\":\"", tm.tm_year + 1900,
+		 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000);
 	put_raw(line, cap, &o, tmp);
 	put_raw(line, cap, &o, level_names[lvl]);
 	put_raw(line, cap, &o, "\",\"msg\":");
@@ -111,8 +110,7 @@ void tc__log(enum tc_log_level lvl, const char *msg, size_t n, const struct tc_l
 /* libwebsockets' logs arrive here as text lines; re-emit them as JSON. */
 static void lws_emit(int level, const char *line)
 {
-	enum tc_log_level lvl = level & LLL_ERR ? TC_LOG_ERROR :
-				level & LLL_WARN ? TC_LOG_WARN : TC_LOG_DEBUG;
+	enum tc_log_level lvl = level & LLL_ERR ? TC_LOG_ERROR : level & LLL_WARN ? TC_LOG_WARN : TC_LOG_DEBUG;
 	char copy[512];
 	size_t len = strlen(line);
 
@@ -132,6 +130,5 @@ void tc_log_init(enum tc_log_level threshold)
 	/* stderr is unbuffered: each line leaves in one write(), so lines from
 	 * several processes sharing a pipe do not interleave. */
 	tc_log_threshold = threshold;
-	lws_set_log_level(threshold == TC_LOG_DEBUG ? LLL_ERR | LLL_WARN | LLL_NOTICE :
-			  LLL_ERR | LLL_WARN, lws_emit);
+	lws_set_log_level(threshold == TC_LOG_DEBUG ? LLL_ERR | LLL_WARN | LLL_NOTICE : LLL_ERR | LLL_WARN, lws_emit);
 }

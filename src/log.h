@@ -46,20 +46,18 @@ void tc_log_init(enum tc_log_level threshold);
 void tc__log(enum tc_log_level lvl, const char *msg, size_t n, const struct tc_logf *f);
 
 /** Logs msg with one or more fields. */
-#define tc_log(lvl, msg, ...)                                                   \
-	do {                                                                    \
-		if ((lvl) >= tc_log_threshold)                                  \
-			tc__log((lvl), (msg),                                   \
-				sizeof((struct tc_logf[]){ __VA_ARGS__ }) /     \
-					sizeof(struct tc_logf),                 \
-				(struct tc_logf[]){ __VA_ARGS__ });             \
+#define tc_log(lvl, msg, ...)                                                                                          \
+	do {                                                                                                           \
+		if ((lvl) >= tc_log_threshold)                                                                         \
+			tc__log((lvl), (msg), sizeof((struct tc_logf[]){ __VA_ARGS__ }) / sizeof(struct tc_logf),      \
+				(struct tc_logf[]){ __VA_ARGS__ });                                                    \
 	} while (0)
 
 /** Logs msg without fields. */
-#define tc_log0(lvl, msg)                                                       \
-	do {                                                                    \
-		if ((lvl) >= tc_log_threshold)                                  \
-			tc__log((lvl), (msg), 0, NULL);                         \
+#define tc_log0(lvl, msg)                                                                                              \
+	do {                                                                                                           \
+		if ((lvl) >= tc_log_threshold)                                                                         \
+			tc__log((lvl), (msg), 0, NULL);                                                                \
 	} while (0)
 
 #endif

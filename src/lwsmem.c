@@ -25,10 +25,10 @@
 #define NSLOTS 32768u
 
 static unsigned char *region;
-static uint32_t used[NSLOTS];   /* bytes asked for; 0 = free */
-static uint32_t dirty[NSLOTS];  /* bytes written since its pages were last given back */
+static uint32_t used[NSLOTS];  /* bytes asked for; 0 = free */
+static uint32_t dirty[NSLOTS]; /* bytes written since its pages were last given back */
 static uint32_t free_list[NSLOTS];
-static uint32_t nfree, fresh;   /* free_list holds nfree slots; [fresh, NSLOTS) never used */
+static uint32_t nfree, fresh; /* free_list holds nfree slots; [fresh, NSLOTS) never used */
 static size_t in_use;
 static size_t page_size;
 

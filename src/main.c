@@ -70,8 +70,8 @@ static void reload_keys(struct app *app, bool force)
 		return;
 	switch (tc_auth_reload(app->auth, force, err, sizeof(err))) {
 	case 1:
-		tc_log(TC_LOG_INFO, "verifying keys reloaded",
-		       TC_LI("keys", tc_auth_keys(app->auth, &skipped)), TC_LI("skipped", skipped));
+		tc_log(TC_LOG_INFO, "verifying keys reloaded", TC_LI("keys", tc_auth_keys(app->auth, &skipped)),
+		       TC_LI("skipped", skipped));
 		break;
 	case -1:
 		tc_log(TC_LOG_ERROR, "verifying keys not reloaded; the previous ones stay", TC_LS("error", err));
@@ -155,8 +155,11 @@ int main(int argc, char **argv)
 	app.redis = tc_redis_new(&app.loop, &app.cfg, tc_function_source, tc_function_source_len, 0);
 	app.hub = tc_hub_new(&app.cfg, app.redis);
 	app.bridge = tc_bridge_new(&app.loop, &app.cfg, app.redis);
-	app.env = (struct tc_session_env){ .cfg = &app.cfg, .hub = app.hub, .redis = app.redis,
-					   .bridge = app.bridge, .auth = auth,
+	app.env = (struct tc_session_env){ .cfg = &app.cfg,
+					   .hub = app.hub,
+					   .redis = app.redis,
+					   .bridge = app.bridge,
+					   .auth = auth,
 					   .holds = tc_replay_holds_new(&app.loop) };
 	app.server = tc_server_new(&app.loop, &app.env);
 	if (!app.server) {
@@ -184,9 +187,8 @@ int main(int argc, char **argv)
 	if (auth)
 		uv_timer_start(&app.key_check, on_key_check, KEY_CHECK_MS, KEY_CHECK_MS);
 
-	tc_log(TC_LOG_INFO, "listening", TC_LS("host", app.cfg.host),
-	       TC_LI("port", tc_server_port(app.server)), TC_LS("redis", app.cfg.redis_url),
-	       TC_LS("version", TC_VERSION));
+	tc_log(TC_LOG_INFO, "listening", TC_LS("host", app.cfg.host), TC_LI("port", tc_server_port(app.server)),
+	       TC_LS("redis", app.cfg.redis_url), TC_LS("version", TC_VERSION));
 
 	uv_run(&app.loop, UV_RUN_DEFAULT);
 

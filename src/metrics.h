@@ -17,7 +17,7 @@
 struct tc_hist {
 	uint64_t counts[TC_HIST_BUCKETS + 1]; /**< per bucket; the last is +Inf */
 	uint64_t n;
-	double sum;                           /**< seconds */
+	double sum; /**< seconds */
 };
 
 /** Upper bounds of the buckets, seconds. */
@@ -43,8 +43,8 @@ struct tc_metrics {
 	uint64_t subscriptions;      /**< gauge: subscriptions held */
 	uint64_t deflate_in;         /**< payload bytes of frames compressed (permessage-deflate) */
 	uint64_t deflate_out;        /**< the bytes those frames took on the wire */
-	uint64_t run_events;         /**< events a run's feed translated (once per feed, whatever its viewers: run/feed.h) */
-	uint64_t run_units;          /**< units run feeds made */
+	uint64_t run_events; /**< events a run's feed translated (once per feed, whatever its viewers: run/feed.h) */
+	uint64_t run_units;  /**< units run feeds made */
 	struct tc_hist command_latency; /**< runtime command: sent → answered */
 	struct tc_hist redis_rtt;       /**< PING round trips */
 };

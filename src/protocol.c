@@ -27,9 +27,11 @@ const char *tc_err_message(enum tc_err err)
 
 const char *tc_close_reason(enum tc_close code)
 {
-#define TC__CLOSE_CASE(e, num, reason) case TC_CLOSE_##e: return reason;
+#define TC__CLOSE_CASE(e, num, reason)                                                                                 \
+	case TC_CLOSE_##e:                                                                                             \
+		return reason;
 	switch (code) {
-	TC_CLOSE_MAP(TC__CLOSE_CASE)
+		TC_CLOSE_MAP(TC__CLOSE_CASE)
 	}
 #undef TC__CLOSE_CASE
 	return "closing";
@@ -95,8 +97,7 @@ static bool only_space(const char *p, const char *end)
 	return true;
 }
 
-enum tc_err tc_command_parse(const char *data, size_t len, struct tc_command *cmd,
-			     struct tc_error *err)
+enum tc_err tc_command_parse(const char *data, size_t len, struct tc_command *cmd, struct tc_error *err)
 {
 	const char *end = NULL;
 
@@ -121,8 +122,7 @@ enum tc_err tc_command_parse(const char *data, size_t len, struct tc_command *cm
 	if (!id)
 		return tc_error_set(err, TC_ERR_INVALID_ARGUMENT, "id is required");
 	if (!is_js_uint(id, &cmd->id))
-		return tc_error_set(err, TC_ERR_INVALID_ARGUMENT,
-				    "id must be an integer from 0 to 9007199254740991");
+		return tc_error_set(err, TC_ERR_INVALID_ARGUMENT, "id must be an integer from 0 to 9007199254740991");
 	cmd->has_id = true;
 
 	cJSON *method = cJSON_GetObjectItemCaseSensitive(cmd->root, "method");
@@ -162,8 +162,7 @@ static void add_uint(cJSON *obj, const char *key, uint64_t v)
 	cJSON_AddRawToObject(obj, key, num);
 }
 
-struct tc_buf *tc_response_success(uint64_t id, cJSON *result, int64_t applied_through_seq,
-				   enum tc_spelling sp)
+struct tc_buf *tc_response_success(uint64_t id, cJSON *result, int64_t applied_through_seq, enum tc_spelling sp)
 {
 	cJSON *r = cJSON_CreateObject();
 	cJSON_AddStringToObject(r, "type", "success");
@@ -202,8 +201,8 @@ struct tc_buf *tc_response_error(bool has_id, uint64_t id, enum tc_err code, con
  * "params.interrupt_id is required" on a 0.0.21 one.
  */
 struct check {
-	const cJSON *p;         /* the object being checked */
-	const char *prefix;     /* "params", "params.responses[2]" */
+	const cJSON *p;     /* the object being checked */
+	const char *prefix; /* "params", "params.responses[2]" */
 	enum tc_spelling sp;
 	struct tc_error *err;
 };
@@ -219,9 +218,7 @@ static bool is_namespace(const cJSON *v)
 	const cJSON *seg;
 	if (!cJSON_IsArray(v))
 		return false;
-	cJSON_ArrayForEach(seg, v)
-		if (!cJSON_IsString(seg))
-			return false;
+	cJSON_ArrayForEach(seg, v) if (!cJSON_IsString(seg)) return false;
 	return true;
 }
 
@@ -254,9 +251,7 @@ static bool is_goto(const cJSON *v)
 		return true;
 	if (!cJSON_IsArray(v))
 		return false;
-	cJSON_ArrayForEach(it, v)
-		if (!cJSON_IsString(it) && !is_run_send(it))
-			return false;
+	cJSON_ArrayForEach(it, v) if (!cJSON_IsString(it) && !is_run_send(it)) return false;
 	return true;
 }
 
@@ -294,7 +289,8 @@ static enum tc_err check_respond(const struct check *c)
 		const cJSON *e;
 		if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) == 0)
 			return bad(c, "responses", "must be a non-empty array");
-		cJSON_ArrayForEach(e, v) {
+		cJSON_ArrayForEach(e, v)
+		{
 			snprintf(prefix, sizeof(prefix), "params.responses[%d]", i++);
 			struct check entry = { e, prefix, c->sp, c->err };
 			if (!cJSON_IsObject(e))
@@ -364,9 +360,9 @@ enum tc_err tc_params_validate(struct tc_command *cmd, enum tc_spelling sp, stru
 		if (namespace_field(&c, "namespace", false))
 			return err->code;
 		const cJSON *limit = get(&c, "limit");
-		if (limit && (!cJSON_IsNumber(limit) || limit->valuedouble < 0 ||
-			      limit->valuedouble != floor(limit->valuedouble) ||
-			      limit->valuedouble > (double)TC_JS_MAX_SAFE))
+		if (limit &&
+		    (!cJSON_IsNumber(limit) || limit->valuedouble < 0 ||
+		     limit->valuedouble != floor(limit->valuedouble) || limit->valuedouble > (double)TC_JS_MAX_SAFE))
 			return bad(&c, "limit", "must be a non-negative integer");
 		return string_field(&c, "before", false);
 	}
@@ -410,8 +406,8 @@ bool tc_event_id_parse(const char *id, char epoch[40], uint64_t *seq)
 	return true;
 }
 
-cJSON *tc_stream_request_from_query(const char *channels, const char *namespaces,
-				    const char *depth, const char *since, struct tc_error *err)
+cJSON *tc_stream_request_from_query(const char *channels, const char *namespaces, const char *depth, const char *since,
+				    struct tc_error *err)
 {
 	cJSON *req = cJSON_CreateObject();
 	const char *nums[2] = { depth, since }, *names[2] = { "depth", "since" };
@@ -448,8 +444,7 @@ cJSON *tc_stream_request_from_query(const char *channels, const char *namespaces
 		char *end;
 		double d = strtod(nums[i], &end);
 		if (end == nums[i] || *end) {
-			tc_error_set(err, TC_ERR_INVALID_ARGUMENT, "the %s query parameter must be a number",
-				     names[i]);
+			tc_error_set(err, TC_ERR_INVALID_ARGUMENT, "the %s query parameter must be a number", names[i]);
 			cJSON_Delete(req);
 			return NULL;
 		}

@@ -21,16 +21,16 @@
  * X(ENUM, wire code, default message). The wire codes are the CDDL's
  * ErrorCode; TC_ERR_<ENUM> is a negative int so functions can return it.
  */
-#define TC_ERROR_MAP(X)                                                              \
-	X(INVALID_ARGUMENT, "invalid_argument", "the command is malformed")          \
-	X(UNKNOWN_COMMAND, "unknown_command", "no such method")                      \
-	X(UNKNOWN_ERROR, "unknown_error", "internal error")                          \
-	X(NO_SUCH_RUN, "no_such_run", "no such run")                                 \
-	X(NO_SUCH_SUBSCRIPTION, "no_such_subscription", "no such subscription")      \
-	X(NO_SUCH_NAMESPACE, "no_such_namespace", "no such namespace")               \
-	X(NO_SUCH_INTERRUPT, "no_such_interrupt", "no such interrupt")               \
-	X(NO_SUCH_CHECKPOINT, "no_such_checkpoint", "no such checkpoint")            \
-	X(PERMISSION_DENIED, "permission_denied", "permission denied")               \
+#define TC_ERROR_MAP(X)                                                                                                \
+	X(INVALID_ARGUMENT, "invalid_argument", "the command is malformed")                                            \
+	X(UNKNOWN_COMMAND, "unknown_command", "no such method")                                                        \
+	X(UNKNOWN_ERROR, "unknown_error", "internal error")                                                            \
+	X(NO_SUCH_RUN, "no_such_run", "no such run")                                                                   \
+	X(NO_SUCH_SUBSCRIPTION, "no_such_subscription", "no such subscription")                                        \
+	X(NO_SUCH_NAMESPACE, "no_such_namespace", "no such namespace")                                                 \
+	X(NO_SUCH_INTERRUPT, "no_such_interrupt", "no such interrupt")                                                 \
+	X(NO_SUCH_CHECKPOINT, "no_such_checkpoint", "no such checkpoint")                                              \
+	X(PERMISSION_DENIED, "permission_denied", "permission denied")                                                 \
 	X(NOT_SUPPORTED, "not_supported", "not supported by this server")
 
 #define TC__ERR_ENUM(e, code, msg) TC__ERRNUM_##e,
@@ -46,16 +46,16 @@ enum tc_err { TC_OK = 0, TC_ERROR_MAP(TC__ERR_NEG) };
  * an HTTP status) are for protocol 0.0.21 routes, whose official client
  * reads them as "do not reconnect with the same credentials".
  */
-#define TC_CLOSE_MAP(X)                                                                    \
-	X(GOING_AWAY, 1001, "server shutting down; reconnect")                             \
-	X(UNSUPPORTED_DATA, 1003, "binary messages are not supported: send commands as JSON text") \
-	X(POLICY, 1008, "policy violation")                                                \
-	X(TOO_BIG, 1009, "message too big")                                                \
-	X(INTERNAL, 1011, "internal error")                                                \
-	X(HISTORY_RESET, 1012, "the thread's history was reset; reconnect to resync")      \
-	X(TRY_AGAIN, 1013, "too slow: outbound queue limit exceeded; reconnect and resume")  \
-	X(BAD_REQUEST, 4400, "bad request: a thread id is 1 to 128 characters of A-Z a-z 0-9 . _ : -") \
-	X(UNAUTHORIZED, 4401, "unauthorized: no valid token; reconnect with a fresh one")   \
+#define TC_CLOSE_MAP(X)                                                                                                \
+	X(GOING_AWAY, 1001, "server shutting down; reconnect")                                                         \
+	X(UNSUPPORTED_DATA, 1003, "binary messages are not supported: send commands as JSON text")                     \
+	X(POLICY, 1008, "policy violation")                                                                            \
+	X(TOO_BIG, 1009, "message too big")                                                                            \
+	X(INTERNAL, 1011, "internal error")                                                                            \
+	X(HISTORY_RESET, 1012, "the thread's history was reset; reconnect to resync")                                  \
+	X(TRY_AGAIN, 1013, "too slow: outbound queue limit exceeded; reconnect and resume")                            \
+	X(BAD_REQUEST, 4400, "bad request: a thread id is 1 to 128 characters of A-Z a-z 0-9 . _ : -")                 \
+	X(UNAUTHORIZED, 4401, "unauthorized: no valid token; reconnect with a fresh one")                              \
 	X(FORBIDDEN, 4403, "forbidden: this token may not read this thread")
 
 #define TC__CLOSE_ENUM(e, code, reason) TC_CLOSE_##e = code,
@@ -81,17 +81,17 @@ const char *tc_err_message(enum tc_err err);
  * through the command bridge (bridge.h). This table is the one place that
  * says which is which.
  */
-#define TC_METHOD_MAP(X)                                                 \
-	X(RUN_START, "run.start", RUNTIME)                               \
-	X(SUBSCRIBE, "subscription.subscribe", GATEWAY)                  \
-	X(UNSUBSCRIBE, "subscription.unsubscribe", GATEWAY)              \
-	X(RECONNECT, "subscription.reconnect", GATEWAY)                  \
-	X(AGENT_GET_TREE, "agent.getTree", GATEWAY)                      \
-	X(INPUT_RESPOND, "input.respond", RUNTIME)                       \
-	X(INPUT_INJECT, "input.inject", RUNTIME)                         \
-	X(STATE_GET, "state.get", RUNTIME)                               \
-	X(STATE_LIST_CHECKPOINTS, "state.listCheckpoints", RUNTIME)      \
-	X(STATE_FORK, "state.fork", RUNTIME)                             \
+#define TC_METHOD_MAP(X)                                                                                               \
+	X(RUN_START, "run.start", RUNTIME)                                                                             \
+	X(SUBSCRIBE, "subscription.subscribe", GATEWAY)                                                                \
+	X(UNSUBSCRIBE, "subscription.unsubscribe", GATEWAY)                                                            \
+	X(RECONNECT, "subscription.reconnect", GATEWAY)                                                                \
+	X(AGENT_GET_TREE, "agent.getTree", GATEWAY)                                                                    \
+	X(INPUT_RESPOND, "input.respond", RUNTIME)                                                                     \
+	X(INPUT_INJECT, "input.inject", RUNTIME)                                                                       \
+	X(STATE_GET, "state.get", RUNTIME)                                                                             \
+	X(STATE_LIST_CHECKPOINTS, "state.listCheckpoints", RUNTIME)                                                    \
+	X(STATE_FORK, "state.fork", RUNTIME)                                                                           \
 	X(RUN_CANCEL, "run.cancel", RUNTIME)
 
 #define TC__METHOD_ENUM(e, name, who) TC_METHOD_##e,
@@ -104,12 +104,12 @@ enum tc_method tc_method_lookup(const char *name, size_t len);
 
 /** A parsed command. Owns root; params points into it. */
 struct tc_command {
-	cJSON *root;          /**< whole parsed frame, freed by tc_command_free */
-	bool has_id;          /**< id was present and a js-uint */
-	uint64_t id;          /**< valid when has_id */
+	cJSON *root; /**< whole parsed frame, freed by tc_command_free */
+	bool has_id; /**< id was present and a js-uint */
+	uint64_t id; /**< valid when has_id */
 	enum tc_method method;
 	const char *method_name; /**< points into root; NULL when not a string */
-	cJSON *params;        /**< the params object; NULL when absent */
+	cJSON *params;           /**< the params object; NULL when absent */
 };
 
 /** Error detail: code plus a message a person can act on. */
@@ -129,8 +129,7 @@ enum tc_err tc_error_set(struct tc_error *err, enum tc_err code, const char *fmt
  * TC_METHOD_UNKNOWN is the caller's to answer. On error, cmd->has_id says
  * whether the reply can carry the id, and cmd must still be freed.
  */
-enum tc_err tc_command_parse(const char *data, size_t len, struct tc_command *cmd,
-			     struct tc_error *err);
+enum tc_err tc_command_parse(const char *data, size_t len, struct tc_command *cmd, struct tc_error *err);
 /** Frees the parse tree of cmd. */
 void tc_command_free(struct tc_command *cmd);
 
@@ -139,8 +138,7 @@ void tc_command_free(struct tc_command *cmd);
  * meta spelled as sp. Consumes result (NULL means {}), spelled by the caller.
  * applied_through_seq < 0 omits meta.
  */
-struct tc_buf *tc_response_success(uint64_t id, cJSON *result, int64_t applied_through_seq,
-				   enum tc_spelling sp);
+struct tc_buf *tc_response_success(uint64_t id, cJSON *result, int64_t applied_through_seq, enum tc_spelling sp);
 
 /** Builds {"type":"error","id":id|null,"error":code,"message":message}. */
 struct tc_buf *tc_response_error(bool has_id, uint64_t id, enum tc_err code, const char *message);
@@ -172,8 +170,8 @@ bool tc_event_id_parse(const char *id, char epoch[40], uint64_t *seq);
  * arrays, depth and since numbers. On error returns NULL with a message
  * naming the parameter. The result still goes through tc_filter_parse.
  */
-cJSON *tc_stream_request_from_query(const char *channels, const char *namespaces,
-				    const char *depth, const char *since, struct tc_error *err);
+cJSON *tc_stream_request_from_query(const char *channels, const char *namespaces, const char *depth, const char *since,
+				    struct tc_error *err);
 
 /**
  * Length of the longest prefix of s[0..len) that is at most max bytes and

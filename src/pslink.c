@@ -11,8 +11,8 @@
 
 /* A command waiting for its answer. */
 struct expect {
-	const char *verb;   /* "AUTH", "SELECT", "PING" or a (S)(UN)SUBSCRIBE verb */
-	char *channel;      /* NULL for the handshake */
+	const char *verb; /* "AUTH", "SELECT", "PING" or a (S)(UN)SUBSCRIBE verb */
+	char *channel;    /* NULL for the handshake */
 	struct expect *next;
 };
 
@@ -23,8 +23,8 @@ struct tc_pslink {
 	const struct tc_pslink_ops *ops;
 	void *ctx;
 	enum state state;
-	bool closed;        /* the owner let go: no more callbacks */
-	int handles;        /* libuv requests/handles still to call back */
+	bool closed; /* the owner let go: no more callbacks */
+	int handles; /* libuv requests/handles still to call back */
 	char *host, *unix_path, *user, *password;
 	int port, db;
 	uv_getaddrinfo_t gai;
@@ -101,8 +101,7 @@ static void on_written(uv_write_t *req, int status)
 	release(p);
 }
 
-static int send_argv(struct tc_pslink *p, int argc, const char **argv, const char *verb,
-		     const char *channel)
+static int send_argv(struct tc_pslink *p, int argc, const char **argv, const char *verb, const char *channel)
 {
 	size_t lens[4];
 	for (int i = 0; i < argc; i++)
@@ -138,8 +137,8 @@ static struct expect *pop(struct tc_pslink *p)
 
 static bool is_push_kind(const char *k)
 {
-	static const char *const kinds[] = { "smessage", "message", "ssubscribe", "subscribe",
-					     "sunsubscribe", "unsubscribe" };
+	static const char *const kinds[] = { "smessage",  "message",      "ssubscribe",
+					     "subscribe", "sunsubscribe", "unsubscribe" };
 	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
 		if (!strcmp(k, kinds[i]))
 			return true;
@@ -228,8 +227,7 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 		if (!reply)
 			return;
 		redisReply *r = reply;
-		if (r->type == REDIS_REPLY_ARRAY && r->elements >= 3 &&
-		    r->element[0]->type == REDIS_REPLY_STRING &&
+		if (r->type == REDIS_REPLY_ARRAY && r->elements >= 3 && r->element[0]->type == REDIS_REPLY_STRING &&
 		    r->element[1]->type == REDIS_REPLY_STRING && is_push_kind(r->element[0]->str)) {
 			if (!p->closed)
 				on_push(p, r);
@@ -313,8 +311,8 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
 	uv_freeaddrinfo(res);
 }
 
-struct tc_pslink *tc_pslink_open(uv_loop_t *loop, const struct tc_pslink_addr *a,
-				 const struct tc_pslink_ops *ops, void *ctx)
+struct tc_pslink *tc_pslink_open(uv_loop_t *loop, const struct tc_pslink_addr *a, const struct tc_pslink_ops *ops,
+				 void *ctx)
 {
 	struct tc_pslink *p = tc_xcalloc(1, sizeof(*p));
 	p->loop = loop;

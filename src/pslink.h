@@ -27,11 +27,11 @@ struct tc_pslink;
 
 /** Where to connect and how to log in. Strings are copied. */
 struct tc_pslink_addr {
-	const char *host;      /**< NULL with unix_path */
+	const char *host; /**< NULL with unix_path */
 	int port;
 	const char *unix_path; /**< NULL for TCP */
 	const char *user, *password;
-	int db;                /**< SELECTed when non-zero */
+	int db; /**< SELECTed when non-zero */
 };
 
 struct tc_pslink_ops {
@@ -43,15 +43,14 @@ struct tc_pslink_ops {
 	 * A push: kind is "smessage", "message", "ssubscribe", "subscribe",
 	 * "sunsubscribe" or "unsubscribe"; data is NULL except for messages.
 	 */
-	void (*push)(void *ctx, const char *kind, const char *ch, size_t clen, const char *data,
-		     size_t dlen);
+	void (*push)(void *ctx, const char *kind, const char *ch, size_t clen, const char *data, size_t dlen);
 	/** Redis refused the (S)SUBSCRIBE or (S)UNSUBSCRIBE of channel with err. */
 	void (*refused)(void *ctx, const char *verb, const char *channel, const char *err);
 };
 
 /** Starts connecting; ops and ctx must outlive the link. Never NULL. */
-struct tc_pslink *tc_pslink_open(uv_loop_t *loop, const struct tc_pslink_addr *addr,
-				 const struct tc_pslink_ops *ops, void *ctx);
+struct tc_pslink *tc_pslink_open(uv_loop_t *loop, const struct tc_pslink_addr *addr, const struct tc_pslink_ops *ops,
+				 void *ctx);
 
 /**
  * Sends verb ("SSUBSCRIBE", "SUNSUBSCRIBE", "SUBSCRIBE", "UNSUBSCRIBE")

@@ -23,13 +23,13 @@ struct tc_query {
 	void *ctx;
 	struct tc_redis *redis;
 	char *thread, *want_run;
-	bool in_flight;          /* a read is out */
+	bool in_flight; /* a read is out */
 	bool cancelled;
 	uint64_t head;
-	char *run_id;            /* the current run per meta */
-	cJSON *result;           /* being built */
-	char *graph;             /* state: the root graph's name */
-	bool active;             /* state: the run is running or interrupted */
+	char *run_id;  /* the current run per meta */
+	cJSON *result; /* being built */
+	char *graph;   /* state: the root graph's name */
+	bool active;   /* state: the run is running or interrupted */
 };
 
 static void query_free(struct tc_query *q)
@@ -99,8 +99,7 @@ static bool reply_ok(struct tc_query *q, redisReply *reply)
 		return false;
 	}
 	if (reply->type == REDIS_REPLY_ERROR) {
-		tc_log(TC_LOG_ERROR, "unexpected Redis reply", TC_LS("thread", q->thread),
-		       TC_LS("error", reply->str));
+		tc_log(TC_LOG_ERROR, "unexpected Redis reply", TC_LS("thread", q->thread), TC_LS("error", reply->str));
 		report(q, TC_ERR_UNKNOWN_ERROR, "the event store answered unexpectedly", NULL);
 		return false;
 	}
@@ -172,8 +171,7 @@ static void on_tree_meta(struct tc_redis *r, redisReply *reply, void *priv)
 	next_read(q, on_tree, &c);
 }
 
-struct tc_query *tc_query_tree(struct tc_redis *r, const char *thread, const char *want_run,
-			       tc_query_cb *cb, void *ctx)
+struct tc_query *tc_query_tree(struct tc_redis *r, const char *thread, const char *want_run, tc_query_cb *cb, void *ctx)
 {
 	struct tc_store_cmd c;
 	struct tc_query *q = query_new(r, thread, cb, ctx);
@@ -238,7 +236,8 @@ static void on_interrupts(struct tc_redis *r, redisReply *reply, void *priv)
 	for (size_t i = 0; i < n; i++) {
 		cJSON *ev = indexed_event(pairs[i].value, pairs[i].value_len);
 		cJSON *data = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(ev, "params"), "data");
-		cJSON *ns = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(ev, "params"), "namespace");
+		cJSON *ns =
+			cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(ev, "params"), "namespace");
 		if (!cJSON_IsObject(data)) {
 			cJSON_Delete(ev);
 			continue;
@@ -252,10 +251,9 @@ static void on_interrupts(struct tc_redis *r, redisReply *reply, void *priv)
 		/* checkpoint_ns "a|b" for a namespace ["a","b"], as LangGraph writes it. */
 		char ns_joined[512] = "";
 		const cJSON *seg;
-		cJSON_ArrayForEach(seg, ns)
-			if (cJSON_IsString(seg))
-				snprintf(ns_joined + strlen(ns_joined), sizeof(ns_joined) - strlen(ns_joined), "%s%s",
-					 *ns_joined ? "|" : "", seg->valuestring);
+		cJSON_ArrayForEach(seg, ns) if (cJSON_IsString(seg))
+			snprintf(ns_joined + strlen(ns_joined), sizeof(ns_joined) - strlen(ns_joined), "%s%s",
+				 *ns_joined ? "|" : "", seg->valuestring);
 		cJSON *task = cJSON_CreateObject();
 		cJSON_AddStringToObject(task, "id", id);
 		cJSON_AddStringToObject(task, "name", q->graph ? q->graph : "");
@@ -341,14 +339,14 @@ static void on_status(struct tc_redis *r, redisReply *reply, void *priv)
 	cJSON_AddItemToObject(q->result, "checkpoint",
 			      checkpoint_ref(q->thread, cJSON_GetObjectItemCaseSensitive(data, "id")));
 	const cJSON *parent = cJSON_GetObjectItemCaseSensitive(data, "parent_id");
-	cJSON_AddItemToObject(q->result, "parent_checkpoint",
-			      checkpoint_ref(q->thread, parent ? parent : cJSON_GetObjectItemCaseSensitive(data, "parentId")));
+	cJSON_AddItemToObject(
+		q->result, "parent_checkpoint",
+		checkpoint_ref(q->thread, parent ? parent : cJSON_GetObjectItemCaseSensitive(data, "parentId")));
 	cJSON *meta = cJSON_AddObjectToObject(q->result, "metadata");
 	const cJSON *step = cJSON_GetObjectItemCaseSensitive(data, "step");
 	if (cJSON_IsNumber(step))
 		cJSON_AddNumberToObject(meta, "step", step->valuedouble);
-	cJSON_AddItemToObject(q->result, "created_at",
-			      iso_time(cJSON_GetObjectItemCaseSensitive(params, "timestamp")));
+	cJSON_AddItemToObject(q->result, "created_at", iso_time(cJSON_GetObjectItemCaseSensitive(params, "timestamp")));
 	cJSON_Delete(ev);
 	tc_store_read_root_values(&c, q->thread);
 	next_read(q, on_root_values, &c);

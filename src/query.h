@@ -23,16 +23,15 @@ struct tc_query;
  * head seq, or an error code and a message. The query is over afterwards:
  * do not cancel it.
  */
-typedef void tc_query_cb(void *ctx, enum tc_err code, const char *message, cJSON *result,
-			 uint64_t head);
+typedef void tc_query_cb(void *ctx, enum tc_err code, const char *message, cJSON *result, uint64_t head);
 
 /**
  * agent.getTree of thread: {"tree": AgentTreeNode}. want_run (NULL: the
  * current run) must be the current run's id, else no_such_run. Returns NULL
  * when Redis cannot take commands now (the callback will not run).
  */
-struct tc_query *tc_query_tree(struct tc_redis *r, const char *thread, const char *want_run,
-			       tc_query_cb *cb, void *ctx);
+struct tc_query *tc_query_tree(struct tc_redis *r, const char *thread, const char *want_run, tc_query_cb *cb,
+			       void *ctx);
 
 /**
  * GET /threads/:thread_id/state, the Agent Protocol's ThreadState, from the

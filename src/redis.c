@@ -35,16 +35,16 @@
 /* A Redis server: the configured one, or a master of the Cluster. */
 struct node {
 	struct tc_redis *r;
-	unsigned id;           /* never reused: tells a node's subscriptions apart */
-	char *host;            /* NULL: the configured address (may be a unix socket) */
+	unsigned id; /* never reused: tells a node's subscriptions apart */
+	char *host;  /* NULL: the configured address (may be a unix socket) */
 	int port;
-	char addr[64];         /* "host:port" for logs */
+	char addr[64];            /* "host:port" for logs */
 	struct tc__link cmd, sub; /* their ctx is the node */
 	unsigned ping_missed;
 	uint64_t ping_sent_ns;
 	bool ping_outstanding;
-	bool master;           /* serves slots in the current map (or the only node) */
-	bool retired;          /* links closed; freed when its timers have closed */
+	bool master;  /* serves slots in the current map (or the only node) */
+	bool retired; /* links closed; freed when its timers have closed */
 	int timers_open;
 	struct node *next;
 };
@@ -53,18 +53,18 @@ struct tc_redis {
 	uv_loop_t *loop;
 	const struct tc_config *cfg;
 	struct tc__link_conf link_conf; /* every node's links share it */
-	struct node *nodes;    /* every node object, retired ones until freed */
-	struct node *seed;     /* the configured node */
-	struct tc__cluster map; /* which node serves each slot (their struct node) */
-	struct tc__cmds cmds;  /* commands on their way */
+	struct node *nodes;             /* every node object, retired ones until freed */
+	struct node *seed;              /* the configured node */
+	struct tc__cluster map;         /* which node serves each slot (their struct node) */
+	struct tc__cmds cmds;           /* commands on their way */
 	unsigned next_id;
-	bool mode_known;       /* the seed answered CLUSTER SLOTS */
+	bool mode_known; /* the seed answered CLUSTER SLOTS */
 	bool cluster;
-	bool resubscribe;      /* a subscription was refused: sub_up after the next map */
-	bool all_up;           /* commands could reach every slot at the last check */
+	bool resubscribe; /* a subscription was refused: sub_up after the next map */
+	bool all_up;      /* commands could reach every slot at the last check */
 	uv_timer_t ping;
-	uv_timer_t kick;       /* runs ready waiters from the loop */
-	struct tc_dlist waiters;  /* of struct tc_redis_waiter, oldest first */
+	uv_timer_t kick;         /* runs ready waiters from the loop */
+	struct tc_dlist waiters; /* of struct tc_redis_waiter, oldest first */
 	struct {
 		const struct tc_redis_listener *l;
 		void *ctx;
@@ -74,10 +74,10 @@ struct tc_redis {
 	int nlisteners;
 	unsigned connects;
 	bool stopping;
-	bool pubsub;           /* pub/sub links are wanted */
+	bool pubsub; /* pub/sub links are wanted */
 	/* Sentinel mode: the master's address, as the Sentinels last gave it. */
 	bool sentinel;
-	bool master_known;     /* false: ask the Sentinels before connecting */
+	bool master_known; /* false: ask the Sentinels before connecting */
 	char *master_host;
 	int master_port;
 	struct tc__sentinel sentinels;
@@ -86,22 +86,21 @@ struct tc_redis {
 static void update_state(struct tc_redis *r);
 
 /* Calls a link event on every listener that handles it. */
-#define NOTIFY(r, ev, ...)                                                              \
-	do {                                                                            \
-		for (int i_ = 0; i_ < (r)->nlisteners; i_++)                             \
-			if ((r)->listeners[i_].l->ev)                                    \
-				(r)->listeners[i_].l->ev((r)->listeners[i_].ctx, __VA_ARGS__); \
+#define NOTIFY(r, ev, ...)                                                                                             \
+	do {                                                                                                           \
+		for (int i_ = 0; i_ < (r)->nlisteners; i_++)                                                           \
+			if ((r)->listeners[i_].l->ev)                                                                  \
+				(r)->listeners[i_].l->ev((r)->listeners[i_].ctx, __VA_ARGS__);                         \
 	} while (0)
-#define NOTIFY0(r, ev)                                                                  \
-	do {                                                                            \
-		for (int i_ = 0; i_ < (r)->nlisteners; i_++)                             \
-			if ((r)->listeners[i_].l->ev)                                    \
-				(r)->listeners[i_].l->ev((r)->listeners[i_].ctx);        \
+#define NOTIFY0(r, ev)                                                                                                 \
+	do {                                                                                                           \
+		for (int i_ = 0; i_ < (r)->nlisteners; i_++)                                                           \
+			if ((r)->listeners[i_].l->ev)                                                                  \
+				(r)->listeners[i_].l->ev((r)->listeners[i_].ctx);                                      \
 	} while (0)
 
 /* The listener that owns channel (its hooks and ctx), or NULL. */
-static const struct tc_redis_listener *owner_of(const struct tc_redis *r, const char *ch,
-						size_t len, void **ctx)
+static const struct tc_redis_listener *owner_of(const struct tc_redis *r, const char *ch, size_t len, void **ctx)
 {
 	for (int i = 0; i < r->nlisteners; i++)
 		if (r->listeners[i].prefix && len >= r->listeners[i].prefix_len &&
@@ -111,7 +110,6 @@ static const struct tc_redis_listener *owner_of(const struct tc_redis *r, const 
 		}
 	return NULL;
 }
-
 
 /* ---- waiters ------------------------------------------------------------------ */
 
@@ -306,8 +304,7 @@ static void link_lost(void *ctx, struct tc__link *l, bool was_up)
 	update_state(r);
 }
 
-static void link_push(void *ctx, const char *kind, const char *ch, size_t clen, const char *data,
-		      size_t dlen)
+static void link_push(void *ctx, const char *kind, const char *ch, size_t clen, const char *data, size_t dlen)
 {
 	struct node *n = ctx;
 	struct tc_redis *r = n->r;
@@ -334,8 +331,8 @@ static void link_refused(void *ctx, const char *verb, const char *channel, const
 {
 	struct node *n = ctx;
 	struct tc_redis *r = n->r;
-	tc_log(TC_LOG_INFO, "redis refused a subscription", TC_LS("node", n->addr),
-	       TC_LS("verb", verb), TC_LS("channel", channel), TC_LS("error", err));
+	tc_log(TC_LOG_INFO, "redis refused a subscription", TC_LS("node", n->addr), TC_LS("verb", verb),
+	       TC_LS("channel", channel), TC_LS("error", err));
 	apply_redirect(r, err);
 	r->resubscribe = true;
 	tc__cluster_want(&r->map);
@@ -541,8 +538,7 @@ static void on_ping_reply(redisAsyncContext *ac, void *reply, void *privdata)
 		n->ping_missed = 0;
 		if (n->r->sentinel && !tc__link_is_master(reply)) {
 			/* Demoted by a failover while we stayed connected. */
-			tc_log(TC_LOG_WARN, "redis master was demoted; asking the sentinels",
-			       TC_LS("node", n->addr));
+			tc_log(TC_LOG_WARN, "redis master was demoted; asking the sentinels", TC_LS("node", n->addr));
 			tc__link_drop(&n->cmd);
 			tc__link_drop(&n->sub);
 		}
@@ -616,8 +612,8 @@ static const struct tc__cmd_ops cmd_ops = {
 	.wait = cmd_wait,
 };
 
-int tc_redis_command(struct tc_redis *r, tc_redis_cb *cb, void *privdata, int argc,
-		     const char **argv, const size_t *argvlen)
+int tc_redis_command(struct tc_redis *r, tc_redis_cb *cb, void *privdata, int argc, const char **argv,
+		     const size_t *argvlen)
 {
 	if (r->stopping || argc < 1)
 		return -1;
@@ -660,30 +656,29 @@ int tc_redis_unsubscribe(struct tc_redis *r, unsigned node, const char *channel)
 
 /* ==== lifecycle ===================================================================================== */
 
-struct tc_redis *tc_redis_new(uv_loop_t *loop, const struct tc_config *cfg,
-			      const char *function_source, size_t function_len, unsigned flags)
+struct tc_redis *tc_redis_new(uv_loop_t *loop, const struct tc_config *cfg, const char *function_source,
+			      size_t function_len, unsigned flags)
 {
 	struct tc_redis *r = tc_xcalloc(1, sizeof(*r));
 	r->loop = loop;
 	r->cfg = cfg;
 	r->pubsub = !(flags & TC_REDIS_NO_PUBSUB);
 	r->sentinel = cfg->nsentinels > 0;
-	r->link_conf = (struct tc__link_conf){ .loop = loop, .cfg = cfg, .fn_src = function_source,
-					       .fn_len = function_len, .check_role = r->sentinel };
+	r->link_conf = (struct tc__link_conf){
+		.loop = loop, .cfg = cfg, .fn_src = function_source, .fn_len = function_len, .check_role = r->sentinel
+	};
 	uv_timer_init(loop, &r->ping);
 	uv_timer_init(loop, &r->kick);
 	r->ping.data = r->kick.data = r;
 	tc__cluster_init(&r->map, loop, &cluster_ops, r);
 	tc__cmds_init(&r->cmds, loop, r, &cmd_ops, r);
 	tc__sentinel_init(&r->sentinels, loop, cfg, TC__LINK_CONNECT_TIMEOUT_MS, &sentinel_ops, r);
-	uv_timer_start(&r->ping, on_ping_tick, (uint64_t)cfg->redis_ping_ms,
-		       (uint64_t)cfg->redis_ping_ms);
+	uv_timer_start(&r->ping, on_ping_tick, (uint64_t)cfg->redis_ping_ms, (uint64_t)cfg->redis_ping_ms);
 	r->seed = node_new(r, NULL, 0);
 	return r;
 }
 
-void tc_redis_add_listener(struct tc_redis *r, const char *prefix,
-			   const struct tc_redis_listener *l, void *ctx)
+void tc_redis_add_listener(struct tc_redis *r, const char *prefix, const struct tc_redis_listener *l, void *ctx)
 {
 	if (r->nlisteners == TC_REDIS_MAX_LISTENERS)
 		abort(); /* a fixed set of components registers; more is a bug */

@@ -95,8 +95,8 @@ struct tc_redis_waiter {
  * (re)connect of the command link.
  * cfg, loop and function_source must outlive the object. Never NULL.
  */
-struct tc_redis *tc_redis_new(uv_loop_t *loop, const struct tc_config *cfg,
-			      const char *function_source, size_t function_len, unsigned flags);
+struct tc_redis *tc_redis_new(uv_loop_t *loop, const struct tc_config *cfg, const char *function_source,
+			      size_t function_len, unsigned flags);
 
 /** Listeners a process may register. */
 #define TC_REDIS_MAX_LISTENERS 4
@@ -106,8 +106,7 @@ struct tc_redis *tc_redis_new(uv_loop_t *loop, const struct tc_config *cfg,
  * link events only); l, ctx and prefix must outlive r. Prefixes of two
  * listeners must not overlap.
  */
-void tc_redis_add_listener(struct tc_redis *r, const char *prefix,
-			   const struct tc_redis_listener *l, void *ctx);
+void tc_redis_add_listener(struct tc_redis *r, const char *prefix, const struct tc_redis_listener *l, void *ctx);
 
 /** True when every link is up, the function is loaded and PINGs are answered. */
 bool tc_redis_ready(const struct tc_redis *r);
@@ -134,8 +133,8 @@ unsigned tc_redis_nodes(const struct tc_redis *r);
  * that node's link is not up (cb will not run). Cluster redirections are
  * followed before cb runs.
  */
-int tc_redis_command(struct tc_redis *r, tc_redis_cb *cb, void *privdata, int argc,
-		     const char **argv, const size_t *argvlen);
+int tc_redis_command(struct tc_redis *r, tc_redis_cb *cb, void *privdata, int argc, const char **argv,
+		     const size_t *argvlen);
 
 /**
  * tc_redis_command() with NUL-terminated arguments: argv ends with NULL.

@@ -13,8 +13,7 @@
 
 static void on_timer(uv_timer_t *t);
 
-void tc__cluster_init(struct tc__cluster *c, uv_loop_t *loop, const struct tc__cluster_ops *ops,
-		      void *ctx)
+void tc__cluster_init(struct tc__cluster *c, uv_loop_t *loop, const struct tc__cluster_ops *ops, void *ctx)
 {
 	memset(c, 0, sizeof(*c));
 	c->ops = ops;
@@ -63,8 +62,7 @@ static void on_timer(uv_timer_t *t)
 	tc__cluster_asking(c);
 }
 
-int tc__cluster_read(struct tc__cluster *c, const redisReply *rep, const char *self_host,
-		     bool *changed)
+int tc__cluster_read(struct tc__cluster *c, const redisReply *rep, const char *self_host, bool *changed)
 {
 	c->asking = false;
 	if (!c->on)
@@ -77,10 +75,9 @@ int tc__cluster_read(struct tc__cluster *c, const redisReply *rep, const char *s
 	void **map = tc_xcalloc(TC_SLOTS, sizeof(*map));
 	for (size_t i = 0; i < rep->elements; i++) {
 		const redisReply *e = rep->element[i];
-		if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 ||
-		    e->element[0]->type != REDIS_REPLY_INTEGER || e->element[1]->type != REDIS_REPLY_INTEGER ||
-		    e->element[2]->type != REDIS_REPLY_ARRAY || e->element[2]->elements < 2 ||
-		    e->element[2]->element[0]->type != REDIS_REPLY_STRING ||
+		if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 || e->element[0]->type != REDIS_REPLY_INTEGER ||
+		    e->element[1]->type != REDIS_REPLY_INTEGER || e->element[2]->type != REDIS_REPLY_ARRAY ||
+		    e->element[2]->elements < 2 || e->element[2]->element[0]->type != REDIS_REPLY_STRING ||
 		    e->element[2]->element[1]->type != REDIS_REPLY_INTEGER)
 			continue;
 		long long lo = e->element[0]->integer, hi = e->element[1]->integer;

@@ -35,17 +35,16 @@ struct tc__cluster {
 	/** The node serving each slot (the owner's); NULL: none known. */
 	void *slots[TC_SLOTS];
 	/* private */
-	bool on;                      /* a Cluster, and not stopped: keep the map fresh */
-	bool asking;                  /* a CLUSTER SLOTS is out */
-	bool again;                   /* asked for a read while one was out */
-	uv_timer_t timer;             /* the next read */
+	bool on;          /* a Cluster, and not stopped: keep the map fresh */
+	bool asking;      /* a CLUSTER SLOTS is out */
+	bool again;       /* asked for a read while one was out */
+	uv_timer_t timer; /* the next read */
 	const struct tc__cluster_ops *ops;
 	void *ctx;
 };
 
 /** Sets c up: no map, not refreshing. ops and ctx must outlive c. */
-void tc__cluster_init(struct tc__cluster *c, uv_loop_t *loop, const struct tc__cluster_ops *ops,
-		      void *ctx);
+void tc__cluster_init(struct tc__cluster *c, uv_loop_t *loop, const struct tc__cluster_ops *ops, void *ctx);
 
 /** Redis turned out to be a Cluster: the map is kept fresh from now on. */
 void tc__cluster_start(struct tc__cluster *c);
@@ -66,8 +65,7 @@ void tc__cluster_want(struct tc__cluster *c);
  * Anything else: returns 0 and schedules another read. self_host names the
  * answering node where the map leaves its address out.
  */
-int tc__cluster_read(struct tc__cluster *c, const redisReply *rep, const char *self_host,
-		     bool *changed);
+int tc__cluster_read(struct tc__cluster *c, const redisReply *rep, const char *self_host, bool *changed);
 
 /** Schedules the next read after a map was taken: all_up says whether commands reach every slot. */
 void tc__cluster_read_done(struct tc__cluster *c, bool all_up);

@@ -15,10 +15,10 @@ struct tc__cmd {
 	struct tc__cmds *q;
 	tc_redis_cb *cb;
 	void *privdata;
-	unsigned slot;         /* TC_SLOTS: no key, any node */
+	unsigned slot; /* TC_SLOTS: no key, any node */
 	unsigned tries;
-	unsigned ask_node;     /* ASK: the node to try once, with ASKING */
-	struct tc__cmd *next;  /* parked list */
+	unsigned ask_node;    /* ASK: the node to try once, with ASKING */
+	struct tc__cmd *next; /* parked list */
 	int argc;
 	const char **argv;
 	size_t *lens;
@@ -27,8 +27,7 @@ struct tc__cmd {
 static void send_cmd(struct tc__cmd *c);
 static void on_park_timer(uv_timer_t *t);
 
-void tc__cmds_init(struct tc__cmds *q, uv_loop_t *loop, struct tc_redis *r,
-		   const struct tc__cmd_ops *ops, void *ctx)
+void tc__cmds_init(struct tc__cmds *q, uv_loop_t *loop, struct tc_redis *r, const struct tc__cmd_ops *ops, void *ctx)
 {
 	*q = (struct tc__cmds){ .r = r, .ops = ops, .ctx = ctx };
 	uv_timer_init(loop, &q->park);
@@ -56,8 +55,7 @@ static void on_command_reply(redisAsyncContext *ac, void *reply, void *privdata)
 	struct tc__cmds *q = c->q;
 	redisReply *rep = reply;
 
-	if (rep && rep->type == REDIS_REPLY_ERROR && !q->stopped && c->tries < MAX_TRIES &&
-	    q->ops->cluster(q->ctx)) {
+	if (rep && rep->type == REDIS_REPLY_ERROR && !q->stopped && c->tries < MAX_TRIES && q->ops->cluster(q->ctx)) {
 		c->ask_node = 0;
 		if (!strncmp(rep->str, "MOVED ", 6)) {
 			tc_metrics.redis_redirects++;
@@ -110,8 +108,8 @@ static void on_park_timer(uv_timer_t *t)
 	}
 }
 
-int tc__cmds_send(struct tc__cmds *q, redisAsyncContext *ac, unsigned slot, tc_redis_cb *cb,
-		  void *privdata, int argc, const char **argv, const size_t *argvlen)
+int tc__cmds_send(struct tc__cmds *q, redisAsyncContext *ac, unsigned slot, tc_redis_cb *cb, void *privdata, int argc,
+		  const char **argv, const size_t *argvlen)
 {
 	/* One block: the context, then argv, lens and the bytes, for resending. */
 	size_t bytes = 0;

@@ -45,25 +45,24 @@ struct tc__cmd;
 
 /** The commands of one owner; embedded by it. Fields are private. */
 struct tc__cmds {
-	struct tc_redis *r;           /* what callbacks get */
+	struct tc_redis *r; /* what callbacks get */
 	const struct tc__cmd_ops *ops;
 	void *ctx;
-	struct tc__cmd *parked;       /* waiting to be sent again */
+	struct tc__cmd *parked; /* waiting to be sent again */
 	uv_timer_t park;
 	bool stopped;
 };
 
 /** Sets q up; callbacks will get r. ops and ctx must outlive q. */
-void tc__cmds_init(struct tc__cmds *q, uv_loop_t *loop, struct tc_redis *r,
-		   const struct tc__cmd_ops *ops, void *ctx);
+void tc__cmds_init(struct tc__cmds *q, uv_loop_t *loop, struct tc_redis *r, const struct tc__cmd_ops *ops, void *ctx);
 
 /**
  * Copies a command for slot and sends it on ac (the connection the owner
  * picked; it must be up). 0: cb will run exactly once; -1: not sent, cb
  * will not run.
  */
-int tc__cmds_send(struct tc__cmds *q, redisAsyncContext *ac, unsigned slot, tc_redis_cb *cb,
-		  void *privdata, int argc, const char **argv, const size_t *argvlen);
+int tc__cmds_send(struct tc__cmds *q, redisAsyncContext *ac, unsigned slot, tc_redis_cb *cb, void *privdata, int argc,
+		  const char **argv, const size_t *argvlen);
 
 /** Sends the waiting commands again, from the loop, now (a connection came up, the map changed). */
 void tc__cmds_kick(struct tc__cmds *q);

@@ -8,16 +8,15 @@
 #include "store.h"
 
 /* Setup steps, passed as privdata (hiredis wants a non-const pointer). */
-static char step_auth[] = "AUTH", step_select[] = "SELECT", step_multi[] = "MULTI",
-	    step_load[] = "FUNCTION LOAD", step_exec[] = "EXEC", step_role[] = "ROLE", step_ping[] = "PING";
+static char step_auth[] = "AUTH", step_select[] = "SELECT", step_multi[] = "MULTI", step_load[] = "FUNCTION LOAD",
+	    step_exec[] = "EXEC", step_role[] = "ROLE", step_ping[] = "PING";
 
 static void connect_now(struct tc__link *l);
 
 void tc__link_init(struct tc__link *l, enum tc__link_kind kind, const char *name, const char *addr,
 		   const struct tc__link_conf *conf, const struct tc__link_ops *ops, void *ctx)
 {
-	*l = (struct tc__link){ .ctx = ctx, .kind = kind, .name = name, .addr = addr, .conf = conf,
-				.ops = ops };
+	*l = (struct tc__link){ .ctx = ctx, .kind = kind, .name = name, .addr = addr, .conf = conf, .ops = ops };
 	uv_timer_init(conf->loop, &l->retry);
 	l->retry.data = l;
 }
@@ -144,8 +143,8 @@ static void link_up(struct tc__link *l)
 
 bool tc__link_is_master(const redisReply *rep)
 {
-	return rep->type == REDIS_REPLY_ARRAY && rep->elements > 0 &&
-	       rep->element[0]->type == REDIS_REPLY_STRING && !strcmp(rep->element[0]->str, "master");
+	return rep->type == REDIS_REPLY_ARRAY && rep->elements > 0 && rep->element[0]->type == REDIS_REPLY_STRING &&
+	       !strcmp(rep->element[0]->str, "master");
 }
 
 static void on_setup_reply(redisAsyncContext *ac, void *reply, void *privdata)
@@ -179,8 +178,8 @@ static void on_setup_reply(redisAsyncContext *ac, void *reply, void *privdata)
 	if (rep->type == REDIS_REPLY_ERROR) {
 		/* LOADING is Redis starting up: routine, retried like a refusal. */
 		tc_log(strncmp(rep->str, "LOADING", 7) ? TC_LOG_ERROR : TC_LOG_INFO,
-		       "redis refused the connection setup", TC_LS("link", l->name),
-		       TC_LS("node", l->addr), TC_LS("step", step), TC_LS("error", rep->str));
+		       "redis refused the connection setup", TC_LS("link", l->name), TC_LS("node", l->addr),
+		       TC_LS("step", step), TC_LS("error", rep->str));
 		tc__link_drop(l);
 		return;
 	}
@@ -202,15 +201,13 @@ static void ps_down(void *ctx, const char *why)
 		tc_log(TC_LOG_WARN, "redis disconnected", TC_LS("link", l->name), TC_LS("node", l->addr),
 		       TC_LS("error", why));
 	else
-		tc_log(l->attempt ? TC_LOG_DEBUG : TC_LOG_WARN, "redis connect failed",
-		       TC_LS("link", l->name), TC_LS("node", l->addr), TC_LS("error", why),
-		       TC_LI("attempt", l->attempt + 1));
+		tc_log(l->attempt ? TC_LOG_DEBUG : TC_LOG_WARN, "redis connect failed", TC_LS("link", l->name),
+		       TC_LS("node", l->addr), TC_LS("error", why), TC_LI("attempt", l->attempt + 1));
 	tc_pslink_close(l->ps);
 	link_lost(l);
 }
 
-static void ps_push(void *ctx, const char *kind, const char *ch, size_t clen, const char *data,
-		    size_t dlen)
+static void ps_push(void *ctx, const char *kind, const char *ch, size_t clen, const char *data, size_t dlen)
 {
 	struct tc__link *l = ctx;
 	l->ops->push(l->ctx, kind, ch, clen, data, dlen);
@@ -241,17 +238,20 @@ static void connect_now(struct tc__link *l)
 	l->readonly = false;
 	uv_timer_start(&l->retry, on_retry_timer, TC__LINK_CONNECT_TIMEOUT_MS, 0);
 	if (l->kind == TC__LINK_SUB) {
-		struct tc_pslink_addr pa = { .host = a.host, .port = a.port, .unix_path = a.unix_path,
-					     .user = cred->user, .password = cred->password, .db = a.db };
+		struct tc_pslink_addr pa = { .host = a.host,
+					     .port = a.port,
+					     .unix_path = a.unix_path,
+					     .user = cred->user,
+					     .password = cred->password,
+					     .db = a.db };
 		l->ps = tc_pslink_open(l->conf->loop, &pa, &ps_ops, l);
 		return;
 	}
-	redisAsyncContext *ac = a.unix_path ? redisAsyncConnectUnix(a.unix_path) :
-					      redisAsyncConnect(a.host, a.port);
+	redisAsyncContext *ac = a.unix_path ? redisAsyncConnectUnix(a.unix_path) : redisAsyncConnect(a.host, a.port);
 	if (!ac || ac->err) {
-		tc_log(l->attempt ? TC_LOG_DEBUG : TC_LOG_WARN, "redis connect failed",
-		       TC_LS("link", l->name), TC_LS("node", l->addr),
-		       TC_LS("error", ac ? ac->errstr : "out of memory"), TC_LI("attempt", l->attempt + 1));
+		tc_log(l->attempt ? TC_LOG_DEBUG : TC_LOG_WARN, "redis connect failed", TC_LS("link", l->name),
+		       TC_LS("node", l->addr), TC_LS("error", ac ? ac->errstr : "out of memory"),
+		       TC_LI("attempt", l->attempt + 1));
 		if (ac)
 			redisAsyncFree(ac);
 		tc__link_retry_later(l);

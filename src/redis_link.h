@@ -43,18 +43,18 @@ enum tc__link_kind {
 /** What the links of one owner share; must outlive them. */
 struct tc__link_conf {
 	uv_loop_t *loop;
-	const struct tc_config *cfg;  /**< backoff bounds, credentials */
-	const char *fn_src;           /**< the function libraries a command link loads */
+	const struct tc_config *cfg; /**< backoff bounds, credentials */
+	const char *fn_src;          /**< the function libraries a command link loads */
 	size_t fn_len;
-	bool check_role;              /**< a command link must reach a master (ROLE) */
+	bool check_role; /**< a command link must reach a master (ROLE) */
 };
 
 /** Where a link connects (strings are the owner's, read during the call). */
 struct tc__link_addr {
-	const char *host;       /**< NULL with unix_path */
+	const char *host; /**< NULL with unix_path */
 	int port;
-	const char *unix_path;  /**< NULL for TCP */
-	int db;                 /**< SELECTed when non-zero */
+	const char *unix_path; /**< NULL for TCP */
+	int db;                /**< SELECTed when non-zero */
 };
 
 struct tc__link;
@@ -74,8 +74,7 @@ struct tc__link_ops {
 	 */
 	void (*lost)(void *ctx, struct tc__link *l, bool was_up);
 	/** Pub/sub links: pslink's push and refused, passed on as they come. */
-	void (*push)(void *ctx, const char *kind, const char *ch, size_t clen, const char *data,
-		     size_t dlen);
+	void (*push)(void *ctx, const char *kind, const char *ch, size_t clen, const char *data, size_t dlen);
 	void (*refused)(void *ctx, const char *verb, const char *channel, const char *err);
 };
 
@@ -95,14 +94,14 @@ struct tc__link {
 	void *ctx;
 	/* private */
 	enum tc__link_kind kind;
-	const char *name;             /* "commands" or "pubsub", for logs */
-	const char *addr;             /* the owner's text of the node's address, for logs */
+	const char *name; /* "commands" or "pubsub", for logs */
+	const char *addr; /* the owner's text of the node's address, for logs */
 	const struct tc__link_conf *conf;
 	const struct tc__link_ops *ops;
-	uv_timer_t retry;             /* the next attempt; the connect timeout while one is out */
-	unsigned attempt;             /* failed attempts since the last success */
-	bool readonly;                /* a replica refused the function libraries */
-	bool closed;                  /* tc__link_close() ran: no more attempts */
+	uv_timer_t retry; /* the next attempt; the connect timeout while one is out */
+	unsigned attempt; /* failed attempts since the last success */
+	bool readonly;    /* a replica refused the function libraries */
+	bool closed;      /* tc__link_close() ran: no more attempts */
 };
 
 /**

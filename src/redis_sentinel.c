@@ -8,11 +8,10 @@
 
 static void ask(struct tc__sentinel *s);
 
-void tc__sentinel_init(struct tc__sentinel *s, uv_loop_t *loop, const struct tc_config *cfg,
-		       unsigned timeout_ms, const struct tc__sentinel_ops *ops, void *ctx)
+void tc__sentinel_init(struct tc__sentinel *s, uv_loop_t *loop, const struct tc_config *cfg, unsigned timeout_ms,
+		       const struct tc__sentinel_ops *ops, void *ctx)
 {
-	*s = (struct tc__sentinel){ .cfg = cfg, .loop = loop, .timeout_ms = timeout_ms, .ops = ops,
-				    .ctx = ctx };
+	*s = (struct tc__sentinel){ .cfg = cfg, .loop = loop, .timeout_ms = timeout_ms, .ops = ops, .ctx = ctx };
 	uv_timer_init(loop, &s->timer);
 	s->timer.data = s;
 }
@@ -63,8 +62,8 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *privdata)
 
 	if (!rep || ac != s->ac || (uintptr_t)privdata != s->gen || s->stopped)
 		return;
-	if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
-	    rep->element[0]->type != REDIS_REPLY_STRING || rep->element[1]->type != REDIS_REPLY_STRING) {
+	if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 || rep->element[0]->type != REDIS_REPLY_STRING ||
+	    rep->element[1]->type != REDIS_REPLY_STRING) {
 		tc_log(TC_LOG_WARN, "sentinel does not know the master",
 		       TC_LS("sentinel", s->cfg->sentinels[s->idx].host),
 		       TC_LS("master", s->cfg->redis_sentinel_master),

@@ -27,25 +27,25 @@ struct tc__sentinel_ops {
 
 /** The asking; embedded by its owner. Fields are private. */
 struct tc__sentinel {
-	const struct tc_config *cfg;  /* the Sentinels and the master's name */
+	const struct tc_config *cfg; /* the Sentinels and the master's name */
 	uv_loop_t *loop;
-	unsigned timeout_ms;          /* one Sentinel's time to answer */
+	unsigned timeout_ms; /* one Sentinel's time to answer */
 	const struct tc__sentinel_ops *ops;
 	void *ctx;
-	bool resolving;               /* a question is out */
+	bool resolving; /* a question is out */
 	bool stopped;
-	int idx;                      /* the Sentinel being asked */
-	unsigned gen;                 /* tells a current answer from an abandoned one */
+	int idx;      /* the Sentinel being asked */
+	unsigned gen; /* tells a current answer from an abandoned one */
 	redisAsyncContext *ac;
-	uv_timer_t timer;             /* the current Sentinel's deadline */
+	uv_timer_t timer; /* the current Sentinel's deadline */
 };
 
 /**
  * Sets s up, asking nothing yet; each Sentinel gets timeout_ms to answer.
  * cfg, ops and ctx must outlive s.
  */
-void tc__sentinel_init(struct tc__sentinel *s, uv_loop_t *loop, const struct tc_config *cfg,
-		       unsigned timeout_ms, const struct tc__sentinel_ops *ops, void *ctx);
+void tc__sentinel_init(struct tc__sentinel *s, uv_loop_t *loop, const struct tc_config *cfg, unsigned timeout_ms,
+		       const struct tc__sentinel_ops *ops, void *ctx);
 
 /** Asks the Sentinels, from the first, unless a question is out already. */
 void tc__sentinel_resolve(struct tc__sentinel *s);

@@ -29,10 +29,22 @@ static void ev_update(struct uv_events *p, int add, int del)
 		uv_poll_stop(&p->poll);
 }
 
-static void ev_add_read(void *d) { ev_update(d, UV_READABLE, 0); }
-static void ev_del_read(void *d) { ev_update(d, 0, UV_READABLE); }
-static void ev_add_write(void *d) { ev_update(d, UV_WRITABLE, 0); }
-static void ev_del_write(void *d) { ev_update(d, 0, UV_WRITABLE); }
+static void ev_add_read(void *d)
+{
+	ev_update(d, UV_READABLE, 0);
+}
+static void ev_del_read(void *d)
+{
+	ev_update(d, 0, UV_READABLE);
+}
+static void ev_add_write(void *d)
+{
+	ev_update(d, UV_WRITABLE, 0);
+}
+static void ev_del_write(void *d)
+{
+	ev_update(d, 0, UV_WRITABLE);
+}
 
 static void ev_closed(uv_handle_t *h)
 {

@@ -40,19 +40,19 @@ struct tc_replay {
 	bool per_subscription;
 	const struct tc_replay_ops *ops;
 	void *ctx;
-	bool reconnect;      /* else subscribe */
+	bool reconnect; /* else subscribe */
 	bool fresh_member;
 	enum step step;
-	bool answered;       /* ops->answer ran */
-	bool in_flight;      /* a Redis command of this replay is out */
-	bool cancelled;      /* freed by its owner while in flight: the reply frees it */
-	bool over;           /* fail/close/done ran: nothing more happens */
-	bool starting;       /* inside tc_replay_start() */
-	bool start_failed;   /* ... and its first command could not be sent */
-	bool wait_drain;     /* frames wait in out until the client drains */
+	bool answered;     /* ops->answer ran */
+	bool in_flight;    /* a Redis command of this replay is out */
+	bool cancelled;    /* freed by its owner while in flight: the reply frees it */
+	bool over;         /* fail/close/done ran: nothing more happens */
+	bool starting;     /* inside tc_replay_start() */
+	bool start_failed; /* ... and its first command could not be sent */
+	bool wait_drain;   /* frames wait in out until the client drains */
 	uint64_t hist_end, start, end, pos;
-	uint64_t counted;    /* subscribe: replayedEvents */
-	uint64_t skipped;    /* events before start left out by --max-replay */
+	uint64_t counted; /* subscribe: replayedEvents */
+	uint64_t skipped; /* events before start left out by --max-replay */
 	uint64_t run_seq, head, first;
 	char epoch[TC_EPOCH_MAX]; /* the thread's epoch per meta */
 	struct tc_replay_from from;
@@ -61,11 +61,11 @@ struct tc_replay {
 	struct tc_bufq baseline; /* subscribe: values snapshots, sent after the answer */
 	struct tc_bufq prefetch; /* subscribe: the whole replay, when small */
 	bool prefetch_ok;
-	bool run_over;           /* subscribe: the replay holds the end of the run */
+	bool run_over; /* subscribe: the replay holds the end of the run */
 	struct tc_replay_holds *holds;
-	struct tc_dlink held;    /* on holds->held while its answer waits */
-	uint64_t hold_since;     /* uv_now() of the last frame it served or was nudged by */
-	uint64_t hold_max;       /* uv_now() past which it is not held (0: never held) */
+	struct tc_dlink held; /* on holds->held while its answer waits */
+	uint64_t hold_since;  /* uv_now() of the last frame it served or was nudged by */
+	uint64_t hold_max;    /* uv_now() past which it is not held (0: never held) */
 	struct tc_redis_waiter waiter;
 };
 
@@ -223,11 +223,12 @@ static void queue_frame(struct tc_replay *rp, struct tc_buf *b)
 }
 
 /* A replayed event framed for this client (one reference). */
-static struct tc_buf *replay_frame(struct tc_replay *rp, uint64_t seq, const char *method,
-				   size_t mlen, const char *json, size_t jlen)
+static struct tc_buf *replay_frame(struct tc_replay *rp, uint64_t seq, const char *method, size_t mlen,
+				   const char *json, size_t jlen)
 {
-	struct tc_event ev = { .epoch = rp->epoch, .seq = seq, .method = method,
-			       .method_len = mlen, .json = json, .json_len = jlen };
+	struct tc_event ev = {
+		.epoch = rp->epoch, .seq = seq, .method = method, .method_len = mlen, .json = json, .json_len = jlen
+	};
 	struct tc_buf *b = tc_buf_ref(tc_event_frame(&ev, rp->kind, rp->spelling));
 	tc_event_release(&ev);
 	return b;
@@ -349,8 +350,10 @@ static void on_values(struct tc_redis *r, redisReply *reply, void *priv)
 /* The count is known: answer, then baseline, then the replay, then live. */
 static void answer_subscribe(struct tc_replay *rp)
 {
-	struct tc_replay_answer a = { .applied = rp->end, .replayed = rp->counted,
-				      .restored = !rp->skipped, .has_missed = rp->skipped != 0,
+	struct tc_replay_answer a = { .applied = rp->end,
+				      .replayed = rp->counted,
+				      .restored = !rp->skipped,
+				      .has_missed = rp->skipped != 0,
 				      .missed = rp->skipped };
 	struct tc_buf *b;
 

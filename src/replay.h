@@ -57,12 +57,12 @@ enum tc_subs {
 
 /** What the replay found, for the command's answer. */
 struct tc_replay_answer {
-	uint64_t applied;         /**< the seq the answer is consistent with (meta.appliedThroughSeq) */
-	uint64_t replayed;        /**< subscribe: events replayed for the fresh subscription */
-	bool restored;            /**< reconnect and streams: the client's history is intact */
-	bool has_missed;          /**< missed is known (absent after an epoch change) */
-	uint64_t missed;          /**< events the client will not get */
-	cJSON *namespaces;        /**< reconnect: currentNamespaces (the session takes it) */
+	uint64_t applied;  /**< the seq the answer is consistent with (meta.appliedThroughSeq) */
+	uint64_t replayed; /**< subscribe: events replayed for the fresh subscription */
+	bool restored;     /**< reconnect and streams: the client's history is intact */
+	bool has_missed;   /**< missed is known (absent after an epoch change) */
+	uint64_t missed;   /**< events the client will not get */
+	cJSON *namespaces; /**< reconnect: currentNamespaces (the session takes it) */
 };
 
 /** What a replay needs from its session. ctx is the session. */
@@ -143,10 +143,10 @@ struct tc_replay_start {
 	const struct tc_config *cfg;
 	struct tc_redis *redis;
 	const char *thread;
-	struct tc_member *member;       /**< the session's, attached to the thread's hub */
-	bool fresh_member;              /**< attached for this command (its cursor means nothing yet) */
-	enum tc_frame_kind kind;        /**< how events are framed for this client */
-	enum tc_spelling spelling;      /**< ... and spelled */
+	struct tc_member *member;  /**< the session's, attached to the thread's hub */
+	bool fresh_member;         /**< attached for this command (its cursor means nothing yet) */
+	enum tc_frame_kind kind;   /**< how events are framed for this client */
+	enum tc_spelling spelling; /**< ... and spelled */
 	/**
 	 * Each fresh subscription is owed the whole matching history, even
 	 * events an older subscription of the connection already received
@@ -155,8 +155,8 @@ struct tc_replay_start {
 	bool per_subscription;
 	const struct tc_replay_ops *ops;
 	void *ctx;
-	struct tc_replay_holds *holds;  /**< NULL: answers are never held */
-	bool reconnect;                 /**< else subscribe (replay the current run) */
+	struct tc_replay_holds *holds;     /**< NULL: answers are never held */
+	bool reconnect;                    /**< else subscribe (replay the current run) */
 	const struct tc_replay_from *from; /**< reconnect: where the client is; NULL: the current run */
 };
 

@@ -63,13 +63,14 @@ int tc__request_command(struct tc_server *srv, struct lws *wsi, struct tc_pss *p
 	if (cmd.method == TC_METHOD_SUBSCRIBE || cmd.method == TC_METHOD_UNSUBSCRIBE ||
 	    cmd.method == TC_METHOD_RECONNECT) {
 		struct tc_buf *b = tc_response_error(true, cmd.id, TC_ERR_NOT_SUPPORTED,
-			"subscriptions live on a connection: use the WebSocket, or POST "
-			"/threads/:thread_id/stream for SSE");
+						     "subscriptions live on a connection: use the WebSocket, or POST "
+						     "/threads/:thread_id/stream for SSE");
 		tc_command_free(&cmd);
 		return reply_frame(wsi, 200, b);
 	}
-	enum tc_spelling sp = asked >= 0 ? (enum tc_spelling)asked :
-			      tc_spell_guess(cmd.params) == TC_SPELL_SEED ? TC_SPELL_SEED : TC_SPELL_021;
+	enum tc_spelling sp = asked >= 0                                    ? (enum tc_spelling)asked
+			      : tc_spell_guess(cmd.params) == TC_SPELL_SEED ? TC_SPELL_SEED
+									    : TC_SPELL_021;
 	tc_command_free(&cmd);
 	int admitted = tc__http_refuse_if_full(&srv->conns, wsi);
 	if (admitted != 1)

@@ -9,9 +9,8 @@
 
 #define TC__ROUTE_LINE(e, m, p) [TC_ROUTE_##e] = { .id = TC_ROUTE_##e, .methods = (m), .pattern = (p) },
 #define TC__REST_ROUTE_LINE(e, p, ms) [TC_ROUTE_##e] = { .id = TC_ROUTE_##e, .methods = 0 ms, .pattern = (p) },
-const struct tc_route tc_routes[TC_ROUTE_COUNT] = {
-	TC_CORE_ROUTE_MAP(TC__ROUTE_LINE) TC_REST_ROUTE_MAP(TC__REST_ROUTE_LINE, TC__REST_METHOD_BIT)
-};
+const struct tc_route tc_routes[TC_ROUTE_COUNT] = { TC_CORE_ROUTE_MAP(TC__ROUTE_LINE) TC_REST_ROUTE_MAP(
+	TC__REST_ROUTE_LINE, TC__REST_METHOD_BIT) };
 
 /*
  * How a parameter is validated, and what a client is told when it is not
@@ -133,8 +132,7 @@ static enum tc_match match_shape(const struct tc_route *r, const char *path, str
  * its last one: the parameter itself holds a '/' (the client sent "a%2Fb"),
  * which no parameter rule allows. Sets m to the first parameter's complaint.
  */
-static bool spans_param(const struct tc_route *r, const char *path, size_t path_segs,
-			struct tc_route_match *m)
+static bool spans_param(const struct tc_route *r, const char *path, size_t path_segs, struct tc_route_match *m)
 {
 	const char *first = strstr(r->pattern, "/:"), *last, *p;
 

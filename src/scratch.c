@@ -37,9 +37,9 @@ struct chunk {
 };
 _Static_assert(sizeof(struct chunk) <= HEADER, "a chunk's header fits before its objects");
 
-static void *mapping;          /* what mmap returned; region is it aligned to CHUNK_SIZE */
+static void *mapping; /* what mmap returned; region is it aligned to CHUNK_SIZE */
 static unsigned char *region;
-static uint32_t fresh;         /* chunks [fresh, NCHUNKS) never used */
+static uint32_t fresh; /* chunks [fresh, NCHUNKS) never used */
 static uint32_t free_chunks[NCHUNKS], nfree_chunks;
 static struct chunk *room[NCLASSES];
 static size_t objects, chunks;

@@ -20,8 +20,7 @@
 
 static void deflate_response(struct lws_process_html_args *args, struct tc_upgrade *up);
 
-static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
-		    size_t len)
+static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in, size_t len)
 {
 	struct tc_server *srv = lws_context_user(lws_get_context(wsi));
 	/* `user` is only our pss in the callbacks below that use it. */
@@ -127,10 +126,9 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
  * send; what threadcast sends it compresses itself (wsdeflate.h, ws.c): lws'
  * own compressor would keep a 256 KiB zlib context per connection.
  */
-static const struct lws_extension extensions[] = {
-	{ "permessage-deflate", lws_extension_callback_pm_deflate, "permessage-deflate; client_no_context_takeover" },
-	{ NULL, NULL, NULL }
-};
+static const struct lws_extension extensions[] = { { "permessage-deflate", lws_extension_callback_pm_deflate,
+						     "permessage-deflate; client_no_context_takeover" },
+						   { NULL, NULL, NULL } };
 
 /*
  * The upgrade's response so far ends with its last header line and "\r\n"
@@ -175,8 +173,11 @@ static const struct lws_protocols protocols[] = {
 	 * tx_packet_size must be set with it: left 0, lws caps every send() at
 	 * rx_buffer_size and drains the rest one such piece per POLLOUT, which
 	 * would cut a coalesced 64 KiB write into 240 segments. */
-	{ .name = "threadcast", .callback = callback, .per_session_data_size = sizeof(struct tc_pss),
-	  .rx_buffer_size = 256, .tx_packet_size = TC_WS_COALESCE_MAX },
+	{ .name = "threadcast",
+	  .callback = callback,
+	  .per_session_data_size = sizeof(struct tc_pss),
+	  .rx_buffer_size = 256,
+	  .tx_packet_size = TC_WS_COALESCE_MAX },
 	{ .name = NULL }
 };
 
@@ -194,8 +195,9 @@ static void on_expiry(uv_timer_t *t)
 		if (c->auth_exp && c->auth_exp <= now && !c->close_code)
 			/* 0.0.21's client must not come back with the same token: 4401. */
 			tc__conn_close(c, TC_CONN_DROP,
-				       c->session && tc_session_spelling(c->session) == TC_SPELL_021 ?
-				       TC_CLOSE_UNAUTHORIZED : TC_CLOSE_POLICY,
+				       c->session && tc_session_spelling(c->session) == TC_SPELL_021
+					       ? TC_CLOSE_UNAUTHORIZED
+					       : TC_CLOSE_POLICY,
 				       "token expired; reconnect with a fresh one");
 	}
 }
@@ -239,8 +241,8 @@ struct tc_server *tc_server_new(uv_loop_t *loop, const struct tc_session_env *en
 			   (size_t)cfg->max_connections);
 
 	memset(&info, 0, sizeof(info));
-	info.options = LWS_SERVER_OPTION_LIBUV | LWS_SERVER_OPTION_VALIDATE_UTF8 |
-		       LWS_SERVER_OPTION_UV_NO_SIGSEGV_SIGFPE_SPIN;
+	info.options =
+		LWS_SERVER_OPTION_LIBUV | LWS_SERVER_OPTION_VALIDATE_UTF8 | LWS_SERVER_OPTION_UV_NO_SIGSEGV_SIGFPE_SPIN;
 	info.foreign_loops = loops;
 	/* threadcast listens and accepts itself (handshake.h): lws gets each
 	 * connection by adoption. */
@@ -262,8 +264,8 @@ struct tc_server *tc_server_new(uv_loop_t *loop, const struct tc_session_env *en
 
 	srv->ctx = lws_create_context(&info);
 	if (!srv->ctx) {
-		tc_log(TC_LOG_ERROR, "cannot start the server (is the port in use?)",
-		       TC_LS("host", host), TC_LI("port", cfg->port));
+		tc_log(TC_LOG_ERROR, "cannot start the server (is the port in use?)", TC_LS("host", host),
+		       TC_LI("port", cfg->port));
 		close_handles(srv);
 		uv_run(loop, UV_RUN_NOWAIT);
 		tc__streams_free(&srv->streams);

@@ -88,7 +88,7 @@ size_t tc_session_subscriptions(const struct tc_session *s)
 
 /* ==== runtime commands: forwarded to agent workers ============================================ */
 
-#define SESSION_OF_CALLER(c) ((struct tc_session *)((char *)(c) - offsetof(struct tc_session, caller)))
+#define SESSION_OF_CALLER(c) ((struct tc_session *)((char *)(c)-offsetof(struct tc_session, caller)))
 
 static void caller_answer(struct tc_bridge_caller *c, struct tc_buf *frame)
 {
@@ -119,11 +119,13 @@ static enum tc_err do_runtime(struct tc_session *s, struct tc_command *cmd, stru
 	if (!s->may_command)
 		return tc_error_set(err, TC_ERR_PERMISSION_DENIED,
 				    "this token may read the thread but not send %s; it needs the "
-				    "\"commands\" claim", tc_method_name(cmd->method));
+				    "\"commands\" claim",
+				    tc_method_name(cmd->method));
 	if (s->inflight >= (size_t)cfg->max_inflight)
 		return tc_error_set(err, TC_ERR_UNKNOWN_ERROR,
 				    "this connection already has %zu commands waiting for answers, the "
-				    "limit; wait for some", s->inflight);
+				    "limit; wait for some",
+				    s->inflight);
 	s->refs++;
 	s->inflight++;
 	if (tc_bridge_submit(s->env->bridge, &s->caller, s->thread_id, cmd, err)) {
@@ -162,8 +164,8 @@ static void handle_frame(struct tc_session *s, const char *data, size_t len)
 		case TC_METHOD_UNKNOWN: {
 			size_t mlen = strlen(cmd.method_name);
 			rc = tc_error_set(&err, TC_ERR_UNKNOWN_COMMAND, "unknown method \"%.*s%s\"",
-					  (int)tc_utf8_prefix(cmd.method_name, mlen, 64),
-					  cmd.method_name, mlen > 64 ? "…" : "");
+					  (int)tc_utf8_prefix(cmd.method_name, mlen, 64), cmd.method_name,
+					  mlen > 64 ? "…" : "");
 			break;
 		}
 		default:

@@ -57,8 +57,8 @@ struct tc_session_env {
 	const struct tc_config *cfg;
 	struct tc_hub *hub;
 	struct tc_redis *redis;
-	struct tc_bridge *bridge; /**< NULL: runtime commands answer not_supported */
-	struct tc_auth *auth;     /**< NULL: authentication is off */
+	struct tc_bridge *bridge;      /**< NULL: runtime commands answer not_supported */
+	struct tc_auth *auth;          /**< NULL: authentication is off */
 	struct tc_replay_holds *holds; /**< NULL: subscribe answers are never held (replay.h) */
 };
 
@@ -84,8 +84,8 @@ void tc_session_close(struct tc_session *s);
  * io->stream_started() marks the start. On a bad request returns
  * invalid_argument with a message naming the field, and nothing started.
  */
-enum tc_err tc_session_open_stream(struct tc_session *s, const cJSON *request,
-				   const char *last_event_id, struct tc_error *err);
+enum tc_err tc_session_open_stream(struct tc_session *s, const cJSON *request, const char *last_event_id,
+				   struct tc_error *err);
 
 /** Handles one complete text frame; its reply (exactly one) may come later. */
 void tc_session_on_frame(struct tc_session *s, const char *data, size_t len);

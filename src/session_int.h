@@ -37,7 +37,7 @@ struct tc__joined {
 /* A command frame that arrived while another command was being served. */
 struct tc__pending {
 	struct tc__pending *next;
-	bool unsubscribed;  /* an unsubscribe already done: only its reply waits (cmd_id) */
+	bool unsubscribed; /* an unsubscribe already done: only its reply waits (cmd_id) */
 	uint64_t cmd_id;
 	size_t len;
 	char data[];
@@ -63,7 +63,7 @@ struct tc_session {
 	struct tc_member member;
 	struct tc_bridge_caller caller; /* runtime commands waiting for workers */
 	size_t inflight;                /* how many */
-	unsigned refs;   /* the transport's + one per runtime command in flight */
+	unsigned refs;                  /* the transport's + one per runtime command in flight */
 	bool may_command;               /* runtime commands allowed */
 	bool closed;
 	bool reading;
@@ -76,19 +76,19 @@ struct tc_session {
 	 * below never calls up into the queue's file.
 	 */
 	void (*serve_next)(struct tc_session *s);
-	double tokens;          /* command rate limit: a token bucket */
+	double tokens; /* command rate limit: a token bucket */
 	uint64_t refilled_ns;
-	unsigned rejected;      /* commands refused in a row */
+	unsigned rejected; /* commands refused in a row */
 	/* The command being served; later ones wait in pending. An idle
 	 * session holds no replay or query: they exist only while served. */
 	enum tc__serving serving;
 	uint64_t cmd_id;
-	char *serving_sub;      /* the subscription the command being served adds */
+	char *serving_sub;         /* the subscription the command being served adds */
 	struct tc__joined *joined; /* subscribes replayed with it (0.0.21) */
 	size_t njoined;
 	struct tc_replay *replay;
 	struct tc_query *query;
-	enum tc_spelling sp;    /* how this client spells the protocol */
+	enum tc_spelling sp; /* how this client spells the protocol */
 };
 
 /* Takes the oldest frame off the queue, which is not empty; the caller frees it. */
@@ -103,15 +103,13 @@ static inline struct tc__pending *tc__session_pending_pop(struct tc_session *s)
 }
 
 /* Replies: every command gets exactly one, through the transport's send hook. */
-static inline void tc__session_send_error(struct tc_session *s, bool has_id, uint64_t id,
-					  const struct tc_error *err)
+static inline void tc__session_send_error(struct tc_session *s, bool has_id, uint64_t id, const struct tc_error *err)
 {
 	tc_metrics.command_errors++;
 	s->io->send(s->ctx, tc_response_error(has_id, id, err->code, err->message));
 }
 
-static inline void tc__session_send_success(struct tc_session *s, uint64_t id, cJSON *result,
-					    int64_t seq)
+static inline void tc__session_send_success(struct tc_session *s, uint64_t id, cJSON *result, int64_t seq)
 {
 	s->io->send(s->ctx, tc_response_success(id, result, seq, s->sp));
 }

@@ -15,7 +15,7 @@
 #include "session_int.h"
 #include "util.h"
 
-#define SESSION_OF(m) ((struct tc_session *)((char *)(m) - offsetof(struct tc_session, member)))
+#define SESSION_OF(m) ((struct tc_session *)((char *)(m)-offsetof(struct tc_session, member)))
 
 /* ==== the subscriptions ========================================================================= */
 
@@ -27,14 +27,14 @@ static struct tc__sub *find_sub(struct tc_session *s, const char *id)
 	return NULL;
 }
 
-static enum tc_err add_sub(struct tc_session *s, struct tc_filter *f, const char *given_id,
-			   struct tc_error *err)
+static enum tc_err add_sub(struct tc_session *s, struct tc_filter *f, const char *given_id, struct tc_error *err)
 {
 	if (s->nsubs >= (size_t)s->env->cfg->max_subscriptions) {
 		tc_filter_free(f);
 		return tc_error_set(err, TC_ERR_INVALID_ARGUMENT,
 				    "this connection already holds %zu subscriptions, the limit; "
-				    "unsubscribe one first", s->nsubs);
+				    "unsubscribe one first",
+				    s->nsubs);
 	}
 	if (s->nsubs == s->capsubs) {
 		s->capsubs = s->capsubs ? s->capsubs * 2 : 1; /* most connections hold one */
@@ -156,7 +156,10 @@ static void member_lost(struct tc_member *m, const char *why)
 }
 
 const struct tc_member_ops tc__session_member_ops = {
-	.match = member_match, .send = member_send, .ready = member_ready, .lost = member_lost,
+	.match = member_match,
+	.send = member_send,
+	.ready = member_ready,
+	.lost = member_lost,
 };
 
 /* ==== replays ===================================================================================== */
@@ -167,8 +170,7 @@ static bool replay_match(void *ctx, const struct tc_event_key *k, enum tc_subs w
 }
 
 /* A subscribe's reply: its subscription's id and what its replay holds for it. */
-static void answer_subscribe(struct tc_session *s, uint64_t cmd_id, const char *sub,
-			     const struct tc_replay_answer *a)
+static void answer_subscribe(struct tc_session *s, uint64_t cmd_id, const char *sub, const struct tc_replay_answer *a)
 {
 	const struct tc__sub *sp = find_sub(s, sub); /* gone if unsubscribed meanwhile */
 	cJSON *res = cJSON_CreateObject();
@@ -293,9 +295,16 @@ static bool replay_may_hold(void *ctx)
 }
 
 static const struct tc_replay_ops replay_ops = {
-	.match = replay_match, .answer = replay_answer, .send = replay_send, .queued = replay_queued,
-	.fail = replay_fail, .close = replay_close, .done = replay_done, .gather = replay_gather,
-	.tally = replay_tally, .may_hold = replay_may_hold,
+	.match = replay_match,
+	.answer = replay_answer,
+	.send = replay_send,
+	.queued = replay_queued,
+	.fail = replay_fail,
+	.close = replay_close,
+	.done = replay_done,
+	.gather = replay_gather,
+	.tally = replay_tally,
+	.may_hold = replay_may_hold,
 };
 
 void tc_session_on_drained(struct tc_session *s)
@@ -305,8 +314,7 @@ void tc_session_on_drained(struct tc_session *s)
 }
 
 /* Serves a subscribe, reconnect or stream with a replay; the reply comes later. */
-static void begin_replay(struct tc_session *s, enum tc__serving what, uint64_t id,
-			 const struct tc_replay_from *from)
+static void begin_replay(struct tc_session *s, enum tc__serving what, uint64_t id, const struct tc_replay_from *from)
 {
 	bool fresh = false;
 
@@ -318,11 +326,19 @@ static void begin_replay(struct tc_session *s, enum tc__serving what, uint64_t i
 	s->serving = what;
 	s->cmd_id = id;
 	struct tc_replay_start start = {
-		.cfg = s->env->cfg, .redis = s->env->redis, .thread = s->thread_id,
-		.member = &s->member, .fresh_member = fresh, .kind = s->io->kind, .spelling = s->sp,
+		.cfg = s->env->cfg,
+		.redis = s->env->redis,
+		.thread = s->thread_id,
+		.member = &s->member,
+		.fresh_member = fresh,
+		.kind = s->io->kind,
+		.spelling = s->sp,
 		.per_subscription = s->sp == TC_SPELL_021,
-		.ops = &replay_ops, .ctx = s, .holds = s->env->holds,
-		.reconnect = what != TC__SERVE_SUBSCRIBE && (what != TC__SERVE_STREAM || from), .from = from,
+		.ops = &replay_ops,
+		.ctx = s,
+		.holds = s->env->holds,
+		.reconnect = what != TC__SERVE_SUBSCRIBE && (what != TC__SERVE_STREAM || from),
+		.from = from,
 	};
 	s->replay = tc_replay_start(&start);
 	if (!s->replay)
@@ -331,8 +347,7 @@ static void begin_replay(struct tc_session *s, enum tc__serving what, uint64_t i
 
 /* ==== commands ================================================================================== */
 
-enum tc_err tc__session_subscribe(struct tc_session *s, const struct tc_command *cmd,
-				  struct tc_error *err)
+enum tc_err tc__session_subscribe(struct tc_session *s, const struct tc_command *cmd, struct tc_error *err)
 {
 	struct tc_filter *f;
 
@@ -347,8 +362,7 @@ enum tc_err tc__session_subscribe(struct tc_session *s, const struct tc_command 
 }
 
 /* Finds the subscription an unsubscribe names; fills err when it cannot. */
-static struct tc__sub *unsubscribe_target(struct tc_session *s, const struct tc_command *cmd,
-					  struct tc_error *err)
+static struct tc__sub *unsubscribe_target(struct tc_session *s, const struct tc_command *cmd, struct tc_error *err)
 {
 	if (!cmd->params) {
 		tc_error_set(err, TC_ERR_INVALID_ARGUMENT, "params is required");
@@ -378,8 +392,7 @@ void tc__session_send_unsubscribed(struct tc_session *s, uint64_t id)
 	tc__session_send_success(s, id, NULL, s->member.thread ? (int64_t)s->member.cursor : -1);
 }
 
-enum tc_err tc__session_unsubscribe(struct tc_session *s, const struct tc_command *cmd,
-				    struct tc_error *err)
+enum tc_err tc__session_unsubscribe(struct tc_session *s, const struct tc_command *cmd, struct tc_error *err)
 {
 	struct tc__sub *sub = unsubscribe_target(s, cmd, err);
 	if (!sub)
@@ -389,8 +402,7 @@ enum tc_err tc__session_unsubscribe(struct tc_session *s, const struct tc_comman
 	return TC_OK;
 }
 
-enum tc_err tc__session_reconnect(struct tc_session *s, const struct tc_command *cmd,
-				  struct tc_error *err)
+enum tc_err tc__session_reconnect(struct tc_session *s, const struct tc_command *cmd, struct tc_error *err)
 {
 	const cJSON *p = cmd->params, *run, *last, *subs, *it;
 	struct tc_filter *filters[256];
@@ -417,10 +429,11 @@ enum tc_err tc__session_reconnect(struct tc_session *s, const struct tc_command 
 	size_t want = subs ? (size_t)cJSON_GetArraySize(subs) : 0;
 	if (s->nsubs + want > (size_t)s->env->cfg->max_subscriptions || want > 256)
 		return tc_error_set(err, TC_ERR_INVALID_ARGUMENT,
-				    "restoring %zu subscriptions would exceed this connection's limit of %lld",
-				    want, s->env->cfg->max_subscriptions);
+				    "restoring %zu subscriptions would exceed this connection's limit of %lld", want,
+				    s->env->cfg->max_subscriptions);
 	size_t i = 0;
-	cJSON_ArrayForEach(it, subs) {
+	cJSON_ArrayForEach(it, subs)
+	{
 		if (!cJSON_IsString(it)) {
 			tc_error_set(err, TC_ERR_INVALID_ARGUMENT, "params.subscriptions[%zu] must be a string", i);
 			goto fail;
@@ -437,8 +450,7 @@ enum tc_err tc__session_reconnect(struct tc_session *s, const struct tc_command 
 		i++;
 	}
 	i = 0;
-	cJSON_ArrayForEach(it, subs)
-		add_sub(s, filters[i++], it->valuestring, err);
+	cJSON_ArrayForEach(it, subs) add_sub(s, filters[i++], it->valuestring, err);
 	struct tc_replay_from from = { .seq = last_seq };
 	memcpy(from.epoch, last_epoch, sizeof(from.epoch));
 	begin_replay(s, TC__SERVE_RECONNECT, cmd->id, last && cJSON_IsString(last) ? &from : NULL);
@@ -449,8 +461,7 @@ fail:
 	return err->code;
 }
 
-static void tree_answered(void *ctx, enum tc_err code, const char *message, cJSON *result,
-			  uint64_t head)
+static void tree_answered(void *ctx, enum tc_err code, const char *message, cJSON *result, uint64_t head)
 {
 	struct tc_session *s = ctx;
 	struct tc_error err;
@@ -465,8 +476,7 @@ static void tree_answered(void *ctx, enum tc_err code, const char *message, cJSO
 	served(s);
 }
 
-enum tc_err tc__session_get_tree(struct tc_session *s, const struct tc_command *cmd,
-				 struct tc_error *err)
+enum tc_err tc__session_get_tree(struct tc_session *s, const struct tc_command *cmd, struct tc_error *err)
 {
 	const cJSON *run = cmd->params ? tc_spell_get(cmd->params, "runId", s->sp) : NULL;
 	if (run && !cJSON_IsNull(run) && !cJSON_IsString(run))
@@ -483,8 +493,8 @@ enum tc_err tc__session_get_tree(struct tc_session *s, const struct tc_command *
 	return TC_OK;
 }
 
-enum tc_err tc_session_open_stream(struct tc_session *s, const cJSON *request,
-				   const char *last_event_id, struct tc_error *err)
+enum tc_err tc_session_open_stream(struct tc_session *s, const cJSON *request, const char *last_event_id,
+				   struct tc_error *err)
 {
 	struct tc_filter *f;
 	char epoch[TC_EPOCH_MAX] = "";
@@ -524,8 +534,7 @@ enum tc_err tc_session_open_stream(struct tc_session *s, const cJSON *request,
  * event for it follows the reply. Anything else about it (not a valid
  * unsubscribe, no such subscription) is left for its turn.
  */
-bool tc__session_unsubscribe_now(struct tc_session *s, const char *data, size_t len,
-				  struct tc__pending **out)
+bool tc__session_unsubscribe_now(struct tc_session *s, const char *data, size_t len, struct tc__pending **out)
 {
 	struct tc_command cmd;
 	struct tc_error err;

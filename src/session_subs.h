@@ -39,23 +39,19 @@ void tc__session_subs_free(struct tc_session *s);
  * reply comes later. On an error nothing was added and err says why (the
  * caller sends it).
  */
-enum tc_err tc__session_subscribe(struct tc_session *s, const struct tc_command *cmd,
-				  struct tc_error *err);
+enum tc_err tc__session_subscribe(struct tc_session *s, const struct tc_command *cmd, struct tc_error *err);
 
 /** subscription.unsubscribe, served at once: the subscription goes, the reply is sent; else err. */
-enum tc_err tc__session_unsubscribe(struct tc_session *s, const struct tc_command *cmd,
-				    struct tc_error *err);
+enum tc_err tc__session_unsubscribe(struct tc_session *s, const struct tc_command *cmd, struct tc_error *err);
 
 /**
  * subscription.reconnect: restores the named subscriptions and replays
  * after lastEventId; the reply comes later. On an error nothing was added.
  */
-enum tc_err tc__session_reconnect(struct tc_session *s, const struct tc_command *cmd,
-				  struct tc_error *err);
+enum tc_err tc__session_reconnect(struct tc_session *s, const struct tc_command *cmd, struct tc_error *err);
 
 /** agent.getTree: asks Redis for the tree; the reply comes later. Else err (nothing started). */
-enum tc_err tc__session_get_tree(struct tc_session *s, const struct tc_command *cmd,
-				 struct tc_error *err);
+enum tc_err tc__session_get_tree(struct tc_session *s, const struct tc_command *cmd, struct tc_error *err);
 
 /**
  * An unsubscribe frame that arrives while another command is served takes
@@ -64,8 +60,7 @@ enum tc_err tc__session_get_tree(struct tc_session *s, const struct tc_command *
  * was such an unsubscribe of an existing subscription; false otherwise
  * (the frame is then queued as it is and served in its turn).
  */
-bool tc__session_unsubscribe_now(struct tc_session *s, const char *data, size_t len,
-				  struct tc__pending **out);
+bool tc__session_unsubscribe_now(struct tc_session *s, const char *data, size_t len, struct tc__pending **out);
 
 /** The reply to an unsubscribe that already took effect (queued by tc__session_unsubscribe_now). */
 void tc__session_send_unsubscribed(struct tc_session *s, uint64_t id);

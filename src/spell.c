@@ -118,7 +118,7 @@ struct rewrite {
 	int path_len;
 	enum tc_spelling sp;
 	char *out;
-	size_t n;     /* bytes written (or that would be) */
+	size_t n; /* bytes written (or that would be) */
 	int renamed;
 };
 
@@ -144,9 +144,9 @@ static const char *string_end(const char *p, const char *end)
 static void rewrite(struct rewrite *w, const char *p, size_t len)
 {
 	struct level st[MAX_DEPTH];
-	int depth = 0;                 /* levels on the stack */
+	int depth = 0; /* levels on the stack */
 	const char *end = p + len;
-	const char *key = NULL;        /* the key whose value comes next */
+	const char *key = NULL; /* the key whose value comes next */
 	size_t key_len = 0;
 
 	while (p < end) {
@@ -159,8 +159,7 @@ static void rewrite(struct rewrite *w, const char *p, size_t len)
 				key_len = (size_t)(e - p) - 2;
 				l->expect_key = false;
 				bool active = !l->opaque && l->on_path == w->path_len;
-				int i = active && !memchr(key, '\\', key_len) ?
-					lookup_other(key, key_len, w->sp) : -1;
+				int i = active && !memchr(key, '\\', key_len) ? lookup_other(key, key_len, w->sp) : -1;
 				if (i >= 0) {
 					const char *to = names[i][w->sp];
 					emit(w, "\"", 1);
@@ -185,8 +184,8 @@ static void rewrite(struct rewrite *w, const char *p, size_t len)
 			} else {
 				const struct level *parent = &st[depth - 1];
 				bool via_key = parent->object && key;
-				child.opaque = parent->opaque || (via_key && parent->on_path == w->path_len &&
-								 is_opaque(key, key_len));
+				child.opaque = parent->opaque ||
+					       (via_key && parent->on_path == w->path_len && is_opaque(key, key_len));
 				if (parent->on_path < 0 || parent->on_path == w->path_len)
 					child.on_path = parent->on_path; /* off the path, or past it */
 				else if (via_key && w->path[parent->on_path] &&
@@ -219,8 +218,7 @@ static void rewrite(struct rewrite *w, const char *p, size_t len)
 	}
 }
 
-static char *run(const char *json, size_t len, const char *const *path, enum tc_spelling sp,
-		 size_t *out_len)
+static char *run(const char *json, size_t len, const char *const *path, enum tc_spelling sp, size_t *out_len)
 {
 	struct rewrite w = { .path = path, .sp = sp };
 	while (path[w.path_len])
@@ -243,12 +241,12 @@ char *tc_spell_json(const char *json, size_t len, enum tc_spelling sp, size_t *o
 	return run(json, len, root, sp, out_len);
 }
 
-char *tc_spell_event(const char *json, size_t len, const char *method, size_t method_len,
-		     enum tc_spelling sp, size_t *out_len)
+char *tc_spell_event(const char *json, size_t len, const char *method, size_t method_len, enum tc_spelling sp,
+		     size_t *out_len)
 {
 	static const char *const data[] = { "params", "data", NULL };
-	static const char *const defined[] = { "lifecycle", "messages", "tools", "input.requested",
-					       "input.answered", "checkpoints" };
+	static const char *const defined[] = { "lifecycle",       "messages",       "tools",
+					       "input.requested", "input.answered", "checkpoints" };
 	for (size_t i = 0; i < sizeof(defined) / sizeof(defined[0]); i++)
 		if (strlen(defined[i]) == method_len && !memcmp(defined[i], method, method_len))
 			return run(json, len, data, sp, out_len);
@@ -260,7 +258,8 @@ char *tc_spell_event(const char *json, size_t len, const char *method, size_t me
 static void count(const cJSON *v, int seen[TC_SPELLINGS])
 {
 	const cJSON *it;
-	cJSON_ArrayForEach(it, v) {
+	cJSON_ArrayForEach(it, v)
+	{
 		if (it->string) {
 			for (int sp = 0; sp < TC_SPELLINGS; sp++)
 				seen[sp] += lookup_other(it->string, strlen(it->string),
@@ -285,13 +284,13 @@ void tc_spell_tree(cJSON *v, enum tc_spelling sp)
 {
 	cJSON *it;
 	if (cJSON_IsArray(v)) {
-		cJSON_ArrayForEach(it, v)
-			tc_spell_tree(it, sp);
+		cJSON_ArrayForEach(it, v) tc_spell_tree(it, sp);
 		return;
 	}
 	if (!cJSON_IsObject(v))
 		return;
-	cJSON_ArrayForEach(it, v) {
+	cJSON_ArrayForEach(it, v)
+	{
 		if (!it->string)
 			continue;
 		int i = lookup_other(it->string, strlen(it->string), sp);

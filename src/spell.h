@@ -23,8 +23,8 @@
 
 /** A spelling of the protocol's field names. */
 enum tc_spelling {
-	TC_SPELL_SEED,   /**< camelCase, as the CDDL and the seed README write them */
-	TC_SPELL_021,    /**< snake_case, as protocol 0.0.21's bindings put them on the wire */
+	TC_SPELL_SEED, /**< camelCase, as the CDDL and the seed README write them */
+	TC_SPELL_021,  /**< snake_case, as protocol 0.0.21's bindings put them on the wire */
 	TC_SPELLINGS
 };
 
@@ -54,8 +54,8 @@ char *tc_spell_json(const char *json, size_t len, enum tc_spelling sp, size_t *o
  * defines (lifecycle, messages, tools, input.requested, input.answered,
  * checkpoints); values, updates, tasks and custom data are the producer's.
  */
-char *tc_spell_event(const char *json, size_t len, const char *method, size_t method_len,
-		     enum tc_spelling sp, size_t *out_len);
+char *tc_spell_event(const char *json, size_t len, const char *method, size_t method_len, enum tc_spelling sp,
+		     size_t *out_len);
 
 /**
  * Which spelling the protocol field names in v use (user-owned keys aside):

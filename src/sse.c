@@ -25,10 +25,10 @@ static void sse_started(void *ctx, bool restored, bool has_missed, uint64_t miss
 	char msg[160];
 	if (restored)
 		return;
-	int n = has_missed ?
-		snprintf(msg, sizeof(msg), "event: resync\ndata: {\"restored\":false,\"%s\":%llu}\n\n",
-			 tc_spell("missedEvents", tc_session_spelling(c->session)), (unsigned long long)missed) :
-		snprintf(msg, sizeof(msg), "event: resync\ndata: {\"restored\":false}\n\n");
+	int n = has_missed ? snprintf(msg, sizeof(msg), "event: resync\ndata: {\"restored\":false,\"%s\":%llu}\n\n",
+				      tc_spell("missedEvents", tc_session_spelling(c->session)),
+				      (unsigned long long)missed)
+			   : snprintf(msg, sizeof(msg), "event: resync\ndata: {\"restored\":false}\n\n");
 	tc__conn_send(ctx, tc_buf_copy(msg, (size_t)n));
 }
 

@@ -4,8 +4,12 @@
 #include <string.h>
 
 static const char *const key_suffix[] = {
-	[TC_KEY_EVENTS] = "events", [TC_KEY_META] = "meta",   [TC_KEY_TREE] = "tree",
-	[TC_KEY_VALUES] = "values", [TC_KEY_LIVE] = "live",   [TC_KEY_AGENT] = "agent",
+	[TC_KEY_EVENTS] = "events",
+	[TC_KEY_META] = "meta",
+	[TC_KEY_TREE] = "tree",
+	[TC_KEY_VALUES] = "values",
+	[TC_KEY_LIVE] = "live",
+	[TC_KEY_AGENT] = "agent",
 	[TC_KEY_INTERRUPTS] = "interrupts",
 	[TC_KEY_AGENT_CKPTS] = "agent:ckpts",
 };
@@ -73,20 +77,19 @@ static void set_argv(struct tc_store_cmd *c, const char *const *argv)
 
 void tc_store_read_meta(struct tc_store_cmd *c, const char *thread)
 {
-	set_argv(c, (const char *[]){ "HMGET", tc_store_key(c->key, thread, TC_KEY_META), "seq",
-				      "epoch", "run_seq", "run_id", "run_status", NULL });
+	set_argv(c, (const char *[]){ "HMGET", tc_store_key(c->key, thread, TC_KEY_META), "seq", "epoch", "run_seq",
+				      "run_id", "run_status", NULL });
 }
 
 void tc_store_read_head(struct tc_store_cmd *c, const char *thread)
 {
-	set_argv(c, (const char *[]){ "HMGET", tc_store_key(c->key, thread, TC_KEY_META), "seq",
-				      "epoch", NULL });
+	set_argv(c, (const char *[]){ "HMGET", tc_store_key(c->key, thread, TC_KEY_META), "seq", "epoch", NULL });
 }
 
 void tc_store_read_status(struct tc_store_cmd *c, const char *thread)
 {
-	set_argv(c, (const char *[]){ "HMGET", tc_store_key(c->key, thread, TC_KEY_META), "seq",
-				      "epoch", "run_status", "checkpoint", NULL });
+	set_argv(c, (const char *[]){ "HMGET", tc_store_key(c->key, thread, TC_KEY_META), "seq", "epoch", "run_status",
+				      "checkpoint", NULL });
 }
 
 void tc_store_read_root_values(struct tc_store_cmd *c, const char *thread)
@@ -96,12 +99,10 @@ void tc_store_read_root_values(struct tc_store_cmd *c, const char *thread)
 
 void tc_store_read_epoch(struct tc_store_cmd *c, const char *thread)
 {
-	set_argv(c, (const char *[]){ "HGET", tc_store_key(c->key, thread, TC_KEY_META), "epoch",
-				      NULL });
+	set_argv(c, (const char *[]){ "HGET", tc_store_key(c->key, thread, TC_KEY_META), "epoch", NULL });
 }
 
-void tc_store_read_range(struct tc_store_cmd *c, const char *thread, uint64_t after,
-			 uint64_t through, unsigned count)
+void tc_store_read_range(struct tc_store_cmd *c, const char *thread, uint64_t after, uint64_t through, unsigned count)
 {
 	/* "<after>-1" starts just past entry <after>-0, whatever exists. */
 	snprintf(c->num[0], sizeof(c->num[0]), "%llu-1", (unsigned long long)after);
@@ -110,14 +111,14 @@ void tc_store_read_range(struct tc_store_cmd *c, const char *thread, uint64_t af
 	else
 		snprintf(c->num[1], sizeof(c->num[1]), "+");
 	snprintf(c->num[2], sizeof(c->num[2]), "%u", count);
-	set_argv(c, (const char *[]){ "XRANGE", tc_store_key(c->key, thread, TC_KEY_EVENTS),
-				      c->num[0], c->num[1], "COUNT", c->num[2], NULL });
+	set_argv(c, (const char *[]){ "XRANGE", tc_store_key(c->key, thread, TC_KEY_EVENTS), c->num[0], c->num[1],
+				      "COUNT", c->num[2], NULL });
 }
 
 void tc_store_read_first(struct tc_store_cmd *c, const char *thread)
 {
-	set_argv(c, (const char *[]){ "XRANGE", tc_store_key(c->key, thread, TC_KEY_EVENTS), "-",
-				      "+", "COUNT", "1", NULL });
+	set_argv(c, (const char *[]){ "XRANGE", tc_store_key(c->key, thread, TC_KEY_EVENTS), "-", "+", "COUNT", "1",
+				      NULL });
 }
 
 void tc_store_read_index(struct tc_store_cmd *c, const char *thread, enum tc_store_key index)
@@ -128,7 +129,8 @@ void tc_store_read_index(struct tc_store_cmd *c, const char *thread, enum tc_sto
 /* The MAXLEN/TTL/RUN options that are set, appended at argv[argc]. */
 static int append_opts(const char **argv, int argc, const struct tc_store_append_opts *o)
 {
-	const char *opt[][2] = { { "MAXLEN", o ? o->maxlen : NULL }, { "TTL", o ? o->ttl : NULL },
+	const char *opt[][2] = { { "MAXLEN", o ? o->maxlen : NULL },
+				 { "TTL", o ? o->ttl : NULL },
 				 { "RUN", o ? o->run : NULL } };
 	for (size_t i = 0; i < sizeof(opt) / sizeof(opt[0]); i++) {
 		if (!opt[i][1])
@@ -140,15 +142,14 @@ static int append_opts(const char **argv, int argc, const struct tc_store_append
 	return argc;
 }
 
-void tc_store_append(struct tc_store_cmd *c, const char *thread, const char *json,
-		     const struct tc_store_append_opts *o)
+void tc_store_append(struct tc_store_cmd *c, const char *thread, const char *json, const struct tc_store_append_opts *o)
 {
 	set_argv(c, (const char *[]){ "FCALL", "threadcast_append", "1", thread, json, NULL });
 	c->argc = append_opts(c->argv, c->argc, o);
 }
 
-int tc_store_append_batch(const char **argv, char count[24], const char *thread,
-			  const char *const *json, unsigned n, const struct tc_store_append_opts *o)
+int tc_store_append_batch(const char **argv, char count[24], const char *thread, const char *const *json, unsigned n,
+			  const struct tc_store_append_opts *o)
 {
 	int argc = 0;
 	snprintf(count, 24, "%u", n);
@@ -166,21 +167,20 @@ void tc_store_submit(struct tc_store_cmd *c, const struct tc_store_command *m)
 {
 	snprintf(c->route[0], sizeof(c->route[0]), TC_STORE_BRIDGE ":w:%s", m->assistant);
 	snprintf(c->route[1], sizeof(c->route[1]), TC_STORE_BRIDGE ":a:%s", m->assistant);
-	set_argv(c, (const char *[]){ "FCALL", "threadcast_submit", "4", TC_STORE_COMMANDS,
-				      TC_STORE_BRIDGE ":w:*", c->route[0], c->route[1], m->assistant,
-				      m->thread, m->method, m->params, m->corr, m->reply, m->deadline, NULL });
+	set_argv(c, (const char *[]){ "FCALL", "threadcast_submit", "4", TC_STORE_COMMANDS, TC_STORE_BRIDGE ":w:*",
+				      c->route[0], c->route[1], m->assistant, m->thread, m->method, m->params, m->corr,
+				      m->reply, m->deadline, NULL });
 }
 
 void tc_store_register(struct tc_store_cmd *c, const char *assistant, const char *worker, long live_ms)
 {
 	snprintf(c->route[0], sizeof(c->route[0]), TC_STORE_BRIDGE ":w:%s", assistant);
 	snprintf(c->num[0], sizeof(c->num[0]), "%ld", live_ms);
-	set_argv(c, (const char *[]){ "FCALL", "threadcast_register", "2", c->route[0],
-				      TC_STORE_BRIDGE ":assistants", assistant, worker, c->num[0], NULL });
+	set_argv(c, (const char *[]){ "FCALL", "threadcast_register", "2", c->route[0], TC_STORE_BRIDGE ":assistants",
+				      assistant, worker, c->num[0], NULL });
 }
 
-int tc_store_library_next(const char *src, size_t len, size_t *off, const char **lib,
-			  size_t *lib_len)
+int tc_store_library_next(const char *src, size_t len, size_t *off, const char **lib, size_t *lib_len)
 {
 	static const char next[] = "\n#!lua";
 	if (*off >= len)
@@ -221,8 +221,8 @@ static const redisReply *field(const redisReply *r, size_t i);
 
 void tc_store_read_route(struct tc_store_cmd *c, const char *thread)
 {
-	set_argv(c, (const char *[]){ "HMGET", tc_store_key(c->key, thread, TC_KEY_META), "seq",
-				      "epoch", "assistant_id", NULL });
+	set_argv(c, (const char *[]){ "HMGET", tc_store_key(c->key, thread, TC_KEY_META), "seq", "epoch",
+				      "assistant_id", NULL });
 }
 
 int tc_store_route_parse(const redisReply *r, uint64_t *seq, const char **assistant, size_t *len)
@@ -244,27 +244,23 @@ int tc_store_route_parse(const redisReply *r, uint64_t *seq, const char **assist
 
 void tc_store_create_group(struct tc_store_cmd *c)
 {
-	set_argv(c, (const char *[]){ "XGROUP", "CREATE", TC_STORE_COMMANDS, TC_STORE_WORKERS, "$",
-				      "MKSTREAM", NULL });
+	set_argv(c, (const char *[]){ "XGROUP", "CREATE", TC_STORE_COMMANDS, TC_STORE_WORKERS, "$", "MKSTREAM", NULL });
 }
 
-void tc_store_worker_read(struct tc_store_cmd *c, const char *consumer, unsigned count,
-			  unsigned block_ms)
+void tc_store_worker_read(struct tc_store_cmd *c, const char *consumer, unsigned count, unsigned block_ms)
 {
 	snprintf(c->num[0], sizeof(c->num[0]), "%u", count);
 	snprintf(c->num[1], sizeof(c->num[1]), "%u", block_ms);
-	set_argv(c, (const char *[]){ "XREADGROUP", "GROUP", TC_STORE_WORKERS, consumer, "COUNT",
-				      c->num[0], "BLOCK", c->num[1], "STREAMS", TC_STORE_COMMANDS, ">",
-				      NULL });
+	set_argv(c, (const char *[]){ "XREADGROUP", "GROUP", TC_STORE_WORKERS, consumer, "COUNT", c->num[0], "BLOCK",
+				      c->num[1], "STREAMS", TC_STORE_COMMANDS, ">", NULL });
 }
 
-void tc_store_worker_claim(struct tc_store_cmd *c, const char *consumer, long min_idle_ms,
-			   unsigned count)
+void tc_store_worker_claim(struct tc_store_cmd *c, const char *consumer, long min_idle_ms, unsigned count)
 {
 	snprintf(c->num[0], sizeof(c->num[0]), "%ld", min_idle_ms);
 	snprintf(c->num[1], sizeof(c->num[1]), "%u", count);
-	set_argv(c, (const char *[]){ "XAUTOCLAIM", TC_STORE_COMMANDS, TC_STORE_WORKERS, consumer,
-				      c->num[0], "0-0", "COUNT", c->num[1], NULL });
+	set_argv(c, (const char *[]){ "XAUTOCLAIM", TC_STORE_COMMANDS, TC_STORE_WORKERS, consumer, c->num[0], "0-0",
+				      "COUNT", c->num[1], NULL });
 }
 
 void tc_store_worker_ack(struct tc_store_cmd *c, const char *entry_id)
@@ -292,8 +288,8 @@ int tc_store_rest_run_parse(const redisReply *r, struct tc_store_rest_run *out)
 	if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 5)
 		return -1;
 	/* In tc_store_read_rest_run's order. */
-	const redisReply *thread = field(r, 0), *after = field(r, 1), *kwargs = field(r, 2),
-			 *status = field(r, 3), *assistant = field(r, 4);
+	const redisReply *thread = field(r, 0), *after = field(r, 1), *kwargs = field(r, 2), *status = field(r, 3),
+			 *assistant = field(r, 4);
 	if (thread) {
 		out->thread_id = thread->str;
 		out->thread_id_len = thread->len;
@@ -323,8 +319,8 @@ int tc_store_meta_parse(const redisReply *r, struct tc_store_meta *m)
 	m->epoch = "";
 	if (!r || r->type != REDIS_REPLY_ARRAY || (r->elements != 2 && r->elements != 5))
 		return -1;
-	const redisReply *seq = field(r, 0), *epoch = field(r, 1), *run_seq = field(r, 2),
-			 *run_id = field(r, 3), *status = field(r, 4);
+	const redisReply *seq = field(r, 0), *epoch = field(r, 1), *run_seq = field(r, 2), *run_id = field(r, 3),
+			 *status = field(r, 4);
 	/* A garbled number reads as 0, as if absent: the history then starts over. */
 	if (seq && leading_u64(seq->str, seq->len, &m->seq) < 0)
 		m->seq = 0;
@@ -346,8 +342,8 @@ int tc_store_meta_parse(const redisReply *r, struct tc_store_meta *m)
 int tc_store_entry_parse(const redisReply *e, struct tc_stream_entry *out)
 {
 	memset(out, 0, sizeof(*out));
-	if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 ||
-	    e->element[0]->type != REDIS_REPLY_STRING || e->element[1]->type != REDIS_REPLY_ARRAY)
+	if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 || e->element[0]->type != REDIS_REPLY_STRING ||
+	    e->element[1]->type != REDIS_REPLY_ARRAY)
 		return -1;
 	const redisReply *id = e->element[0], *f = e->element[1];
 	int n = leading_u64(id->str, id->len, &out->seq);
@@ -399,8 +395,7 @@ int tc_store_doorbell_parse(const char *p, size_t len, struct tc_doorbell *out)
 		flen[i] = (size_t)(nl - p);
 		p = nl + 1;
 	}
-	if (!flen[0] || flen[0] >= TC_EPOCH_MAX || tc_store_u64(f[1], flen[1], &out->seq) ||
-	    end - p < 2 || *p != '{')
+	if (!flen[0] || flen[0] >= TC_EPOCH_MAX || tc_store_u64(f[1], flen[1], &out->seq) || end - p < 2 || *p != '{')
 		return -1;
 	if (!epoch_ok(f[0], flen[0])) /* an epoch is letters and digits */
 		return -1;
@@ -465,9 +460,8 @@ int tc_store_doorbell_next(struct tc_doorbell_reader *r, struct tc_doorbell *out
 	}
 	memset(out, 0, sizeof(*out));
 	if (next_field(&r->p, r->end, &out->method, &out->method_len) ||
-	    next_field(&r->p, r->end, &out->ns, &out->ns_len) ||
-	    next_field(&r->p, r->end, &f, &flen) || tc_store_u64(f, flen, &jlen) ||
-	    jlen > (uint64_t)(r->end - r->p) || jlen < 2 || *r->p != '{')
+	    next_field(&r->p, r->end, &out->ns, &out->ns_len) || next_field(&r->p, r->end, &f, &flen) ||
+	    tc_store_u64(f, flen, &jlen) || jlen > (uint64_t)(r->end - r->p) || jlen < 2 || *r->p != '{')
 		return -1;
 	out->epoch = r->epoch;
 	out->epoch_len = r->epoch_len;
@@ -479,8 +473,7 @@ int tc_store_doorbell_next(struct tc_doorbell_reader *r, struct tc_doorbell *out
 	return 1;
 }
 
-int tc_store_values_parse(const char *v, size_t len, uint64_t *seq, const char **json,
-			  size_t *json_len)
+int tc_store_values_parse(const char *v, size_t len, uint64_t *seq, const char **json, size_t *json_len)
 {
 	const char *nl = memchr(v, '\n', len);
 	if (!nl || tc_store_u64(v, (size_t)(nl - v), seq) || !*seq)

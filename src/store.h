@@ -101,7 +101,7 @@ int tc_store_u64(const char *s, size_t len, uint64_t *out);
 #define TC_STORE_ROUTE_KEY_MAX (TC_STORE_ASSISTANT_MAX + 24)
 
 struct tc_store_cmd {
-	const char *argv[24];   /**< NULL-terminated */
+	const char *argv[24]; /**< NULL-terminated */
 	int argc;
 	char key[TC_STORE_KEY_MAX];
 	char num[3][24];
@@ -110,9 +110,9 @@ struct tc_store_cmd {
 
 /** Options of an append; zero/NULL fields are left to the function's defaults. */
 struct tc_store_append_opts {
-	const char *maxlen;     /**< MAXLEN n: the stream's approximate cap */
-	const char *ttl;        /**< TTL seconds of the thread's keys */
-	const char *run;        /**< RUN id of a run that starts with this event */
+	const char *maxlen; /**< MAXLEN n: the stream's approximate cap */
+	const char *ttl;    /**< TTL seconds of the thread's keys */
+	const char *run;    /**< RUN id of a run that starts with this event */
 };
 
 /** HMGET meta seq epoch run_seq run_id run_status (parse with tc_store_meta_parse). */
@@ -129,8 +129,7 @@ void tc_store_read_epoch(struct tc_store_cmd *c, const char *thread);
  * XRANGE of the events after seq `after`, up to seq `through` (0: to the
  * end), at most count entries.
  */
-void tc_store_read_range(struct tc_store_cmd *c, const char *thread, uint64_t after,
-			 uint64_t through, unsigned count);
+void tc_store_read_range(struct tc_store_cmd *c, const char *thread, uint64_t after, uint64_t through, unsigned count);
 /** XRANGE events - + COUNT 1: the oldest event still kept. */
 void tc_store_read_first(struct tc_store_cmd *c, const char *thread);
 /** HGETALL of an index (TC_KEY_TREE, TC_KEY_VALUES or TC_KEY_INTERRUPTS). */
@@ -146,13 +145,13 @@ void tc_store_append(struct tc_store_cmd *c, const char *thread, const char *jso
  * decimal n is written. Returns argc (argv[argc] is NULL).
  */
 #define TC_STORE_BATCH_ARGV(n) ((size_t)(n) + 12)
-int tc_store_append_batch(const char **argv, char count[24], const char *thread,
-			  const char *const *json, unsigned n, const struct tc_store_append_opts *o);
+int tc_store_append_batch(const char **argv, char count[24], const char *thread, const char *const *json, unsigned n,
+			  const struct tc_store_append_opts *o);
 
 /** The fields of one runtime command on its way to workers. */
 struct tc_store_command {
 	const char *thread, *method, *params, *corr, *reply, *deadline;
-	const char *assistant;  /**< the graph it is for; "" when unknown (see threadcast_submit) */
+	const char *assistant; /**< the graph it is for; "" when unknown (see threadcast_submit) */
 };
 /** XADD tc:commands MAXLEN ~ … * thread … method … params … corr … reply … deadline …. */
 /**
@@ -173,8 +172,7 @@ void tc_store_register(struct tc_store_cmd *c, const char *assistant, const char
  * *off, points *lib at the library, sets *lib_len, moves *off past it and
  * returns 1; returns 0 when none is left.
  */
-int tc_store_library_next(const char *src, size_t len, size_t *off, const char **lib,
-			  size_t *lib_len);
+int tc_store_library_next(const char *src, size_t len, size_t *off, const char **lib, size_t *lib_len);
 /** Whether s[0..len) can be an assistant id (1 to 128 printable bytes, no spaces). */
 bool tc_store_assistant_valid(const char *s, size_t len);
 /**
@@ -184,15 +182,15 @@ bool tc_store_assistant_valid(const char *s, size_t len);
 void tc_store_read_rest_run(struct tc_store_cmd *c, const char *run_id);
 /** A REST run's record as tc_store_read_rest_run reads it; points into the reply. */
 struct tc_store_rest_run {
-	const char *thread_id;   /**< its thread; NULL when the run has no record */
+	const char *thread_id; /**< its thread; NULL when the run has no record */
 	size_t thread_id_len;
-	uint64_t after_seq;      /**< its events come after this seq (0 when absent or not a number) */
-	const char *kwargs;      /**< what it was asked with (JSON text); NULL when absent */
+	uint64_t after_seq; /**< its events come after this seq (0 when absent or not a number) */
+	const char *kwargs; /**< what it was asked with (JSON text); NULL when absent */
 	size_t kwargs_len;
-	const char *status;      /**< pending, running, success, error, timeout, interrupted; "" when absent */
+	const char *status; /**< pending, running, success, error, timeout, interrupted; "" when absent */
 	size_t status_len;
-	bool active;             /**< pending or running: not over yet */
-	bool failed;             /**< error or timeout */
+	bool active;              /**< pending or running: not over yet */
+	bool failed;              /**< error or timeout */
 	const char *assistant_id; /**< NULL when absent */
 	size_t assistant_id_len;
 };
@@ -218,11 +216,9 @@ int tc_store_route_parse(const redisReply *r, uint64_t *seq, const char **assist
 /** XGROUP CREATE tc:commands workers $ MKSTREAM (BUSYGROUP when it exists). */
 void tc_store_create_group(struct tc_store_cmd *c);
 /** A worker's read: XREADGROUP GROUP workers <consumer> COUNT n BLOCK ms STREAMS tc:commands >. */
-void tc_store_worker_read(struct tc_store_cmd *c, const char *consumer, unsigned count,
-			  unsigned block_ms);
+void tc_store_worker_read(struct tc_store_cmd *c, const char *consumer, unsigned count, unsigned block_ms);
 /** A worker's claim of what dead workers left: XAUTOCLAIM tc:commands workers <consumer> <ms> 0-0 COUNT n. */
-void tc_store_worker_claim(struct tc_store_cmd *c, const char *consumer, long min_idle_ms,
-			   unsigned count);
+void tc_store_worker_claim(struct tc_store_cmd *c, const char *consumer, long min_idle_ms, unsigned count);
 /** XACK tc:commands workers <entry id>. */
 void tc_store_worker_ack(struct tc_store_cmd *c, const char *entry_id);
 /** SPUBLISH <reply channel> <answer JSON>: a worker's answer to a gateway. */
@@ -232,13 +228,13 @@ void tc_store_worker_answer(struct tc_store_cmd *c, const char *reply, const cha
 
 /** A thread's meta as read by tc_store_read_meta / _head; points into the reply. */
 struct tc_store_meta {
-	uint64_t seq;           /**< last seq assigned (0: none) */
-	const char *epoch;      /**< "" when the thread has no history */
+	uint64_t seq;      /**< last seq assigned (0: none) */
+	const char *epoch; /**< "" when the thread has no history */
 	size_t epoch_len;
-	uint64_t run_seq;       /**< first seq of the current run (0 if unknown) */
-	const char *run_id;     /**< NULL when unknown */
+	uint64_t run_seq;   /**< first seq of the current run (0 if unknown) */
+	const char *run_id; /**< NULL when unknown */
 	size_t run_id_len;
-	bool run_over;          /**< the root lifecycle's latest status ends the run (read_meta) */
+	bool run_over; /**< the root lifecycle's latest status ends the run (read_meta) */
 };
 /** Parses the HMGET reply of either read; -1 when it is not one. */
 int tc_store_meta_parse(const redisReply *r, struct tc_store_meta *m);
@@ -269,11 +265,11 @@ int tc_store_doorbell_parse(const char *p, size_t len, struct tc_doorbell *out);
 
 /** Reading the events of a doorbell of either form, in order. */
 struct tc_doorbell_reader {
-	const char *p, *end;   /**< what is left of the message */
+	const char *p, *end; /**< what is left of the message */
 	const char *epoch;
 	size_t epoch_len;
-	uint64_t seq;          /**< the next event's seq */
-	uint64_t left;         /**< events still to read */
+	uint64_t seq;  /**< the next event's seq */
+	uint64_t left; /**< events still to read */
 	bool batch;
 };
 
@@ -290,8 +286,7 @@ int tc_store_doorbell_open(struct tc_doorbell_reader *r, const char *p, size_t l
 int tc_store_doorbell_next(struct tc_doorbell_reader *r, struct tc_doorbell *out);
 
 /** Parses a values index entry "<seq>\n<json>"; -1 when malformed. */
-int tc_store_values_parse(const char *v, size_t len, uint64_t *seq, const char **json,
-			  size_t *json_len);
+int tc_store_values_parse(const char *v, size_t len, uint64_t *seq, const char **json, size_t *json_len);
 
 /** One field and value of a hash, pointing into a reply. */
 struct tc_store_pair {

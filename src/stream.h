@@ -16,19 +16,19 @@
 
 /** Every stream of the process. */
 struct tc_stream_set {
-	struct tc_conn_set *conns;      /**< the connections they are among */
-	size_t count;                   /**< streams whose head went out (served as "sse") */
-	struct tc_dlist streams;        /**< those streams (tc_stream.link) */
-	uv_timer_t heartbeat;           /**< writes frame to idle streams */
-	struct tc_buf *frame;           /**< one shared ": heartbeat" comment */
+	struct tc_conn_set *conns; /**< the connections they are among */
+	size_t count;              /**< streams whose head went out (served as "sse") */
+	struct tc_dlist streams;   /**< those streams (tc_stream.link) */
+	uv_timer_t heartbeat;      /**< writes frame to idle streams */
+	struct tc_buf *frame;      /**< one shared ": heartbeat" comment */
 };
 
 /** A connection's stream. */
 struct tc_stream {
-	struct tc_conn *c;              /**< the connection it is written on */
-	bool started;                   /**< the head went out; on set->streams */
-	bool no_heartbeat;              /**< a format without comments (NDJSON): no heartbeat */
-	struct tc_dlink link;           /**< on the set's streams */
+	struct tc_conn *c;    /**< the connection it is written on */
+	bool started;         /**< the head went out; on set->streams */
+	bool no_heartbeat;    /**< a format without comments (NDJSON): no heartbeat */
+	struct tc_dlink link; /**< on the set's streams */
 };
 
 /** Initializes the set's handles (the heartbeat timer) and the heartbeat comment. */

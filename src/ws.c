@@ -353,8 +353,7 @@ int tc__ws_receive(struct tc_ws *w, const char *in, size_t len)
 	if (c->close_code)
 		return 0; /* closing: what still arrives is read and dropped */
 	if (lws_frame_is_binary(c->wsi)) {
-		tc__conn_close(c, TC_CONN_DROP, TC_CLOSE_UNSUPPORTED_DATA,
-			       tc_close_reason(TC_CLOSE_UNSUPPORTED_DATA));
+		tc__conn_close(c, TC_CONN_DROP, TC_CLOSE_UNSUPPORTED_DATA, tc_close_reason(TC_CLOSE_UNSUPPORTED_DATA));
 		return 0;
 	}
 	if (w->rx_len + len > max) {
@@ -457,8 +456,7 @@ void tc__ws_init(struct tc_ws_set *set, struct tc_conn_set *conns)
 	set->flush.data = set;
 	uv_timer_init(conns->loop, &set->idle);
 	set->idle.data = set;
-	snprintf(set->too_big, sizeof(set->too_big), "message larger than %lld bytes",
-		 conns->cfg->max_frame_bytes);
+	snprintf(set->too_big, sizeof(set->too_big), "message larger than %lld bytes", conns->cfg->max_frame_bytes);
 }
 
 void tc__ws_start_timers(struct tc_ws_set *set)

@@ -19,32 +19,32 @@
 
 /** What every WebSocket of the process shares. */
 struct tc_ws_set {
-	struct tc_conn_set *conns;          /**< the connections they are among */
-	size_t count;                       /**< open WebSockets */
-	uv_check_t flush;                   /**< writes what this loop iteration queued */
-	struct tc_dlist dirty;              /**< WebSockets with frames queued since the last flush */
-	uv_timer_t idle;                    /**< pings and drops silent WebSockets */
-	struct tc_dlist quiet;              /**< every WebSocket, least recently heard first */
-	struct tc_dlist deflating;          /**< WebSockets holding a compressor, least recently used first */
-	char too_big[64];                   /**< close reason naming --max-frame-bytes */
+	struct tc_conn_set *conns; /**< the connections they are among */
+	size_t count;              /**< open WebSockets */
+	uv_check_t flush;          /**< writes what this loop iteration queued */
+	struct tc_dlist dirty;     /**< WebSockets with frames queued since the last flush */
+	uv_timer_t idle;           /**< pings and drops silent WebSockets */
+	struct tc_dlist quiet;     /**< every WebSocket, least recently heard first */
+	struct tc_dlist deflating; /**< WebSockets holding a compressor, least recently used first */
+	char too_big[64];          /**< close reason naming --max-frame-bytes */
 };
 
 /** A WebSocket connection. */
 struct tc_ws {
-	struct tc_conn c;         /**< the common part (first) */
-	struct tc_ws_set *set;    /**< the process' WebSockets */
-	char *rx;                 /**< reassembly of a fragmented message, else NULL */
-	size_t rx_len;            /**< bytes in rx */
-	size_t rx_cap;            /**< capacity of rx */
-	bool close_sent;          /**< our close frame is out; waiting for the peer's */
-	bool pinged;              /**< a PING went out since we last heard from it */
-	bool ping_due;            /**< write a PING with the next flush */
-	bool deflate;             /**< permessage-deflate negotiated (its frames are compressed here) */
-	struct tc_dzref dz;       /**< its place in a (shared) compressor while it receives events */
-	uint64_t deflated_at;     /**< loop time (ms) dz was last used */
-	uint64_t heard;           /**< loop time (ms) of its last frame (the idle list) */
-	struct tc_dlink dirty;    /**< on set->dirty, written by the next flush */
-	struct tc_dlink quiet;    /**< on set->quiet, the idle list */
+	struct tc_conn c;          /**< the common part (first) */
+	struct tc_ws_set *set;     /**< the process' WebSockets */
+	char *rx;                  /**< reassembly of a fragmented message, else NULL */
+	size_t rx_len;             /**< bytes in rx */
+	size_t rx_cap;             /**< capacity of rx */
+	bool close_sent;           /**< our close frame is out; waiting for the peer's */
+	bool pinged;               /**< a PING went out since we last heard from it */
+	bool ping_due;             /**< write a PING with the next flush */
+	bool deflate;              /**< permessage-deflate negotiated (its frames are compressed here) */
+	struct tc_dzref dz;        /**< its place in a (shared) compressor while it receives events */
+	uint64_t deflated_at;      /**< loop time (ms) dz was last used */
+	uint64_t heard;            /**< loop time (ms) of its last frame (the idle list) */
+	struct tc_dlink dirty;     /**< on set->dirty, written by the next flush */
+	struct tc_dlink quiet;     /**< on set->quiet, the idle list */
 	struct tc_dlink deflating; /**< with dz: on set->deflating, least recently used first */
 };
 
@@ -54,7 +54,7 @@ struct tc_upgrade {
 	struct tc_grant grant;             /**< what the request's token allows */
 	enum tc_spelling sp;               /**< how the route spells the protocol */
 	bool deflate;                      /**< permessage-deflate accepted in the response */
-	bool deflate_alone;                /**< … with client_no_context_takeover (each client message inflated alone) */
+	bool deflate_alone; /**< … with client_no_context_takeover (each client message inflated alone) */
 	/**
 	 * Nonzero: the upgrade is refused, on a 0.0.21 route, by accepting it
 	 * and closing at once with this code (its official client gives up on

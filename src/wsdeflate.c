@@ -59,7 +59,8 @@ struct tc_deflater *tc_deflater_new(int level)
 	d->z.zfree = zfree;
 	d->z.opaque = d;
 	/* negative window bits: raw deflate, no zlib header (RFC 7692) */
-	if (deflateInit2(&d->z, level, Z_DEFLATED, -TC_DEFLATE_WBITS, TC_DEFLATE_MEMLEVEL, Z_DEFAULT_STRATEGY) != Z_OK) {
+	if (deflateInit2(&d->z, level, Z_DEFLATED, -TC_DEFLATE_WBITS, TC_DEFLATE_MEMLEVEL, Z_DEFAULT_STRATEGY) !=
+	    Z_OK) {
 		tc_deflater_free(d);
 		return NULL;
 	}

@@ -33,12 +33,10 @@ cJSON *tc_agent_obj(const char *k1, const char *v1)
 	return o;
 }
 
-int tc_agent_state_op(struct tc_agent *a, const char *thread, tc_redis_cb *cb, void *priv, int argc,
-		      const char **args)
+int tc_agent_state_op(struct tc_agent *a, const char *thread, tc_redis_cb *cb, void *priv, int argc, const char **args)
 {
 	char h[TC_STORE_KEY_MAX], ck[TC_STORE_KEY_MAX];
-	const char *argv[16] = { "EVAL", tc_agent_state_source, "2",
-				 tc_store_key(h, thread, TC_KEY_AGENT),
+	const char *argv[16] = { "EVAL", tc_agent_state_source, "2", tc_store_key(h, thread, TC_KEY_AGENT),
 				 tc_store_key(ck, thread, TC_KEY_AGENT_CKPTS) };
 	for (int i = 0; i < argc && i < 10; i++)
 		argv[5 + i] = args[i];
@@ -47,6 +45,7 @@ int tc_agent_state_op(struct tc_agent *a, const char *thread, tc_redis_cb *cb, v
 
 const char *tc_agent_str_at(const redisReply *r, size_t i)
 {
-	return r && r->type == REDIS_REPLY_ARRAY && i < r->elements &&
-			       r->element[i]->type == REDIS_REPLY_STRING ? r->element[i]->str : NULL;
+	return r && r->type == REDIS_REPLY_ARRAY && i < r->elements && r->element[i]->type == REDIS_REPLY_STRING
+		       ? r->element[i]->str
+		       : NULL;
 }

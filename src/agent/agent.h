@@ -62,8 +62,7 @@ void tc_agent_ignore_reply(struct tc_redis *r, redisReply *reply, void *priv);
  * EVAL of agent_state.lua for thread on the agent's write link; args (at
  * most 10) are its ARGV, the operation first. Returns as tc_agent_send().
  */
-int tc_agent_state_op(struct tc_agent *a, const char *thread, tc_redis_cb *cb, void *priv, int argc,
-		      const char **args);
+int tc_agent_state_op(struct tc_agent *a, const char *thread, tc_redis_cb *cb, void *priv, int argc, const char **args);
 
 /** The string at index i of an array reply, else NULL (no array, too short, not a string). */
 const char *tc_agent_str_at(const redisReply *r, size_t i);

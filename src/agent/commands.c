@@ -52,9 +52,8 @@ static void begin_from_reply(struct tc_agent_request *q, const redisReply *reply
 		/* resumed, run_id, query, ask, phase, response */
 		const char *query = tc_agent_str_at(reply, 2), *ask = tc_agent_str_at(reply, 3);
 		const char *phase = tc_agent_str_at(reply, 4);
-		tc_agent_run_begin(q->a, q->thread, run_id, query ? query : "",
-				   ask && !strcmp(ask, "1"), tc_agent_str_at(reply, 5),
-				   phase ? atoi(phase) : 0);
+		tc_agent_run_begin(q->a, q->thread, run_id, query ? query : "", ask && !strcmp(ask, "1"),
+				   tc_agent_str_at(reply, 5), phase ? atoi(phase) : 0);
 	}
 }
 
@@ -99,8 +98,9 @@ static void start_run(struct tc_agent_request *q)
 	q->ask = wants_interrupt(q->query, q->params);
 	snprintf(run_id, sizeof(run_id), "run-%s-%lu", a->name, ++a->run_counter);
 	const char *ck = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(q->params, "checkpoint_id"));
-	const char *args[] = { strcmp(q->method, "state.fork") ? "start" : "fork", run_id, q->query,
-			       q->ask ? "1" : "0", a->name, ck };
+	const char *args[] = {
+		strcmp(q->method, "state.fork") ? "start" : "fork", run_id, q->query, q->ask ? "1" : "0", a->name, ck
+	};
 	if (tc_agent_state_op(a, q->thread, on_start, q, ck ? 6 : 5, args))
 		tc_agent_answer(q, NULL, "unknown_error", "the agent lost Redis");
 }
@@ -129,8 +129,8 @@ static void respond(struct tc_agent_request *q)
 	const cJSON *e = cJSON_IsArray(many) ? cJSON_GetArrayItem(many, 0) : p;
 	const cJSON *id = cJSON_GetObjectItemCaseSensitive(e, "interrupt_id");
 	const cJSON *resp = cJSON_GetObjectItemCaseSensitive(e, "response");
-	char *text = cJSON_IsString(resp) ? tc_xstrdup(resp->valuestring) :
-					    (resp ? cJSON_PrintUnformatted(resp) : tc_xstrdup(""));
+	char *text = cJSON_IsString(resp) ? tc_xstrdup(resp->valuestring)
+					  : (resp ? cJSON_PrintUnformatted(resp) : tc_xstrdup(""));
 	const char *args[] = { "resume", cJSON_IsString(id) ? id->valuestring : "", text, q->a->name };
 	int rc = tc_agent_state_op(q->a, q->thread, on_resume, q, 4, args);
 	free(text);
@@ -141,8 +141,7 @@ static void respond(struct tc_agent_request *q)
 /* Serves q: every method the agent knows is answered, once, now or when Redis replies. */
 static void handle(struct tc_agent *a, struct tc_agent_request *q)
 {
-	tc_log(TC_LOG_DEBUG, "command", TC_LS("thread", q->thread), TC_LS("method", q->method),
-	       TC_LS("corr", q->corr));
+	tc_log(TC_LOG_DEBUG, "command", TC_LS("thread", q->thread), TC_LS("method", q->method), TC_LS("corr", q->corr));
 	if (a->stall && !strcmp(q->method, a->stall)) {
 		/* Fault injection: hold the command as a hung worker would. */
 		tc_agent_request_free(q);

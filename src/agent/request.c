@@ -20,8 +20,7 @@ void tc_agent_request_free(struct tc_agent_request *q)
 	free(q);
 }
 
-void tc_agent_answer(struct tc_agent_request *q, cJSON *result, const char *error,
-		     const char *message)
+void tc_agent_answer(struct tc_agent_request *q, cJSON *result, const char *error, const char *message)
 {
 	cJSON *m = tc_agent_obj("corr", q->corr);
 	if (error) {

@@ -41,8 +41,7 @@ struct tc_agent_request *tc_agent_request_parse(struct tc_agent *a, const redisR
  * when error is set, that error code with message (result is freed).
  * Acknowledges the command's entry.
  */
-void tc_agent_answer(struct tc_agent_request *q, cJSON *result, const char *error,
-		     const char *message);
+void tc_agent_answer(struct tc_agent_request *q, cJSON *result, const char *error, const char *message);
 
 /** Frees q without answering (a stalled command: fault injection). */
 void tc_agent_request_free(struct tc_agent_request *q);

@@ -17,9 +17,9 @@ struct tc_agent_run {
 	struct tc_agent_run *next; /* on a->runs */
 	char *thread, *run_id;
 	struct tc_agent_script script;
-	int k;                     /* the step to append next */
-	bool pause_recorded;       /* agent_state.lua has the pause: append the request */
-	uv_timer_t timer;          /* the wait before the next step; the run goes in its close_cb */
+	int k;               /* the step to append next */
+	bool pause_recorded; /* agent_state.lua has the pause: append the request */
+	uv_timer_t timer;    /* the wait before the next step; the run goes in its close_cb */
 };
 
 /* ==== running ============================================================================= */
@@ -136,14 +136,13 @@ static void emit(struct tc_agent_run *r)
 	}
 	struct tc_store_cmd c;
 	/* The run's first event names it. */
-	tc_store_append(&c, r->thread, s->json, &(struct tc_store_append_opts){
-		.run = r->k == 0 ? r->run_id : NULL });
+	tc_store_append(&c, r->thread, s->json, &(struct tc_store_append_opts){ .run = r->k == 0 ? r->run_id : NULL });
 	if (tc_agent_send(r->a->wr, on_appended, r, &c))
 		next_step(r, 200);
 }
 
-void tc_agent_run_begin(struct tc_agent *a, const char *thread, const char *run_id,
-			const char *query, bool ask, const char *response, int phase)
+void tc_agent_run_begin(struct tc_agent *a, const char *thread, const char *run_id, const char *query, bool ask,
+			const char *response, int phase)
 {
 	struct tc_agent_run *r = tc_xcalloc(1, sizeof(*r));
 	r->a = a;
@@ -167,8 +166,8 @@ void tc_agent_runs_stop(struct tc_agent *a)
 /* ==== injected messages =================================================================== */
 
 /* Appends one event of thread now (pipelined: the events of one call keep their order). */
-static void append_now(struct tc_agent *a, const char *thread, cJSON *ns, const char *node,
-		       const char *method, cJSON *data)
+static void append_now(struct tc_agent *a, const char *thread, cJSON *ns, const char *node, const char *method,
+		       cJSON *data)
 {
 	cJSON *ev = cJSON_CreateObject();
 	cJSON_AddStringToObject(ev, "method", method);
@@ -192,8 +191,8 @@ static void append_now(struct tc_agent *a, const char *thread, cJSON *ns, const 
  * (namespace, node) never interleave, so the injected one has a node of its
  * own, "input".
  */
-void tc_agent_inject(struct tc_agent *a, const char *thread, const char *stream_id, const cJSON *ns,
-		     const char *role, const char *text)
+void tc_agent_inject(struct tc_agent *a, const char *thread, const char *stream_id, const cJSON *ns, const char *role,
+		     const char *text)
 {
 	char id[96];
 	snprintf(id, sizeof(id), "inject-%s", stream_id);
@@ -217,4 +216,3 @@ void tc_agent_inject(struct tc_agent *a, const char *thread, const char *stream_
 	cJSON_AddStringToObject(d, "reason", "stop");
 	append_now(a, thread, (cJSON *)ns, "input", "messages", d);
 }
-

@@ -23,8 +23,8 @@
  * a resumed run starts after its pause), the script built from query, ask
  * and response (script.h). The strings are copied.
  */
-void tc_agent_run_begin(struct tc_agent *a, const char *thread, const char *run_id,
-			const char *query, bool ask, const char *response, int phase);
+void tc_agent_run_begin(struct tc_agent *a, const char *thread, const char *run_id, const char *query, bool ask,
+			const char *response, int phase);
 
 /** Ends every run (the agent is stopping; a->stopping is set): nothing more is appended. */
 void tc_agent_runs_stop(struct tc_agent *a);
@@ -35,7 +35,7 @@ void tc_agent_runs_stop(struct tc_agent *a);
  * its id is made from stream_id, the command's entry in tc:commands. For
  * input.inject, and for run.start while a run is active.
  */
-void tc_agent_inject(struct tc_agent *a, const char *thread, const char *stream_id, const cJSON *ns,
-		     const char *role, const char *text);
+void tc_agent_inject(struct tc_agent *a, const char *thread, const char *stream_id, const cJSON *ns, const char *role,
+		     const char *text);
 
 #endif

@@ -33,8 +33,7 @@ static cJSON *ns_child(const char *seg)
 }
 
 /* Appends a step: the event {method, params: {namespace: ns, data}} after delay ms. */
-static void add(struct build *r, long delay, enum tc_agent_step_kind kind, const char *method,
-		cJSON *ns, cJSON *data)
+static void add(struct build *r, long delay, enum tc_agent_step_kind kind, const char *method, cJSON *ns, cJSON *data)
 {
 	cJSON *ev = cJSON_CreateObject(), *params;
 	cJSON_AddStringToObject(ev, "method", method);
@@ -105,8 +104,8 @@ static cJSON *researcher_ns(void)
 	return ns_child("researcher");
 }
 
-static void message(struct build *r, cJSON *(*ns)(void), const char *id, const char *text,
-		    const char *tool_call, const char *tool_args)
+static void message(struct build *r, cJSON *(*ns)(void), const char *id, const char *text, const char *tool_call,
+		    const char *tool_args)
 {
 	cJSON *d = tc_agent_obj("event", "message-start");
 	cJSON_AddStringToObject(d, "role", "ai");
@@ -214,11 +213,16 @@ static cJSON *msg(const char *role, const char *content)
 	return m;
 }
 
-void tc_agent_script_build(struct tc_agent_script *s, const char *run_id, const char *query,
-			   bool ask, const char *response, long token_delay_ms)
+void tc_agent_script_build(struct tc_agent_script *s, const char *run_id, const char *query, bool ask,
+			   const char *response, long token_delay_ms)
 {
-	struct build b = { .s = s, .run_id = run_id, .query = query, .response = response,
-			   .ask = ask, .token_delay_ms = token_delay_ms }, *r = &b;
+	struct build b = { .s = s,
+			   .run_id = run_id,
+			   .query = query,
+			   .response = response,
+			   .ask = ask,
+			   .token_delay_ms = token_delay_ms },
+		     *r = &b;
 	char text[1024], call[80], args[600];
 	cJSON *msgs = cJSON_CreateArray();
 
@@ -291,8 +295,8 @@ void tc_agent_script_build(struct tc_agent_script *s, const char *run_id, const 
 	}
 
 	if (r->response && *r->response)
-		snprintf(text, sizeof(text), "Here is what I found about \"%.200s\". You answered: %.200s.",
-			 r->query, r->response);
+		snprintf(text, sizeof(text), "Here is what I found about \"%.200s\". You answered: %.200s.", r->query,
+			 r->response);
 	else
 		snprintf(text, sizeof(text), "Here is what I found about \"%.200s\".", r->query);
 	snprintf(mid, sizeof(mid), "msg-%s-2", r->run_id);

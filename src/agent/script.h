@@ -25,8 +25,8 @@ enum tc_agent_step_kind {
 
 /** One step of a run. */
 struct tc_agent_step {
-	char *json;     /**< the event to append, or NULL: the run stops until input.respond */
-	long delay_ms;  /**< wait before appending it (streamed tokens) */
+	char *json;    /**< the event to append, or NULL: the run stops until input.respond */
+	long delay_ms; /**< wait before appending it (streamed tokens) */
 	enum tc_agent_step_kind kind;
 };
 
@@ -42,8 +42,8 @@ struct tc_agent_script {
  * interrupts for input; response: the input it got (NULL or "": none yet).
  * Streamed tokens are token_delay_ms apart. Free with tc_agent_script_free().
  */
-void tc_agent_script_build(struct tc_agent_script *s, const char *run_id, const char *query,
-			   bool ask, const char *response, long token_delay_ms);
+void tc_agent_script_build(struct tc_agent_script *s, const char *run_id, const char *query, bool ask,
+			   const char *response, long token_delay_ms);
 
 /** Frees the steps of s. */
 void tc_agent_script_free(struct tc_agent_script *s);

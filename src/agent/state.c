@@ -32,15 +32,15 @@ static void on_state(struct tc_redis *rr, redisReply *reply, void *priv)
 		/* The injected message shows up on the thread's stream, whole. */
 		const cJSON *m = cJSON_GetObjectItemCaseSensitive(q->params, "message");
 		const char *role = cJSON_GetStringValue(cJSON_GetObjectItem(m, "role"));
-		tc_agent_inject(q->a, q->thread, q->stream_id,
-				cJSON_GetObjectItemCaseSensitive(q->params, "namespace"),
+		tc_agent_inject(q->a, q->thread, q->stream_id, cJSON_GetObjectItemCaseSensitive(q->params, "namespace"),
 				role && !strcmp(role, "system") ? "system" : "human",
 				cJSON_GetStringValue(cJSON_GetObjectItem(m, "content")));
 		tc_agent_answer(q, cJSON_CreateObject(), NULL, NULL);
 		return;
 	}
 	if (!known_namespace(cJSON_GetObjectItemCaseSensitive(q->params, "namespace"))) {
-		tc_agent_answer(q, NULL, "no_such_namespace", "this thread's graph has no such namespace "
+		tc_agent_answer(q, NULL, "no_such_namespace",
+				"this thread's graph has no such namespace "
 				"(it has [] and [\"researcher\"])");
 		return;
 	}
@@ -52,7 +52,8 @@ static void on_state(struct tc_redis *rr, redisReply *reply, void *priv)
 	}
 	if (cJSON_IsArray(keys)) {
 		cJSON *picked = cJSON_CreateObject(), *k;
-		cJSON_ArrayForEach(k, keys) {
+		cJSON_ArrayForEach(k, keys)
+		{
 			cJSON *v = cJSON_IsString(k) ? cJSON_GetObjectItemCaseSensitive(values, k->valuestring) : NULL;
 			if (v)
 				cJSON_AddItemToObject(picked, k->valuestring, cJSON_Duplicate(v, 1));

@@ -275,8 +275,10 @@ static bool serve(struct conn *c)
 		memcpy(in + vl, "258EAFA5-E914-47DA-95CA-C5AB0DC85B11", 36);
 		SHA1(in, vl + 36, md);
 		EVP_EncodeBlock((unsigned char *)accept, md, SHA_DIGEST_LENGTH);
-		int n = snprintf(resp, sizeof(resp), "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
-				 "Connection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n\r\n", accept);
+		int n = snprintf(resp, sizeof(resp),
+				 "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+				 "Connection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n\r\n",
+				 accept);
 		topic_add(topic_get(thread, tn, true), c);
 		c->state = C_WS;
 		free(c->buf); /* a subscriber keeps no buffer: what it sends is dropped */

@@ -230,7 +230,10 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
 				send_frame(c, 1, g.commands[i], strlen(g.commands[i]));
 		} else if (g.subscribe) {
 			char sub[256];
-			int n = snprintf(sub, sizeof(sub), "{\"id\":1,\"method\":\"subscription.subscribe\",\"params\":{\"channels\":[\"%s\"]}}", g.channels);
+			int n = snprintf(
+				sub, sizeof(sub),
+				"{\"id\":1,\"method\":\"subscription.subscribe\",\"params\":{\"channels\":[\"%s\"]}}",
+				g.channels);
 			send_frame(c, 1, sub, (size_t)n);
 		}
 		settled();
@@ -338,11 +341,11 @@ static void finish(void)
 	       "\"wire_bytes\":%llu,"
 	       "\"seconds\":%.3f,\"connect_seconds\":%.3f,"
 	       "\"latency_us\":{\"p50\":%u,\"p99\":%u,\"max\":%u,\"samples\":%zu}}\n",
-	       g.nconns, (unsigned long long)g.connected, (unsigned long long)g.failed,
-	       (unsigned long long)g.received, (unsigned long long)g.missing, (unsigned long long)g.dups,
-	       (unsigned long long)g.done, (unsigned long long)g.replies, (unsigned long long)g.errors,
-	       (unsigned long long)g.event_bytes, (unsigned long long)g.wire_bytes, secs,
-	       g.t_connected ? (double)(g.t_connected - g.t_start) / 1e9 : -1.0, p50, p99, mx, g.nlat);
+	       g.nconns, (unsigned long long)g.connected, (unsigned long long)g.failed, (unsigned long long)g.received,
+	       (unsigned long long)g.missing, (unsigned long long)g.dups, (unsigned long long)g.done,
+	       (unsigned long long)g.replies, (unsigned long long)g.errors, (unsigned long long)g.event_bytes,
+	       (unsigned long long)g.wire_bytes, secs, g.t_connected ? (double)(g.t_connected - g.t_start) / 1e9 : -1.0,
+	       p50, p99, mx, g.nlat);
 	fflush(stdout);
 	uv_walk(g.loop, close_all, NULL);
 }
@@ -361,26 +364,37 @@ int main(int argc, char **argv)
 	g.subscribe = 1;
 	for (int i = 1; i + 1 < argc; i += 2) {
 		const char *k = argv[i], *v = argv[i + 1];
-		if (!strcmp(k, "--port")) g.port = atoi(v);
-		else if (!strcmp(k, "--host")) g.host = v;
-		else if (!strcmp(k, "--thread")) g.thread = v;
-		else if (!strcmp(k, "--conns")) g.nconns = atoi(v);
-		else if (!strcmp(k, "--expect")) g.expect = strtoull(v, NULL, 10);
-		else if (!strcmp(k, "--duration")) g.duration = atof(v);
-		else if (!strcmp(k, "--channels")) g.channels = v;
-		else if (!strcmp(k, "--threads")) g.nthreads = atoi(v);
-		else if (!strcmp(k, "--path")) g.path = v;
-		else if (!strcmp(k, "--subscribe")) g.subscribe = atoi(v);
-		else if (!strcmp(k, "--hold")) g.hold = atof(v);
-		else if (!strcmp(k, "--deflate")) g.deflate = atoi(v);
+		if (!strcmp(k, "--port"))
+			g.port = atoi(v);
+		else if (!strcmp(k, "--host"))
+			g.host = v;
+		else if (!strcmp(k, "--thread"))
+			g.thread = v;
+		else if (!strcmp(k, "--conns"))
+			g.nconns = atoi(v);
+		else if (!strcmp(k, "--expect"))
+			g.expect = strtoull(v, NULL, 10);
+		else if (!strcmp(k, "--duration"))
+			g.duration = atof(v);
+		else if (!strcmp(k, "--channels"))
+			g.channels = v;
+		else if (!strcmp(k, "--threads"))
+			g.nthreads = atoi(v);
+		else if (!strcmp(k, "--path"))
+			g.path = v;
+		else if (!strcmp(k, "--subscribe"))
+			g.subscribe = atoi(v);
+		else if (!strcmp(k, "--hold"))
+			g.hold = atof(v);
+		else if (!strcmp(k, "--deflate"))
+			g.deflate = atoi(v);
 		else if (!strcmp(k, "--command")) {
 			if (g.ncommands == 64) {
 				fprintf(stderr, "loadgen: at most 64 --command\n");
 				return 2;
 			}
 			g.commands[g.ncommands++] = v;
-		}
-		else if (!strcmp(k, "--sources")) {
+		} else if (!strcmp(k, "--sources")) {
 			char *copy = strdup(v);
 			for (char *tok = strtok(copy, ","); tok; tok = strtok(NULL, ",")) {
 				g.sources = realloc(g.sources, (size_t)(g.nsources + 1) * sizeof(char *));

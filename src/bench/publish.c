@@ -86,7 +86,8 @@ static int http_send(struct http *h, const char *path, const char *body, size_t 
 	char head[256];
 	int hl = snprintf(head, sizeof(head),
 			  "POST %s HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
-			  "Content-Length: %zu\r\n\r\n", path, n);
+			  "Content-Length: %zu\r\n\r\n",
+			  path, n);
 	return write(h->fd, head, (size_t)hl) == hl && write(h->fd, body, n) == (ssize_t)n ? 0 : -1;
 }
 
@@ -118,12 +119,14 @@ static int http_response(struct http *h)
 
 /* --tokens: the words of the deltas (a paragraph's worth, cycled out of order). */
 static const char *const WORDS[] = {
-	"The", "otter", "is", "a", "semiaquatic", "mammal", "of", "the", "weasel", "family;", "it", "eats",
-	"fish,", "crabs", "and", "frogs,", "floats", "on", "its", "back", "and", "uses", "stones", "as",
-	"tools.", "Sea", "otters", "hold", "hands", "while", "they", "sleep", "so", "they", "do", "not",
-	"drift", "apart.", "Their", "fur", "is", "the", "densest", "of", "any", "animal:", "about",
-	"a", "million", "hairs", "per", "square", "inch.", "Here", "is", "what", "I", "found", "about",
-	"your", "question,", "with", "three", "sources", "and", "a", "short", "summary.",
+	"The",     "otter",  "is",    "a",       "semiaquatic", "mammal", "of",        "the",    "weasel",
+	"family;", "it",     "eats",  "fish,",   "crabs",       "and",    "frogs,",    "floats", "on",
+	"its",     "back",   "and",   "uses",    "stones",      "as",     "tools.",    "Sea",    "otters",
+	"hold",    "hands",  "while", "they",    "sleep",       "so",     "they",      "do",     "not",
+	"drift",   "apart.", "Their", "fur",     "is",          "the",    "densest",   "of",     "any",
+	"animal:", "about",  "a",     "million", "hairs",       "per",    "square",    "inch.",  "Here",
+	"is",      "what",   "I",     "found",   "about",       "your",   "question,", "with",   "three",
+	"sources", "and",    "a",     "short",   "summary.",
 };
 
 int main(int argc, char **argv)
@@ -136,15 +139,24 @@ int main(int argc, char **argv)
 	long count = 0, size = 100, nthreads = 0, batch = 1, xadd = 0, tokens = 0;
 	double rate = 0;
 	for (int i = 1; i + 1 < argc; i += 2) {
-		if (!strcmp(argv[i], "--redis-url")) url = argv[i + 1];
-		else if (!strcmp(argv[i], "--threads")) threads = argv[i + 1];
-		else if (!strcmp(argv[i], "--count")) count = atol(argv[i + 1]);
-		else if (!strcmp(argv[i], "--rate")) rate = atof(argv[i + 1]);
-		else if (!strcmp(argv[i], "--size")) size = atol(argv[i + 1]);
-		else if (!strcmp(argv[i], "--tokens")) tokens = atol(argv[i + 1]);
-		else if (!strcmp(argv[i], "--nthreads")) nthreads = atol(argv[i + 1]);
-		else if (!strcmp(argv[i], "--nchan") || !strcmp(argv[i], "--http")) nchan = argv[i + 1];
-		else if (!strcmp(argv[i], "--spelling")) spelling = argv[i + 1];
+		if (!strcmp(argv[i], "--redis-url"))
+			url = argv[i + 1];
+		else if (!strcmp(argv[i], "--threads"))
+			threads = argv[i + 1];
+		else if (!strcmp(argv[i], "--count"))
+			count = atol(argv[i + 1]);
+		else if (!strcmp(argv[i], "--rate"))
+			rate = atof(argv[i + 1]);
+		else if (!strcmp(argv[i], "--size"))
+			size = atol(argv[i + 1]);
+		else if (!strcmp(argv[i], "--tokens"))
+			tokens = atol(argv[i + 1]);
+		else if (!strcmp(argv[i], "--nthreads"))
+			nthreads = atol(argv[i + 1]);
+		else if (!strcmp(argv[i], "--nchan") || !strcmp(argv[i], "--http"))
+			nchan = argv[i + 1];
+		else if (!strcmp(argv[i], "--spelling"))
+			spelling = argv[i + 1];
 		else if (!strcmp(argv[i], "--methods")) {
 			free(method_list);
 			method_list = strdup(argv[i + 1]);
@@ -157,9 +169,12 @@ int main(int argc, char **argv)
 				}
 				methods[nmethods++] = m;
 			}
-		} else if (!strcmp(argv[i], "--batch")) batch = atol(argv[i + 1]);
-		else if (!strcmp(argv[i], "--xadd")) xadd = atol(argv[i + 1]);
-		else if (!strcmp(argv[i], "--floor")) floor_fn = argv[i + 1];
+		} else if (!strcmp(argv[i], "--batch"))
+			batch = atol(argv[i + 1]);
+		else if (!strcmp(argv[i], "--xadd"))
+			xadd = atol(argv[i + 1]);
+		else if (!strcmp(argv[i], "--floor"))
+			floor_fn = argv[i + 1];
 		else {
 			fprintf(stderr, "publish: unknown option %s\n", argv[i]);
 			free(method_list);
@@ -212,8 +227,9 @@ int main(int argc, char **argv)
 		}
 	}
 	if (nt == 0 || count < 1) {
-		fprintf(stderr, "usage: publish --redis-url URL --threads T[,T…] --count N --rate R [--size B] "
-				"[--nthreads K] [--batch B] [--methods M,…] [--http HOST:PORT] [--spelling seed|0.0.21]\n");
+		fprintf(stderr,
+			"usage: publish --redis-url URL --threads T[,T…] --count N --rate R [--size B] "
+			"[--nthreads K] [--batch B] [--methods M,…] [--http HOST:PORT] [--spelling seed|0.0.21]\n");
 		rc = 2;
 		goto done;
 	}
@@ -245,12 +261,13 @@ int main(int argc, char **argv)
 				char path[300];
 				uint64_t t = now_ns();
 				/* The event id as long as threadcast's: a 13-digit epoch, ':', the seq. */
-				int n = snprintf(ev, (size_t)size + 300,
-						 "{\"type\":\"event\",\"%s\":\"6b04c1a2d9e1f:%llu\",\"seq\":%llu,\"method\":\"%s\","
-						 "\"params\":{\"namespace\":[],\"timestamp\":%llu,\"data\":{\"t\":%llu,\"p\":\"%s\"}}}",
-						 snake ? "event_id" : "eventId", (unsigned long long)seqs[k] + 1,
-						 (unsigned long long)seqs[k] + 1, methods[sent % nmethods],
-						 (unsigned long long)(t / 1000000), (unsigned long long)t, pad);
+				int n = snprintf(
+					ev, (size_t)size + 300,
+					"{\"type\":\"event\",\"%s\":\"6b04c1a2d9e1f:%llu\",\"seq\":%llu,\"method\":\"%s\","
+					"\"params\":{\"namespace\":[],\"timestamp\":%llu,\"data\":{\"t\":%llu,\"p\":\"%s\"}}}",
+					snake ? "event_id" : "eventId", (unsigned long long)seqs[k] + 1,
+					(unsigned long long)seqs[k] + 1, methods[sent % nmethods],
+					(unsigned long long)(t / 1000000), (unsigned long long)t, pad);
 				seqs[k]++;
 				snprintf(path, sizeof(path), "/pub/%s", tv[k]);
 				if (http_send(&h, path, ev, (size_t)n))
@@ -266,26 +283,32 @@ int main(int argc, char **argv)
 					json[n] = evs + (size_t)n * ((size_t)size + 300);
 					uint64_t t = now_ns();
 					if (tokens) /* what a model streams: a message's text deltas, a word each */
-						snprintf((char *)json[n], (size_t)size + 300,
-							 "{\"method\":\"messages\",\"params\":{\"namespace\":[\"model:9938e864-5005-"
-							 "5501-a6bf-dac20bfa3bd6\"],\"timestamp\":%llu,\"node\":\"model\",\"data\":"
-							 "{\"t\":%llu,\"event\":\"content-block-delta\",\"index\":0,\"delta\":"
-							 "{\"type\":\"text-delta\",\"text\":\"%s \"}}}}",
-							 (unsigned long long)(t / 1000000), (unsigned long long)t,
-							 WORDS[(sent + n) * 7919 % (sizeof(WORDS) / sizeof(WORDS[0]))]);
+						snprintf(
+							(char *)json[n], (size_t)size + 300,
+							"{\"method\":\"messages\",\"params\":{\"namespace\":[\"model:9938e864-5005-"
+							"5501-a6bf-dac20bfa3bd6\"],\"timestamp\":%llu,\"node\":\"model\",\"data\":"
+							"{\"t\":%llu,\"event\":\"content-block-delta\",\"index\":0,\"delta\":"
+							"{\"type\":\"text-delta\",\"text\":\"%s \"}}}}",
+							(unsigned long long)(t / 1000000), (unsigned long long)t,
+							WORDS[(sent + n) * 7919 % (sizeof(WORDS) / sizeof(WORDS[0]))]);
 					else
-						snprintf((char *)json[n], (size_t)size + 300,
-							 "{\"method\":\"%s\",\"params\":{\"namespace\":[],\"timestamp\":%llu,"
-							 "\"data\":{\"t\":%llu,\"p\":\"%s\"}}}", methods[(sent + n) % nmethods],
-							 (unsigned long long)(t / 1000000), (unsigned long long)t, pad);
+						snprintf(
+							(char *)json[n], (size_t)size + 300,
+							"{\"method\":\"%s\",\"params\":{\"namespace\":[],\"timestamp\":%llu,"
+							"\"data\":{\"t\":%llu,\"p\":\"%s\"}}}",
+							methods[(sent + n) % nmethods],
+							(unsigned long long)(t / 1000000), (unsigned long long)t, pad);
 					n++;
 				}
 				const struct tc_store_append_opts ao = { .maxlen = "1000000" };
 				if (xadd) {
 					char key[TC_STORE_KEY_MAX + 8];
 					snprintf(key, sizeof(key), "tc:{%s}:plain", tv[k]);
-					redisAppendCommandArgv(c, 12, (const char *[]){ "XADD", key, "MAXLEN", "~",
-						"1000000", "*", "m", methods[sent % nmethods], "n", "", "e", json[0] }, NULL);
+					redisAppendCommandArgv(c, 12,
+							       (const char *[]){ "XADD", key, "MAXLEN", "~", "1000000",
+										 "*", "m", methods[sent % nmethods],
+										 "n", "", "e", json[0] },
+							       NULL);
 					inflight_n[(ring_head + inflight) % 512] = 1;
 					calls++;
 					sent++;
@@ -297,7 +320,8 @@ int main(int argc, char **argv)
 					const char *fargv[5 + TC_STORE_BATCH_MAX];
 					snprintf(key, sizeof(key), "tc:{%s}:floor", tv[k]);
 					snprintf(num, sizeof(num), "%ld", n);
-					fargv[0] = "FCALL", fargv[1] = floor_fn, fargv[2] = "1", fargv[3] = key, fargv[4] = num;
+					fargv[0] = "FCALL", fargv[1] = floor_fn, fargv[2] = "1", fargv[3] = key,
+					fargv[4] = num;
 					for (long j = 0; j < n; j++)
 						fargv[5 + j] = json[j];
 					redisAppendCommandArgv(c, (int)(5 + n), fargv, NULL);

@@ -73,10 +73,12 @@ static cJSON *agent_message(const cJSON *m, char *why, size_t cap)
 	} else if (cJSON_IsArray(content)) {
 		const cJSON *block;
 		text = tc_xstrdup("");
-		cJSON_ArrayForEach(block, content) {
+		cJSON_ArrayForEach(block, content)
+		{
 			const char *type = tc_run_str(block, "type"), *t = tc_run_str(block, "text");
 			if (!type || strcmp(type, "text") || !t) {
-				snprintf(why, cap, "a message's content blocks must be {\"type\": \"text\", \"text\": …}");
+				snprintf(why, cap,
+					 "a message's content blocks must be {\"type\": \"text\", \"text\": …}");
 				free(text);
 				return NULL;
 			}
@@ -121,7 +123,8 @@ static cJSON *agent_run_body(struct tc_rest *r, const char *agent, char *why, si
 	}
 	if (results && (!cJSON_IsArray(results) || !cJSON_GetArraySize(results) ||
 			cJSON_GetArraySize(results) > AGENT_ACTIONS_MAX)) {
-		snprintf(why, cap, "context.actionResults must be an array of 1 to %d action results", AGENT_ACTIONS_MAX);
+		snprintf(why, cap, "context.actionResults must be an array of 1 to %d action results",
+			 AGENT_ACTIONS_MAX);
 		return NULL;
 	}
 	if (!results && !cJSON_GetArraySize(msgs)) {
@@ -132,7 +135,8 @@ static cJSON *agent_run_body(struct tc_rest *r, const char *agent, char *why, si
 	cJSON_AddStringToObject(run, "assistant_id", agent);
 	cJSON *input = cJSON_CreateArray();
 	const cJSON *m;
-	cJSON_ArrayForEach(m, msgs) {
+	cJSON_ArrayForEach(m, msgs)
+	{
 		cJSON *one = agent_message(m, why, cap);
 		if (!one) {
 			cJSON_Delete(input);
@@ -148,7 +152,8 @@ static cJSON *agent_run_body(struct tc_rest *r, const char *agent, char *why, si
 		cJSON *byid = cJSON_CreateObject(), *one = NULL;
 		r->actions = cJSON_CreateArray();
 		const cJSON *a;
-		cJSON_ArrayForEach(a, results) {
+		cJSON_ArrayForEach(a, results)
+		{
 			const char *id = tc_run_str(a, "actionId");
 			if (!id || !*id || cJSON_GetObjectItemCaseSensitive(byid, id)) {
 				snprintf(why, cap, "each action result needs its own actionId (a string)");
@@ -195,9 +200,11 @@ static cJSON *agent_run_body(struct tc_rest *r, const char *agent, char *why, si
 static bool waits_for(const cJSON *thread, const char *id)
 {
 	const cJSON *task, *i;
-	cJSON_ArrayForEach(task, tc_run_get(thread, "interrupts")) {
+	cJSON_ArrayForEach(task, tc_run_get(thread, "interrupts"))
+	{
 		if (cJSON_IsArray(task)) {
-			cJSON_ArrayForEach(i, task) {
+			cJSON_ArrayForEach(i, task)
+			{
 				const char *iid = tc_run_str(i, "id");
 				if (iid && !strcmp(iid, id))
 					return true;
@@ -225,7 +232,8 @@ static void agent_thread_checked(struct tc_rest *r, redisReply *reply)
 	}
 	cJSON *t = cJSON_ParseWithLength(body, len);
 	const cJSON *a;
-	cJSON_ArrayForEach(a, r->actions) {
+	cJSON_ArrayForEach(a, r->actions)
+	{
 		if (!waits_for(t, a->valuestring)) {
 			char msg[300];
 			snprintf(msg, sizeof(msg), "the thread does not wait for action %.200s", a->valuestring);
@@ -250,7 +258,8 @@ void tc__rest_agent_begin(struct tc_rest *r)
 	}
 	if (tid && (!cJSON_IsString(tid) || !tc_thread_id_valid(tid->valuestring, strlen(tid->valuestring)))) {
 		cJSON_Delete(run);
-		agent_error(r, "invalid_message_format", "threadId must be a thread id: 1 to 128 of A-Z a-z 0-9 . _ : -");
+		agent_error(r, "invalid_message_format",
+			    "threadId must be a thread id: 1 to 128 of A-Z a-z 0-9 . _ : -");
 		return;
 	}
 	if (!tid && r->actions) {
@@ -269,4 +278,3 @@ void tc__rest_agent_begin(struct tc_rest *r)
 	}
 	tc__rest_run_create(r);
 }
-

@@ -18,8 +18,8 @@
 struct rest_conn {
 	struct tc_conn c;
 	struct tc_stream st;
-	struct tc_rest *r;   /* the connection's reference */
-	bool ndjson;         /* a stream of NDJSON lines (else SSE) */
+	struct tc_rest *r; /* the connection's reference */
+	bool ndjson;       /* a stream of NDJSON lines (else SSE) */
 };
 
 #define REST_CONN(c) ((struct rest_conn *)(c))
@@ -62,9 +62,11 @@ bool tc__rest_truthy(const cJSON *v)
 /* ==== the connection ======================================================================== */
 
 /* The headers every answer has: where the run is, where it streams. */
-#define EXTRA_HEADERS(r)                                                                       \
-	{ "location:", (r)->location[0] ? (r)->location : NULL, "content-location:",           \
-	  (r)->content_location[0] ? (r)->content_location : NULL, NULL }
+#define EXTRA_HEADERS(r)                                                                                               \
+	{                                                                                                              \
+		"location:", (r)->location[0] ? (r)->location : NULL,                                                  \
+			"content-location:", (r)->content_location[0] ? (r)->content_location : NULL, NULL             \
+	}
 
 static int rest_writeable(struct tc_conn *c)
 {
@@ -263,8 +265,7 @@ void tc__rest_fcall(struct tc_rest *r, const char *op, tc_rest_reply_fn *fn)
 	free(args);
 }
 
-int tc__rest_parse_answer(struct tc_rest *r, redisReply *reply, unsigned *status, const char **body,
-			  size_t *len)
+int tc__rest_parse_answer(struct tc_rest *r, redisReply *reply, unsigned *status, const char **body, size_t *len)
 {
 	if (!reply || reply->type != REDIS_REPLY_ARRAY || reply->elements < 2 ||
 	    reply->element[0]->type != REDIS_REPLY_INTEGER || reply->element[1]->type != REDIS_REPLY_STRING) {

@@ -23,15 +23,15 @@
 
 /** How a route and method is served (router.h's M(…, KIND, …)). */
 enum tc_rest_kind {
-	K_LUA,        /**< one FCALL; its answer is the response */
-	K_CREATE,     /**< runs.create, then the response, a stream or a wait (out) */
-	K_JOIN,       /**< an existing run: a stream or a wait (out) */
-	K_CANCEL,     /**< runs.cancel, then (wait=1) the run's end */
-	K_WORKER,     /**< threads.get, then a worker answers (op: its method) */
-	K_COPY,       /**< threads.copy, then a worker copies the checkpoints */
-	K_STATE,      /**< threads.get, then a worker; a thread without a record: from its events */
-	K_STATUS,     /**< a run's record: seed 004's stream status */
-	K_AGENT,      /**< seed 002: a request becomes runs.create (threads.get first for a threadId) */
+	K_LUA,    /**< one FCALL; its answer is the response */
+	K_CREATE, /**< runs.create, then the response, a stream or a wait (out) */
+	K_JOIN,   /**< an existing run: a stream or a wait (out) */
+	K_CANCEL, /**< runs.cancel, then (wait=1) the run's end */
+	K_WORKER, /**< threads.get, then a worker answers (op: its method) */
+	K_COPY,   /**< threads.copy, then a worker copies the checkpoints */
+	K_STATE,  /**< threads.get, then a worker; a thread without a record: from its events */
+	K_STATUS, /**< a run's record: seed 004's stream status */
+	K_AGENT,  /**< seed 002: a request becomes runs.create (threads.get first for a threadId) */
 };
 
 /** What an exchange answers with. */
@@ -39,11 +39,11 @@ enum tc_rest_out { OUT_JSON, OUT_STREAM, OUT_WAIT };
 
 /** What a route does for one method: one M(…) of TC_REST_ROUTE_MAP. */
 struct tc_rest_op {
-	unsigned method;      /**< a tc_http_method bit; 0: the end of a route's list */
+	unsigned method; /**< a tc_http_method bit; 0: the end of a route's list */
 	enum tc_rest_kind kind;
-	const char *op;       /**< the function's op (K_WORKER: the worker's method), or NULL */
+	const char *op; /**< the function's op (K_WORKER: the worker's method), or NULL */
 	enum tc_rest_out out;
-	unsigned flags;       /**< TC_REST_W, TC_REST_STORE, TC_REST_SL */
+	unsigned flags; /**< TC_REST_W, TC_REST_STORE, TC_REST_SL */
 };
 
 /** How a run's stream is written: the SDK's stream modes, or one of the other seeds' formats. */
@@ -52,31 +52,31 @@ enum tc_rest_fmt { FMT_SDK, FMT_CHUNKS, FMT_NDJSON, FMT_AEP };
 /** One REST exchange. */
 struct tc_rest {
 	struct tc_server *srv;
-	struct tc_conn *conn;        /**< NULL once the client is gone */
-	int refs;                    /**< the conn (or the pending body) and each answer awaited */
+	struct tc_conn *conn; /**< NULL once the client is gone */
+	int refs;             /**< the conn (or the pending body) and each answer awaited */
 	const struct tc_rest_op *op;
-	int route;                   /**< its route (enum tc_route_id) */
+	int route; /**< its route (enum tc_route_id) */
 	char thread[TC_THREAD_ID_MAX + 1];
 	char run_id[TC_ROUTE_VALUE_MAX + 1];
-	cJSON *path;                 /**< {"thread_id":…, …}: the path's parameters */
-	cJSON *query;                /**< the query string (tc__http_query) */
-	cJSON *body;                 /**< the body, NULL when none */
-	char leid[128];              /**< Last-Event-ID, "" when none */
+	cJSON *path;                          /**< {"thread_id":…, …}: the path's parameters */
+	cJSON *query;                         /**< the query string (tc__http_query) */
+	cJSON *body;                          /**< the body, NULL when none */
+	char leid[128];                       /**< Last-Event-ID, "" when none */
 	char fresh_run[40], fresh_thread[40]; /**< ids for what it may create */
-	uint64_t after_seq;          /**< a run's events come after this seq */
-	char *kwargs;                /**< a joined run's kwargs (JSON text) */
-	uint64_t join_from;          /**< a join from now: the id up to which nothing is sent */
+	uint64_t after_seq;                   /**< a run's events come after this seq */
+	char *kwargs;                         /**< a joined run's kwargs (JSON text) */
+	uint64_t join_from;                   /**< a join from now: the id up to which nothing is sent */
 	/* the response */
 	enum tc_rest_out out;
 	unsigned status;
 	char location[320], content_location[320];
-	struct tc_buf *saved;        /**< K_CANCEL / K_COPY: the body to answer once the rest is done */
+	struct tc_buf *saved; /**< K_CANCEL / K_COPY: the body to answer once the rest is done */
 	unsigned saved_status;
-	enum tc_rest_fmt fk;         /**< how a run's stream is written */
-	struct tc_run_view view;     /**< a run's stream or wait: its place in the run's feed */
+	enum tc_rest_fmt fk;                    /**< how a run's stream is written */
+	struct tc_run_view view;                /**< a run's stream or wait: its place in the run's feed */
 	char assistant[TC_ROUTE_VALUE_MAX + 1]; /**< a joined run's graph */
-	cJSON *actions;              /**< seed 002: the action ids the request answers */
-	struct tc_bridge_caller caller; /**< a worker's answer awaited (worker.c) */
+	cJSON *actions;                         /**< seed 002: the action ids the request answers */
+	struct tc_bridge_caller caller;         /**< a worker's answer awaited (worker.c) */
 	struct tc_query *query_read; /**< a state read from the thread's events in flight (worker.c), else NULL */
 	/** Optional: the client went away before the exchange ended (runs.c: cancel on disconnect). */
 	void (*gone)(struct tc_rest *r);
@@ -124,8 +124,7 @@ int tc__rest_call(struct tc_rest *r, tc_rest_reply_fn *fn, const char *const *ar
 /** Calls the REST records' (or the store's) function with op and the exchange's arguments. */
 void tc__rest_fcall(struct tc_rest *r, const char *op, tc_rest_reply_fn *fn);
 /** The function's {status, body[, extra]}: 0, or -1 having answered (500 or 503). */
-int tc__rest_parse_answer(struct tc_rest *r, redisReply *reply, unsigned *status, const char **body,
-			  size_t *len);
+int tc__rest_parse_answer(struct tc_rest *r, redisReply *reply, unsigned *status, const char **body, size_t *len);
 /** A function's answer is the exchange's. */
 void tc__rest_lua_answered(struct tc_rest *r, redisReply *reply);
 

@@ -36,12 +36,12 @@ struct tc_rest;
  * for a method with a body, returns the exchange for tc__rest_body(). Returns
  * what the callback returns; *pending is set when a body is expected.
  */
-int tc__rest_request(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss, int route,
-		     unsigned method, const struct tc_route_match *m, struct tc_rest **pending);
+int tc__rest_request(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss, int route, unsigned method,
+		     const struct tc_route_match *m, struct tc_rest **pending);
 
 /** The body of a pending exchange is complete: starts it (taking it over). */
-int tc__rest_body(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss, struct tc_rest *r,
-		  const char *data, size_t len);
+int tc__rest_body(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss, struct tc_rest *r, const char *data,
+		  size_t len);
 
 /** A pending exchange whose body never completed. */
 void tc__rest_drop(struct tc_rest *r);

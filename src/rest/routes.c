@@ -17,9 +17,8 @@
 
 #define TC__REST_OP(meth, kind, op, out, flags) { TC_HTTP_##meth, K_##kind, op, OUT_##out, flags },
 #define TC__REST_OPS(e, pattern, ms) [TC_ROUTE_##e - TC_ROUTE_REST_FIRST] = { ms },
-static const struct tc_rest_op route_ops[TC_ROUTE_COUNT - TC_ROUTE_REST_FIRST][ROUTE_METHODS + 1] = {
-	TC_REST_ROUTE_MAP(TC__REST_OPS, TC__REST_OP)
-};
+static const struct tc_rest_op route_ops[TC_ROUTE_COUNT - TC_ROUTE_REST_FIRST][ROUTE_METHODS + 1] = { TC_REST_ROUTE_MAP(
+	TC__REST_OPS, TC__REST_OP) };
 
 static const struct tc_rest_op *op_of(int route, unsigned method)
 {
@@ -91,8 +90,8 @@ static int start(struct tc_rest *r, struct lws *wsi, struct tc_pss *pss)
 	return 0;
 }
 
-int tc__rest_request(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss, int route,
-		     unsigned method, const struct tc_route_match *m, struct tc_rest **pending)
+int tc__rest_request(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss, int route, unsigned method,
+		     const struct tc_route_match *m, struct tc_rest **pending)
 {
 	const struct tc_rest_op *op = op_of(route, method);
 	*pending = NULL;
@@ -127,8 +126,8 @@ int tc__rest_request(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss,
 	return start(r, wsi, pss);
 }
 
-int tc__rest_body(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss, struct tc_rest *r,
-		  const char *data, size_t len)
+int tc__rest_body(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss, struct tc_rest *r, const char *data,
+		  size_t len)
 {
 	size_t i = 0;
 	while (i < len && (data[i] == ' ' || data[i] == '\n' || data[i] == '\r' || data[i] == '\t'))

@@ -108,7 +108,10 @@ static void view_fail(struct tc_run_view *v, int code, const char *reason)
 }
 
 static const struct tc_run_view_ops view_ops = {
-	.unit = view_unit, .queued = view_queued, .end = view_end, .fail = view_fail,
+	.unit = view_unit,
+	.queued = view_queued,
+	.end = view_end,
+	.fail = view_fail,
 };
 
 /* Last-Event-ID as one of runfmt.h's ids or a seed's sequence; 0 when absent, "-1" (from the start) or not one. */
@@ -219,8 +222,7 @@ static void follow_run(struct tc_rest *r, enum tc_rest_out out, const cJSON *mod
 	 * from now skips, is made but not sent to it.
 	 */
 	run_spec(r, out, modes, subgraphs, &spec, &message);
-	r->view = (struct tc_run_view){ .ops = &view_ops,
-					.after = r->fk == FMT_SDK && !from ? r->join_from : from };
+	r->view = (struct tc_run_view){ .ops = &view_ops, .after = r->fk == FMT_SDK && !from ? r->join_from : from };
 	int refused = tc_run_feed_attach(srv->feeds, &spec, &r->view, &err);
 	free(message);
 	if (refused) { /* (the feed could not start: answered in place of the stream) */
@@ -255,8 +257,7 @@ static void created(struct tc_rest *r, redisReply *reply)
 	snprintf(r->thread, sizeof(r->thread), "%s", tid);
 	cJSON_Delete(run);
 	if (r->op->out == OUT_JSON) {
-		snprintf(r->content_location, sizeof(r->content_location), "/threads/%s/runs/%s", r->thread,
-			 r->run_id);
+		snprintf(r->content_location, sizeof(r->content_location), "/threads/%s/runs/%s", r->thread, r->run_id);
 		tc__rest_answer(r, status, body, len);
 		return;
 	}
@@ -398,4 +399,3 @@ void tc__rest_run_create(struct tc_rest *r)
 	tc_store_read_head(&head, r->thread);
 	tc__rest_call(r, head_read, head.argv);
 }
-

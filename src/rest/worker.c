@@ -56,9 +56,8 @@ static cJSON *worker_params(struct tc_rest *r, const char *method)
 {
 	cJSON *p = r->body && cJSON_IsObject(r->body) ? cJSON_Duplicate(r->body, true) : cJSON_CreateObject();
 	const cJSON *it;
-	cJSON_ArrayForEach(it, r->query)
-		if (!cJSON_GetObjectItemCaseSensitive(p, it->string))
-			cJSON_AddItemToObject(p, it->string, cJSON_Duplicate(it, true));
+	cJSON_ArrayForEach(it, r->query) if (!cJSON_GetObjectItemCaseSensitive(p, it->string))
+		cJSON_AddItemToObject(p, it->string, cJSON_Duplicate(it, true));
 	const char *ck = tc_run_str(r->path, "checkpoint_id");
 	if (ck)
 		cJSON_AddStringToObject(p, "checkpoint_id", ck);
@@ -77,8 +76,7 @@ static void ask_worker(struct tc_rest *r, const char *method, const char *assist
 		return;
 	}
 	cJSON *params = worker_params(r, method);
-	r->caller = (struct tc_bridge_caller){ .sp = TC_SPELL_021, .answer = worker_answer,
-					       .release = worker_release };
+	r->caller = (struct tc_bridge_caller){ .sp = TC_SPELL_021, .answer = worker_answer, .release = worker_release };
 	tc__rest_ref(r);
 	if (tc_bridge_submit_method(b, &r->caller, r->thread, assistant, method, params, &err)) {
 		tc__rest_unref(r); /* (not the last: the conn holds one) */

@@ -16,30 +16,30 @@
 #include "run/follow.h"
 #include "util.h"
 
-#define OPEN_TOOLS 32           /* tool results streaming at once */
-#define CONTENT_BLOCKS 256      /* blocks done's content keeps */
-#define BLOCK_TEXT (1 << 20)    /* text a block keeps for its stop and done */
+#define OPEN_TOOLS 32        /* tool results streaming at once */
+#define CONTENT_BLOCKS 256   /* blocks done's content keeps */
+#define BLOCK_TEXT (1 << 20) /* text a block keeps for its stop and done */
 
 /* A block of the response being streamed. */
 struct block {
 	bool open;
-	int index;          /* blockIndex: its place in done's content */
-	int deltas;         /* deltaIndex of the next delta */
-	int cindex;         /* the message's content block it is (its "index") */
-	char kind[16];      /* "text", "thinking", "tool_call" */
-	char *text;         /* text, thinking, or a tool call's arguments as text */
+	int index;     /* blockIndex: its place in done's content */
+	int deltas;    /* deltaIndex of the next delta */
+	int cindex;    /* the message's content block it is (its "index") */
+	char kind[16]; /* "text", "thinking", "tool_call" */
+	char *text;    /* text, thinking, or a tool call's arguments as text */
 	size_t len;
-	char *call, *name;  /* a tool call's */
+	char *call, *name; /* a tool call's */
 };
 
 /* What a message streaming (tc_msg) has open. */
 struct msg_blocks {
-	struct block b;     /* the block open (a message streams one at a time) */
-	uint64_t done;      /* content indexes (< 64) whose block has stopped */
+	struct block b; /* the block open (a message streams one at a time) */
+	uint64_t done;  /* content indexes (< 64) whose block has stopped */
 };
 
 struct open_tool {
-	char *call;         /* NULL: free slot */
+	char *call; /* NULL: free slot */
 	char *name;
 	int index, deltas;
 };
@@ -52,17 +52,21 @@ struct tc_run_agent_events {
 	tc_run_emit *emit;
 	void *ctx;
 	bool meta_sent, ended, continued;
-	uint64_t seq, skip;  /* units given out; the last one the client has */
+	uint64_t seq, skip; /* units given out; the last one the client has */
 	int nblocks;
 	double last_ts;
-	char *message_id;   /* the last AI message's */
-	double usage[3];    /* input, output, total tokens */
+	char *message_id; /* the last AI message's */
+	double usage[3];  /* input, output, total tokens */
 	bool any_usage;
 	cJSON *content;
 	struct open_tool tools[OPEN_TOOLS];
 };
 
-static const struct { const char *code; int status; bool retryable; } codes[] = {
+static const struct {
+	const char *code;
+	int status;
+	bool retryable;
+} codes[] = {
 	{ "auth_failed", 401, false },          { "thread_not_found", 404, false },
 	{ "thread_access_denied", 403, false }, { "invalid_message_format", 400, false },
 	{ "message_too_large", 413, false },    { "rate_limit_exceeded", 429, true },
@@ -163,8 +167,8 @@ static cJSON *stage(struct tc_run_agent_events *f, const struct tc_msg *m, const
 	return b;
 }
 
-static void block_start(struct tc_run_agent_events *f, const struct tc_msg *m, const char *kind,
-			const cJSON *content, int cindex)
+static void block_start(struct tc_run_agent_events *f, const struct tc_msg *m, const char *kind, const cJSON *content,
+			int cindex)
 {
 	struct block *b = &f->open[m->no].b;
 	*b = (struct block){ .open = true, .index = f->nblocks++, .cindex = cindex };
@@ -384,7 +388,8 @@ static void on_tools(struct tc_run_agent_events *f, const struct tc_run_ev *ev)
 		return;
 	if (!t->call) {
 		const char *name = tc_run_str(ev->data, "tool_name");
-		*t = (struct open_tool){ .call = tc_xstrdup(call), .name = name ? tc_xstrdup(name) : NULL,
+		*t = (struct open_tool){ .call = tc_xstrdup(call),
+					 .name = name ? tc_xstrdup(name) : NULL,
 					 .index = f->nblocks++ };
 		cJSON *b = tool_stage(f, t, "start");
 		cJSON_AddNumberToObject(b, "blockIndex", t->index);
@@ -425,7 +430,7 @@ static void on_tools(struct tc_run_agent_events *f, const struct tc_run_ev *ev)
 static void close_all(struct tc_run_agent_events *f)
 {
 	TC_MSG_FOR_EACH_OPEN(&f->msgs, m)
-		block_stop(f, m, NULL);
+	block_stop(f, m, NULL);
 	for (int i = 0; i < OPEN_TOOLS; i++) {
 		struct open_tool *t = &f->tools[i];
 		if (!t->call)
@@ -520,7 +525,8 @@ bool tc_run_agent_events_event(struct tc_run_agent_events *f, uint64_t seq, cons
 		else if (!strcmp(ev.status, "failed"))
 			terminal_error(f, "agent_error", err ? err : "the run failed");
 		else
-			terminal_done(f, !strcmp(ev.status, "interrupted") || f->continued ? "action_required" : "stop");
+			terminal_done(f,
+				      !strcmp(ev.status, "interrupted") || f->continued ? "action_required" : "stop");
 	} else if (root && !strcmp(ev.method, "messages")) {
 		tc_msg_asm_event(&f->msgs, &ev);
 	} else if (root && !strcmp(ev.method, "tools")) {
@@ -550,10 +556,9 @@ void tc_run_agent_events_finish(struct tc_run_agent_events *f, const char *code,
 		terminal_aborted(f, message ? message : "client_cancelled");
 }
 
-
-struct tc_run_agent_events *tc_run_agent_events_new(const char *run_id, const char *request_id,
-						    const char *thread_id, const char *agent_id, bool in_run,
-						    uint64_t skip_through, tc_run_emit *emit, void *ctx)
+struct tc_run_agent_events *tc_run_agent_events_new(const char *run_id, const char *request_id, const char *thread_id,
+						    const char *agent_id, bool in_run, uint64_t skip_through,
+						    tc_run_emit *emit, void *ctx)
 {
 	struct tc_run_agent_events *f = tc_xcalloc(1, sizeof(*f));
 	tc_run_follow_init(&f->fw, run_id, in_run);

@@ -26,9 +26,9 @@ struct tc_run_agent_events;
  * skip_through (the last id the client has, 0: none) resumes: a stream fed
  * the run's events from its start again reproduces them.
  */
-struct tc_run_agent_events *tc_run_agent_events_new(const char *run_id, const char *request_id,
-						    const char *thread_id, const char *agent_id, bool in_run,
-						    uint64_t skip_through, tc_run_emit *emit, void *ctx);
+struct tc_run_agent_events *tc_run_agent_events_new(const char *run_id, const char *request_id, const char *thread_id,
+						    const char *agent_id, bool in_run, uint64_t skip_through,
+						    tc_run_emit *emit, void *ctx);
 /** Takes the thread's event seq; true once the stream has ended. */
 bool tc_run_agent_events_event(struct tc_run_agent_events *f, uint64_t seq, const cJSON *event);
 /**

@@ -175,8 +175,7 @@ void tc_msg_asm_event(struct tc_msg_asm *a, const struct tc_run_ev *ev)
 	if (p.kind == TC_MSG_BLOCK_START)
 		m->had &= ~bit;
 	p.had = m->had & bit;
-	bool content = p.block == TC_BLOCK_TOOL ||
-		       (p.block != TC_BLOCK_NONE && p.text && *p.text);
+	bool content = p.block == TC_BLOCK_TOOL || (p.block != TC_BLOCK_NONE && p.text && *p.text);
 	if (p.kind == TC_MSG_BLOCK_FINISH)
 		m->had &= ~bit;
 	else if (content)

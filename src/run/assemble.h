@@ -50,15 +50,15 @@ enum tc_block_kind {
 /** One messages event, decoded. */
 struct tc_msg_part {
 	enum tc_msg_part_kind kind;
-	int index;               /**< the block's content index; -1 when absent or not an index */
+	int index;                /**< the block's content index; -1 when absent or not an index */
 	enum tc_block_kind block; /**< blocks: what the block (or the delta) is */
-	const char *type;        /**< blocks: the block's (or the delta's) type as sent, NULL when none */
+	const char *type;         /**< blocks: the block's (or the delta's) type as sent, NULL when none */
 	/**
 	 * Blocks: data.content for a start or finish; for a delta, data.delta,
 	 * or a block-delta's fields (a tool call chunk: id, name, args).
 	 */
 	const cJSON *content;
-	bool wrapped;            /**< a delta: it came as a block-delta's fields */
+	bool wrapped; /**< a delta: it came as a block-delta's fields */
 	/**
 	 * The text the event carries: a text block's text, a reasoning block's
 	 * reasoning, a tool call's args when they are text (NULL when absent).
@@ -71,20 +71,20 @@ struct tc_msg_part {
 	 * its index is a new block).
 	 */
 	bool had;
-	const cJSON *usage;      /**< finish and error: data.usage, else NULL */
+	const cJSON *usage; /**< finish and error: data.usage, else NULL */
 };
 
 /** A message being streamed. */
 struct tc_msg {
-	struct tc_slot slot;     /**< key: the namespace as sent (JSON) "#" the node */
-	unsigned no;             /**< its entry's number, 0 .. TC_MSG_OPEN-1 (the translator's state) */
-	bool open;               /**< the entry holds a message */
-	bool ai;                 /**< an AI message (role "ai", "assistant", or none) */
-	char *id;                /**< message-start's id, else NULL */
-	char *role;              /**< message-start's role, else NULL */
-	char *tool_call_id;      /**< message-start's tool_call_id (a tool message), else NULL */
-	char *node;              /**< the node it came from (the event's), NULL when none */
-	uint64_t had;            /**< content indexes (0..62; 63: the rest) whose block had content */
+	struct tc_slot slot; /**< key: the namespace as sent (JSON) "#" the node */
+	unsigned no;         /**< its entry's number, 0 .. TC_MSG_OPEN-1 (the translator's state) */
+	bool open;           /**< the entry holds a message */
+	bool ai;             /**< an AI message (role "ai", "assistant", or none) */
+	char *id;            /**< message-start's id, else NULL */
+	char *role;          /**< message-start's role, else NULL */
+	char *tool_call_id;  /**< message-start's tool_call_id (a tool message), else NULL */
+	char *node;          /**< the node it came from (the event's), NULL when none */
+	uint64_t had;        /**< content indexes (0..62; 63: the rest) whose block had content */
 };
 
 /** What the assembler needs of its translator; ctx is the translator. */
@@ -115,8 +115,8 @@ void tc_msg_asm_clear(struct tc_msg_asm *a);
 /** A messages event of the run (ev->method "messages"): one part, or nothing when it is none. */
 void tc_msg_asm_event(struct tc_msg_asm *a, const struct tc_run_ev *ev);
 /** Each message still open, in entry order (a run's end closing everything). */
-#define TC_MSG_FOR_EACH_OPEN(a, m)                                                           \
-	for (struct tc_msg *m = (a)->msgs; m < (a)->msgs + TC_MSG_OPEN; m++)                  \
+#define TC_MSG_FOR_EACH_OPEN(a, m)                                                                                     \
+	for (struct tc_msg *m = (a)->msgs; m < (a)->msgs + TC_MSG_OPEN; m++)                                           \
 		if (m->open)
 
 #endif

@@ -13,13 +13,13 @@
 #include "run/follow.h"
 #include "util.h"
 
-#define GRAPHS 64        /* graphs (the root, subgraphs) whose state is kept */
+#define GRAPHS 64 /* graphs (the root, subgraphs) whose state is kept */
 
 /* A graph of the run (the root: ns ""), its last values and its type. */
 struct graph {
 	char *ns;
 	char *type;
-	char *call;     /* the tool call that started it (its lifecycle "started" cause) */
+	char *call; /* the tool call that started it (its lifecycle "started" cause) */
 	cJSON *values;
 };
 
@@ -31,7 +31,7 @@ struct tc_run_chunks {
 	void *ctx;
 	uint64_t seq, skip;
 	enum { ACTIVE, ENDED, FAILED } status;
-	double step;      /* the root's last checkpoint step */
+	double step; /* the root's last checkpoint step */
 	struct graph graphs[GRAPHS];
 	size_t ngraphs;
 	cJSON *interrupts; /* [{value, id}] */
@@ -229,10 +229,10 @@ static cJSON *diff(const cJSON *old, const cJSON *now)
 {
 	cJSON *patches = cJSON_CreateArray();
 	const cJSON *it;
-	cJSON_ArrayForEach(it, old)
-		if (it->string && !cJSON_GetObjectItemCaseSensitive(now, it->string))
-			patch(patches, "remove", it->string, "", NULL);
-	cJSON_ArrayForEach(it, now) {
+	cJSON_ArrayForEach(it, old) if (it->string && !cJSON_GetObjectItemCaseSensitive(now, it->string))
+		patch(patches, "remove", it->string, "", NULL);
+	cJSON_ArrayForEach(it, now)
+	{
 		if (!it->string)
 			continue;
 		const cJSON *was = cJSON_IsObject(old) ? cJSON_GetObjectItemCaseSensitive(old, it->string) : NULL;
@@ -277,8 +277,8 @@ static void on_values(struct tc_run_chunks *f, const struct tc_run_ev *ev)
 static void on_subgraph(struct tc_run_chunks *f, const struct tc_run_ev *ev)
 {
 	bool start = !strcmp(ev->status, "started");
-	bool end = !strcmp(ev->status, "completed") || !strcmp(ev->status, "failed") ||
-		   !strcmp(ev->status, "interrupted");
+	bool end =
+		!strcmp(ev->status, "completed") || !strcmp(ev->status, "failed") || !strcmp(ev->status, "interrupted");
 	if (!start && !end)
 		return;
 	struct graph *g = graph_of(f, ev->ns, true);
@@ -436,14 +436,13 @@ const char *tc_run_chunks_status(const struct tc_run_chunks *f)
 	return f->status == ACTIVE ? "active" : f->status == ENDED ? "ended" : "failed";
 }
 
-
 uint64_t tc_run_chunks_sequence(const struct tc_run_chunks *f)
 {
 	return f->seq;
 }
 
-struct tc_run_chunks *tc_run_chunks_new(const char *run_id, const char *agent_type, bool in_run,
-					uint64_t skip_through, tc_run_emit *emit, void *ctx)
+struct tc_run_chunks *tc_run_chunks_new(const char *run_id, const char *agent_type, bool in_run, uint64_t skip_through,
+					tc_run_emit *emit, void *ctx)
 {
 	struct tc_run_chunks *f = tc_xcalloc(1, sizeof(*f));
 	tc_run_follow_init(&f->fw, run_id, in_run);

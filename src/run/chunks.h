@@ -25,8 +25,8 @@ struct tc_run_chunks;
  * Sequences count the stream's units from the run's start (1, 2, …), so a
  * stream fed the run's events from its start again reproduces them.
  */
-struct tc_run_chunks *tc_run_chunks_new(const char *run_id, const char *agent_type, bool in_run,
-					uint64_t skip_through, tc_run_emit *emit, void *ctx);
+struct tc_run_chunks *tc_run_chunks_new(const char *run_id, const char *agent_type, bool in_run, uint64_t skip_through,
+					tc_run_emit *emit, void *ctx);
 /** Takes the thread's event seq; true once the stream has ended. */
 bool tc_run_chunks_event(struct tc_run_chunks *f, uint64_t seq, const cJSON *event);
 /** Ends the stream now if it has not ended: a fail sentinel with error. */

@@ -25,23 +25,23 @@ struct unit {
 
 struct tc_run_feed {
 	struct tc_run_feeds *feeds;
-	char *key;                     /* in the table under it; NULL: a feed of one viewer's own */
-	struct tc_dlink hlink;         /* on its bucket */
+	char *key;             /* in the table under it; NULL: a feed of one viewer's own */
+	struct tc_dlink hlink; /* on its bucket */
 	enum tc_run_format format;
 	const struct tc_run_fmt_ops *ops;
-	void *fmt;                     /* the translator */
-	struct tc_session *session;    /* following the thread */
+	void *fmt;                  /* the translator */
+	struct tc_session *session; /* following the thread */
 	struct tc_dlist viewers;
 	/* the log: a ring of units at positions base .. base+count-1 */
 	struct unit *ring;
-	size_t cap;                    /* a power of two (0: none yet) */
+	size_t cap; /* a power of two (0: none yet) */
 	size_t count;
 	uint64_t base;
-	uint64_t dropped_id;           /* base > 0: the id of the last unit that left the log */
+	uint64_t dropped_id; /* base > 0: the id of the last unit that left the log */
 	size_t bytes;
-	bool ended;                    /* the translator ended the stream */
-	bool failed;                   /* the session gave up */
-	int code;                      /* failed: the close code, and its reason (static) */
+	bool ended;  /* the translator ended the stream */
+	bool failed; /* the session gave up */
+	int code;    /* failed: the close code, and its reason (static) */
 	const char *reason;
 };
 
@@ -49,9 +49,9 @@ struct tc_run_feeds {
 	const struct tc_session_env *env;
 	size_t log_max;
 	struct tc_dlist *buckets;
-	size_t nbuckets;               /* a power of two */
-	size_t count;                  /* shared feeds in the table */
-	size_t alive;                  /* every feed, shared or not */
+	size_t nbuckets; /* a power of two */
+	size_t count;    /* shared feeds in the table */
+	size_t alive;    /* every feed, shared or not */
 };
 
 /* ==== the table ================================================================================ */
@@ -317,8 +317,8 @@ static void *translator(struct tc_run_feed *f, const struct tc_run_spec *s, cons
 		return tc_run_ndjson_new(s->run_id, s->thread, s->agent, s->message, false, 0, emit, f);
 	case TC_RUN_AGENT_EVENTS:
 		*ops = &tc_run_agent_events_ops;
-		return tc_run_agent_events_new(s->run_id, s->run_id, s->thread, s->agent ? s->agent : "", false,
-					       0, emit, f);
+		return tc_run_agent_events_new(s->run_id, s->run_id, s->thread, s->agent ? s->agent : "", false, 0,
+					       emit, f);
 	}
 	return NULL;
 }
@@ -336,8 +336,8 @@ static void feed_free(struct tc_run_feed *f)
 }
 
 /* Every protocol channel: the translators choose. */
-static const char *const channels[] = { "values", "updates", "messages", "tools", "lifecycle",
-					"input", "checkpoints", "tasks", "custom" };
+static const char *const channels[] = { "values", "updates",     "messages", "tools", "lifecycle",
+					"input",  "checkpoints", "tasks",    "custom" };
 
 /* A new feed for spec (listed under key when given, taking it), following the run from its start. */
 static struct tc_run_feed *feed_start(struct tc_run_feeds *t, const struct tc_run_spec *spec, char *key,

@@ -44,18 +44,18 @@ enum tc_run_format {
 /** Which run, in which format with which options: a feed's identity. */
 struct tc_run_spec {
 	enum tc_run_format format;
-	const char *thread;   /**< the run's thread */
-	const char *run_id;   /**< the run */
-	uint64_t after_seq;   /**< the run's events come after this seq of its thread */
-	unsigned modes;       /**< TC_RUN_MODES: stream mode bits (modes.h) */
-	bool subgraphs;       /**< TC_RUN_MODES: subgraph events too */
+	const char *thread; /**< the run's thread */
+	const char *run_id; /**< the run */
+	uint64_t after_seq; /**< the run's events come after this seq of its thread */
+	unsigned modes;     /**< TC_RUN_MODES: stream mode bits (modes.h) */
+	bool subgraphs;     /**< TC_RUN_MODES: subgraph events too */
 	/**
 	 * TC_RUN_MODES: a wait, which only needs the run's result
 	 * (tc_run_feed_result): no unit is made.
 	 */
 	bool result_only;
-	const char *agent;    /**< CHUNKS: the agent type; NDJSON: the agent; AGENT_EVENTS: the agent id (NULL: none) */
-	const char *message;  /**< NDJSON: the run's input message text (NULL: none) */
+	const char *agent;   /**< CHUNKS: the agent type; NDJSON: the agent; AGENT_EVENTS: the agent id (NULL: none) */
+	const char *message; /**< NDJSON: the run's input message text (NULL: none) */
 };
 
 struct tc_run_feed;
@@ -80,11 +80,11 @@ struct tc_run_view_ops {
 /** A viewer of a feed: embed it in its owner; tc_run_feed_attach fills the rest. */
 struct tc_run_view {
 	const struct tc_run_view_ops *ops;
-	struct tc_run_feed *feed;  /**< set while attached */
-	uint64_t after;            /**< the last id the client has: only later units go to it */
-	uint64_t next;             /**< the log position (counted from the feed's start) of the next unit to consider */
-	bool done;                 /**< end or fail was told */
-	struct tc_dlink link;      /**< on the feed's viewers */
+	struct tc_run_feed *feed; /**< set while attached */
+	uint64_t after;           /**< the last id the client has: only later units go to it */
+	uint64_t next;            /**< the log position (counted from the feed's start) of the next unit to consider */
+	bool done;                /**< end or fail was told */
+	struct tc_dlink link;     /**< on the feed's viewers */
 };
 
 /** Every feed of the process, found by their spec. */

@@ -45,12 +45,11 @@ static char *ns_join(const cJSON *ns)
 {
 	size_t n = 1;
 	const cJSON *it;
-	cJSON_ArrayForEach(it, ns)
-		if (cJSON_IsString(it))
-			n += strlen(it->valuestring) + 1;
+	cJSON_ArrayForEach(it, ns) if (cJSON_IsString(it)) n += strlen(it->valuestring) + 1;
 	char *s = tc_xmalloc(n), *p = s;
 	*p = '\0';
-	cJSON_ArrayForEach(it, ns) {
+	cJSON_ArrayForEach(it, ns)
+	{
 		if (!cJSON_IsString(it))
 			continue;
 		if (p != s)
@@ -168,8 +167,7 @@ void tc_run_append(char **text, size_t *len, const char *s, size_t max)
 	(*text)[*len] = '\0';
 }
 
-void *tc_slot_find(void *entries, size_t n, size_t size, uint64_t *clock, const char *key, bool create,
-		   bool *fresh)
+void *tc_slot_find(void *entries, size_t n, size_t size, uint64_t *clock, const char *key, bool create, bool *fresh)
 {
 	struct tc_slot *free_slot = NULL, *oldest = entries;
 	*fresh = false;

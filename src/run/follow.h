@@ -46,16 +46,16 @@ enum tc_run_step {
 
 /** One of the run's events, read: pointers into the caller's parsed event. */
 struct tc_run_ev {
-	uint64_t seq;             /**< the event's seq in its thread */
-	const char *method;       /**< "messages", "lifecycle", … */
-	const cJSON *event;       /**< the whole stored event */
-	const cJSON *params;      /**< its params */
-	const cJSON *data;        /**< params.data */
-	const cJSON *namespace_;  /**< params.namespace as sent: node tasks included */
-	double timestamp;         /**< params.timestamp (ms), 0 when absent */
-	char *ns;                 /**< the graph namespace: real subgraphs only, joined with "|"; "" the root */
-	char node[128];           /**< params.node, or the name of the node task the event came from */
-	const char *status;       /**< a lifecycle event's status, else NULL */
+	uint64_t seq;            /**< the event's seq in its thread */
+	const char *method;      /**< "messages", "lifecycle", … */
+	const cJSON *event;      /**< the whole stored event */
+	const cJSON *params;     /**< its params */
+	const cJSON *data;       /**< params.data */
+	const cJSON *namespace_; /**< params.namespace as sent: node tasks included */
+	double timestamp;        /**< params.timestamp (ms), 0 when absent */
+	char *ns;                /**< the graph namespace: real subgraphs only, joined with "|"; "" the root */
+	char node[128];          /**< params.node, or the name of the node task the event came from */
+	const char *status;      /**< a lifecycle event's status, else NULL */
 };
 
 /** in_run: the first event is inside the run (a stream resumed after one of its events). */
@@ -68,8 +68,7 @@ void tc_run_follow_clear(struct tc_run_follow *fw);
  * would not parse); for EVENT and END, ev is filled (tc_run_ev_clear it).
  * After END or CUT every event is SKIP.
  */
-enum tc_run_step tc_run_follow_step(struct tc_run_follow *fw, uint64_t seq, const cJSON *event,
-				    struct tc_run_ev *ev);
+enum tc_run_step tc_run_follow_step(struct tc_run_follow *fw, uint64_t seq, const cJSON *event, struct tc_run_ev *ev);
 /** Frees what ev holds (not the event it points into). */
 void tc_run_ev_clear(struct tc_run_ev *ev);
 
@@ -95,8 +94,7 @@ struct tc_slot {
 	char *key;     /**< NULL: free */
 	uint64_t used; /**< the table's clock when last found */
 };
-void *tc_slot_find(void *entries, size_t n, size_t size, uint64_t *clock, const char *key, bool create,
-		   bool *fresh);
+void *tc_slot_find(void *entries, size_t n, size_t size, uint64_t *clock, const char *key, bool create, bool *fresh);
 /** Frees the slot's key and zeroes it (the caller frees the entry's other members first). */
 void tc_slot_clear(struct tc_slot *s);
 

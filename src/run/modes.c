@@ -43,9 +43,13 @@ void tc_run_modes_free(struct tc_run_modes *f)
 
 static unsigned mode_bit(const char *m)
 {
-	static const struct { const char *name; unsigned bit; } names[] = {
-		{ "values", TC_MODE_VALUES }, { "updates", TC_MODE_UPDATES }, { "messages", TC_MODE_MESSAGES },
-		{ "messages-tuple", TC_MODE_MESSAGES }, { "custom", TC_MODE_CUSTOM }, { "tasks", TC_MODE_TASKS },
+	static const struct {
+		const char *name;
+		unsigned bit;
+	} names[] = {
+		{ "values", TC_MODE_VALUES },           { "updates", TC_MODE_UPDATES },
+		{ "messages", TC_MODE_MESSAGES },       { "messages-tuple", TC_MODE_MESSAGES },
+		{ "custom", TC_MODE_CUSTOM },           { "tasks", TC_MODE_TASKS },
 		{ "checkpoints", TC_MODE_CHECKPOINTS }, { "debug", TC_MODE_DEBUG },
 	};
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
@@ -62,9 +66,7 @@ unsigned tc_run_modes_parse(const cJSON *v)
 	if (cJSON_IsString(v))
 		bits = mode_bit(v->valuestring);
 	if (cJSON_IsArray(v))
-		cJSON_ArrayForEach(it, v)
-			if (cJSON_IsString(it))
-				bits |= mode_bit(it->valuestring);
+		cJSON_ArrayForEach(it, v) if (cJSON_IsString(it)) bits |= mode_bit(it->valuestring);
 	return v && !cJSON_IsNull(v) ? bits : TC_MODE_VALUES;
 }
 
@@ -113,8 +115,7 @@ static cJSON *tuple_metadata(const struct tc_run_modes *f, const char *ns, const
 }
 
 /* A messages-tuple chunk: [message chunk, metadata]. content: text; tool: one tool call chunk. */
-static void emit_chunk(struct tc_run_modes *f, const char *ns, const struct tc_msg *m,
-		       const char *text, cJSON *tool)
+static void emit_chunk(struct tc_run_modes *f, const char *ns, const struct tc_msg *m, const char *text, cJSON *tool)
 {
 	cJSON *pair = cJSON_CreateArray();
 	cJSON *msg = cJSON_CreateObject();

@@ -16,15 +16,15 @@
 #include "run/follow.h"
 #include "util.h"
 
-#define OPEN_SPANS 64             /* root nodes running at once */
-#define OPEN_TOOLS 32             /* tool calls running at once */
-#define REPLY_TEXT (1 << 20)      /* the reply's text */
-#define ARGS_TEXT (256 << 10)     /* a streamed tool call's arguments */
+#define OPEN_SPANS 64         /* root nodes running at once */
+#define OPEN_TOOLS 32         /* tool calls running at once */
+#define REPLY_TEXT (1 << 20)  /* the reply's text */
+#define ARGS_TEXT (256 << 10) /* a streamed tool call's arguments */
 
 /* The tool call block a message is streaming. */
 struct tool_block {
-	char *call, *name;   /* its id and name, when given */
-	char *args;          /* its arguments so far (text) */
+	char *call, *name; /* its id and name, when given */
+	char *args;        /* its arguments so far (text) */
 	size_t args_len;
 };
 
@@ -44,9 +44,9 @@ struct open_tool {
 
 struct tc_run_ndjson {
 	struct tc_run_follow fw;
-	struct tc_msg_asm msgs;  /* the messages being streamed */
+	struct tc_msg_asm msgs;                /* the messages being streamed */
 	struct tool_block blocks[TC_MSG_OPEN]; /* each message's tool call block (by tc_msg.no) */
-	const struct span *sp;   /* the span of the messages event being assembled */
+	const struct span *sp;                 /* the span of the messages event being assembled */
 	char *session, *agent, *message;
 	tc_run_emit *emit;
 	void *ctx;
@@ -56,7 +56,7 @@ struct tc_run_ndjson {
 	struct span spans[OPEN_SPANS];
 	struct open_tool tools[OPEN_TOOLS];
 	uint64_t clock;
-	char *reply;      /* the text of the root's last AI message */
+	char *reply; /* the text of the root's last AI message */
 	size_t reply_len;
 	char *reply_key;  /* that message's key (tc_msg.slot: its namespace as sent, "#", its node) */
 	char *reply_node; /* the node_id of the span it came in (NULL: none) */
@@ -167,7 +167,8 @@ static struct span *span_of(struct tc_run_ndjson *f, const struct tc_run_ev *ev)
 		const char *colon = strchr(first->valuestring, ':');
 		bool fresh;
 		struct span *s = colon ? tc_slot_find(f->spans, OPEN_SPANS, sizeof(f->spans[0]), &f->clock, colon + 1,
-						      false, &fresh) : NULL;
+						      false, &fresh)
+				       : NULL;
 		if (s)
 			return s;
 		snprintf(name, sizeof(name), "%.*s", (int)strcspn(first->valuestring, ":"), first->valuestring);
@@ -285,8 +286,8 @@ static void tool_block(struct tool_block *m, const cJSON *block, bool start)
 	}
 }
 
-static void args_chunk(struct tc_run_ndjson *f, const struct tc_run_ev *ev, const struct span *sp,
-		       struct tool_block *m, const char *delta)
+static void args_chunk(struct tc_run_ndjson *f, const struct tc_run_ev *ev, const struct span *sp, struct tool_block *m,
+		       const char *delta)
 {
 	if (!delta || !*delta)
 		return;
@@ -301,13 +302,14 @@ static void args_chunk(struct tc_run_ndjson *f, const struct tc_run_ev *ev, cons
 }
 
 /* A tool call block's finish: the whole call, its arguments an object (the block's, else the deltas'). */
-static void tool_call(struct tc_run_ndjson *f, const struct tc_run_ev *ev, const struct span *sp,
-		      struct tool_block *m, const cJSON *block)
+static void tool_call(struct tc_run_ndjson *f, const struct tc_run_ev *ev, const struct span *sp, struct tool_block *m,
+		      const cJSON *block)
 {
 	tool_block(m, block, false);
 	const cJSON *args = tc_run_get(block, "args");
-	cJSON *a = cJSON_IsObject(args) ? cJSON_Duplicate(args, true) :
-		   cJSON_IsString(args) ? cJSON_Parse(args->valuestring) : NULL;
+	cJSON *a = cJSON_IsObject(args)   ? cJSON_Duplicate(args, true)
+		   : cJSON_IsString(args) ? cJSON_Parse(args->valuestring)
+					  : NULL;
 	if (!cJSON_IsObject(a)) {
 		cJSON_Delete(a);
 		a = m->args ? cJSON_Parse(m->args) : NULL;
@@ -451,7 +453,8 @@ static void on_tools(struct tc_run_ndjson *f, const struct tc_run_ev *ev, const 
 	} else {
 		bool ok = e[5] == 'f';
 		const char *msg = tc_run_str(ev->data, "message");
-		char *text = ok ? output_text(tc_run_get(ev->data, "output")) : tc_xstrdup(msg ? msg : "the tool failed");
+		char *text =
+			ok ? output_text(tc_run_get(ev->data, "output")) : tc_xstrdup(msg ? msg : "the tool failed");
 		o = line(f, "tool_end", sp);
 		cJSON_AddStringToObject(o, "call_id", call);
 		cJSON_AddStringToObject(o, "name", name);
@@ -556,7 +559,8 @@ static void on_event(struct tc_run_ndjson *f, const struct tc_run_ev *ev)
 			args = cJSON_Duplicate(payload, true);
 		} else {
 			args = cJSON_CreateObject();
-			cJSON_AddItemToObject(args, "value", payload ? cJSON_Duplicate(payload, true) : cJSON_CreateNull());
+			cJSON_AddItemToObject(args, "value",
+					      payload ? cJSON_Duplicate(payload, true) : cJSON_CreateNull());
 		}
 		o = line(f, "tool_approval", sp);
 		cJSON_AddStringToObject(o, "call_id", iid ? iid : "");
@@ -625,7 +629,6 @@ void tc_run_ndjson_finish(struct tc_run_ndjson *f, const char *error)
 	if (!f->ended)
 		fail(f, error && *error ? error : "the stream was closed before the run ended");
 }
-
 
 uint64_t tc_run_ndjson_event_id(const struct tc_run_ndjson *f)
 {

@@ -38,20 +38,20 @@ struct tc_run_fmt_ops {
  * follower member fw and functions tc_run_<name>_event and
  * tc_run_<name>_free; finish is the ops' finish (NULL: none).
  */
-#define TC_RUN_FMT_OPS(name, finish_fn)                                                      \
-	static bool name##_ops_event(void *f, uint64_t seq, const cJSON *event)               \
-	{                                                                                     \
-		return tc_run_##name##_event(f, seq, event);                                  \
-	}                                                                                     \
-	static void name##_ops_assume_in_run(void *f)                                         \
-	{                                                                                     \
-		((struct tc_run_##name *)f)->fw.in_run = true;                                \
-	}                                                                                     \
-	static void name##_ops_free(void *f)                                                  \
-	{                                                                                     \
-		tc_run_##name##_free(f);                                                      \
-	}                                                                                     \
-	const struct tc_run_fmt_ops tc_run_##name##_ops = { name##_ops_event, name##_ops_assume_in_run, \
-							    finish_fn, name##_ops_free }
+#define TC_RUN_FMT_OPS(name, finish_fn)                                                                                \
+	static bool name##_ops_event(void *f, uint64_t seq, const cJSON *event)                                        \
+	{                                                                                                              \
+		return tc_run_##name##_event(f, seq, event);                                                           \
+	}                                                                                                              \
+	static void name##_ops_assume_in_run(void *f)                                                                  \
+	{                                                                                                              \
+		((struct tc_run_##name *)f)->fw.in_run = true;                                                         \
+	}                                                                                                              \
+	static void name##_ops_free(void *f)                                                                           \
+	{                                                                                                              \
+		tc_run_##name##_free(f);                                                                               \
+	}                                                                                                              \
+	const struct tc_run_fmt_ops tc_run_##name##_ops = { name##_ops_event, name##_ops_assume_in_run, finish_fn,     \
+							    name##_ops_free }
 
 #endif

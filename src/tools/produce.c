@@ -48,24 +48,23 @@ struct opts {
 /* One command in flight: a batch of events (one event with --batch 1). */
 struct unit {
 	char **json;
-	long *line;             /* the input line (or argument) of each */
+	long *line; /* the input line (or argument) of each */
 	unsigned n;
 };
 
 static void usage(void)
 {
-	fprintf(stderr,
-		"usage: threadcast-produce [options] THREAD [EVENT-JSON ...]\n"
-		"  --redis-url URL   Redis (default $THREADCAST_REDIS_URL or redis://127.0.0.1:6379)\n"
-		"  --maxlen N        cap the thread's stream at about N events\n"
-		"  --ttl SECONDS     expire the thread's keys after SECONDS idle\n"
-		"  --run ID          run id recorded when an event starts a run\n"
-		"  --batch N         events per call, appended whole or not at all (default 16;\n"
-		"                    1 appends each event on its own)\n"
-		"  --pipeline N      calls in flight (default 8)\n"
-		"  --retry-ms MS     retry a lost connection for MS milliseconds\n"
-		"  --quiet           do not print seqs\n"
-		"Without EVENT-JSON, reads one event per line from stdin.\n");
+	fprintf(stderr, "usage: threadcast-produce [options] THREAD [EVENT-JSON ...]\n"
+			"  --redis-url URL   Redis (default $THREADCAST_REDIS_URL or redis://127.0.0.1:6379)\n"
+			"  --maxlen N        cap the thread's stream at about N events\n"
+			"  --ttl SECONDS     expire the thread's keys after SECONDS idle\n"
+			"  --run ID          run id recorded when an event starts a run\n"
+			"  --batch N         events per call, appended whole or not at all (default 16;\n"
+			"                    1 appends each event on its own)\n"
+			"  --pipeline N      calls in flight (default 8)\n"
+			"  --retry-ms MS     retry a lost connection for MS milliseconds\n"
+			"  --quiet           do not print seqs\n"
+			"Without EVENT-JSON, reads one event per line from stdin.\n");
 }
 
 static long now_ms(void)
@@ -78,8 +77,8 @@ static long now_ms(void)
 static redisContext *connect_redis(const struct tc_redis_addr *a)
 {
 	struct timeval tv = { 2, 0 };
-	redisContext *c = a->unix_path ? redisConnectUnixWithTimeout(a->unix_path, tv) :
-					 redisConnectWithTimeout(a->host, a->port, tv);
+	redisContext *c = a->unix_path ? redisConnectUnixWithTimeout(a->unix_path, tv)
+				       : redisConnectWithTimeout(a->host, a->port, tv);
 	if (!c || c->err) {
 		if (c)
 			redisFree(c);
@@ -87,8 +86,8 @@ static redisContext *connect_redis(const struct tc_redis_addr *a)
 	}
 	redisReply *r = NULL;
 	if (a->password)
-		r = a->user ? redisCommand(c, "AUTH %s %s", a->user, a->password) :
-			      redisCommand(c, "AUTH %s", a->password);
+		r = a->user ? redisCommand(c, "AUTH %s %s", a->user, a->password)
+			    : redisCommand(c, "AUTH %s", a->password);
 	if (r && r->type == REDIS_REPLY_ERROR) {
 		fprintf(stderr, "threadcast-produce: AUTH: %s\n", r->str);
 		exit(1);
@@ -140,7 +139,7 @@ static int moved_to(const char *err, struct tc_redis_addr *addr)
  * held back waiting for a batch to fill. */
 
 struct input {
-	char **args;            /* NULL: stdin */
+	char **args; /* NULL: stdin */
 	char *buf;
 	size_t len, cap;
 	bool eof;
@@ -270,13 +269,15 @@ static void report_batch_error(const char *err, const struct unit *u)
 		const char *rest = p + 6;
 		while (*rest >= '0' && *rest <= '9')
 			rest++;
-		fprintf(stderr, "threadcast-produce: event %ld: %.*sevent%s\n", u->line[k - 1],
-			(int)(p - err), err, rest);
+		fprintf(stderr, "threadcast-produce: event %ld: %.*sevent%s\n", u->line[k - 1], (int)(p - err), err,
+			rest);
 	} else {
 		fprintf(stderr, "threadcast-produce: %s\n", err);
 	}
-	fprintf(stderr, "threadcast-produce: events %ld-%ld not appended: a batch is appended whole "
-		"or not at all (--batch 1 appends each event on its own)\n", u->line[0], u->line[u->n - 1]);
+	fprintf(stderr,
+		"threadcast-produce: events %ld-%ld not appended: a batch is appended whole "
+		"or not at all (--batch 1 appends each event on its own)\n",
+		u->line[0], u->line[u->n - 1]);
 }
 
 static void unit_free(struct unit *u)
@@ -330,8 +331,7 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (i >= argc || o.pipeline < 1 || o.pipeline > 10000 || o.batch < 1 ||
-	    o.batch > TC_STORE_BATCH_MAX) {
+	if (i >= argc || o.pipeline < 1 || o.pipeline > 10000 || o.batch < 1 || o.batch > TC_STORE_BATCH_MAX) {
 		usage();
 		return 2;
 	}
@@ -412,8 +412,8 @@ int main(int argc, char **argv)
 			continue;
 		}
 		struct unit *u = &win[head];
-		if (r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "MOVED ", 6) &&
-		    moved_to(r->str, &addr) == 0 && ++redirects <= MAX_REDIRECTS) {
+		if (r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "MOVED ", 6) && moved_to(r->str, &addr) == 0 &&
+		    ++redirects <= MAX_REDIRECTS) {
 			/* A Cluster, and the thread's slot lives elsewhere: nothing in
 			 * the window ran here (one thread, one slot); send it there. */
 			freeReplyObject(r);

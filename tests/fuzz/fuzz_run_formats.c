@@ -25,7 +25,7 @@ struct out {
 	char *text;
 	size_t len;
 	int terminals, units;
-	bool after; /* something came after a terminal */
+	bool after;     /* something came after a terminal */
 	uint64_t first; /* seed 003: the event_id of the first unit */
 };
 
@@ -66,8 +66,9 @@ static void out002(void *ctx, uint64_t id, const char *t, size_t len)
 	sse(t, len);
 	id_line(t, id);
 	const char *ev = strchr(t, '\n') + 1;
-	take(ctx, t, len, !strncmp(ev, "event: done\n", 12) || !strncmp(ev, "event: error\n", 13) ||
-				  !strncmp(ev, "event: aborted\n", 15));
+	take(ctx, t, len,
+	     !strncmp(ev, "event: done\n", 12) || !strncmp(ev, "event: error\n", 13) ||
+		     !strncmp(ev, "event: aborted\n", 15));
 }
 
 /* A seed 003 line: one JSON object, one "\n" at its end; the reply line is the terminal. */

@@ -30,13 +30,12 @@ int FUZZ_ENTRY(const uint8_t *data, size_t size)
 		free(text);
 		return 0;
 	}
-	char *out = data[0] & 2 ? tc_spell_event(text, len, "messages", 8, sp, &n) :
-				  tc_spell_json(text, len, sp, &n);
+	char *out = data[0] & 2 ? tc_spell_event(text, len, "messages", 8, sp, &n) : tc_spell_json(text, len, sp, &n);
 	if (out) {
 		cJSON *got = cJSON_ParseWithLength(out, n);
 		must(got != NULL);
-		char *again = data[0] & 2 ? tc_spell_event(out, n, "messages", 8, sp, &n2) :
-					    tc_spell_json(out, n, sp, &n2);
+		char *again =
+			data[0] & 2 ? tc_spell_event(out, n, "messages", 8, sp, &n2) : tc_spell_json(out, n, sp, &n2);
 		must(again == NULL);
 		if (!(data[0] & 2)) {
 			/* Printed, so that duplicate keys compare in order too. */

@@ -89,8 +89,8 @@ int FUZZ_ENTRY(const uint8_t *data, size_t size)
 			const char *e = z ? z : end;
 			const char *tab = memchr(p, '\t', (size_t)(e - p));
 			if (tab)
-				pairs[np++] = (struct tc_store_pair){ p, tab + 1, (size_t)(tab - p),
-								      (size_t)(e - tab - 1) };
+				pairs[np++] =
+					(struct tc_store_pair){ p, tab + 1, (size_t)(tab - p), (size_t)(e - tab - 1) };
 			p = e + 1;
 		}
 		tc_tree_sort(pairs, np);

@@ -89,8 +89,7 @@ const char *fake_take_sub(struct tc_redis *r)
 static int owner(struct tc_redis *r, const char *ch)
 {
 	for (int i = 0; i < r->nlisteners; i++)
-		if (r->listeners[i].prefix &&
-		    !strncmp(ch, r->listeners[i].prefix, strlen(r->listeners[i].prefix)))
+		if (r->listeners[i].prefix && !strncmp(ch, r->listeners[i].prefix, strlen(r->listeners[i].prefix)))
 			return i;
 	return -1;
 }
@@ -147,14 +146,13 @@ void fake_cmd_link(struct tc_redis *r, bool up)
 
 /* ==== redis.h ============================================================================ */
 
-struct tc_redis *tc_redis_new(uv_loop_t *loop, const struct tc_config *cfg,
-			      const char *function_source, size_t function_len, unsigned flags)
+struct tc_redis *tc_redis_new(uv_loop_t *loop, const struct tc_config *cfg, const char *function_source,
+			      size_t function_len, unsigned flags)
 {
 	return fake_redis_new();
 }
 
-void tc_redis_add_listener(struct tc_redis *r, const char *prefix,
-			   const struct tc_redis_listener *l, void *ctx)
+void tc_redis_add_listener(struct tc_redis *r, const char *prefix, const struct tc_redis_listener *l, void *ctx)
 {
 	if (r->nlisteners == TC_REDIS_MAX_LISTENERS)
 		abort();
@@ -194,8 +192,8 @@ unsigned tc_redis_nodes(const struct tc_redis *r)
 	return 1;
 }
 
-int tc_redis_command(struct tc_redis *r, tc_redis_cb *cb, void *privdata, int argc,
-		     const char **argv, const size_t *argvlen)
+int tc_redis_command(struct tc_redis *r, tc_redis_cb *cb, void *privdata, int argc, const char **argv,
+		     const size_t *argvlen)
 {
 	if (!r->cmd_up)
 		return -1;
@@ -333,6 +331,5 @@ redisReply *rr_entry(uint64_t seq, const char *method, const char *ns, const cha
 	char id[32];
 	snprintf(id, sizeof(id), "%llu-0", (unsigned long long)seq);
 	return rr_arr(2, rr_str(id),
-		      rr_arr(6, rr_str("m"), rr_str(method), rr_str("n"), rr_str(ns), rr_str("e"),
-			     rr_str(json)));
+		      rr_arr(6, rr_str("m"), rr_str(method), rr_str("n"), rr_str(ns), rr_str("e"), rr_str(json)));
 }

@@ -19,8 +19,9 @@ static inline bool feed_frame(tc_event_fn *fn, void *f, const char *frame, size_
 {
 	cJSON *j = cJSON_ParseWithLength(frame, len);
 	const cJSON *seq = cJSON_GetObjectItemCaseSensitive(j, "seq");
-	uint64_t n = cJSON_IsNumber(seq) && seq->valuedouble >= 0 && seq->valuedouble <= 9007199254740991.0 ?
-			     (uint64_t)seq->valuedouble : 0;
+	uint64_t n = cJSON_IsNumber(seq) && seq->valuedouble >= 0 && seq->valuedouble <= 9007199254740991.0
+			     ? (uint64_t)seq->valuedouble
+			     : 0;
 	bool end = fn(f, n, j);
 	cJSON_Delete(j);
 	return end;

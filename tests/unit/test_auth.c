@@ -17,23 +17,21 @@
 /* Generated once with Node: generateKeyPairSync, then export() as jwk and as spki PEM. */
 static const char rsa_jwk[] =
 	"{\"kty\": \"RSA\", \"n\": \"rnugi7EnVCj-DWbAE-0-jUO6DTtoFW-FLPHJQjUbvqWYeCFlu5946NU_-Lb_HUD7UKcJdITaNe5f2N5s4LzCE6iQhFAE44ON_0h9ZPPFQOgfW3wt89ep7uSlVbEHZ-mzYW6u-L2m3bDQGvFZK3pFx1iE2iTrS0JRudE-MeVCpBM9HJtHLPZNXl7kV5eH5hdn2oFYsqAQeh8nrwsSeRCHkhZcLbtyFA-FLoOPsG0dwuPuD3OeIbSOVoY8-qNUIuRYrdd4Uhc7yPQMqlz-dW7ITaSBlyRnyrCxykLUSz0us4_nM2dsWuMUYkghJhmQrgQqm8Iy9s1EfIfj-uwPy-IgpQ\", \"e\": \"AQAB\"}";
-static const char rsa_pem[] =
-	"-----BEGIN PUBLIC KEY-----\n"
-	"MIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEArnugi7EnVCj+DWbAE+0+\n"
-	"jUO6DTtoFW+FLPHJQjUbvqWYeCFlu5946NU/+Lb/HUD7UKcJdITaNe5f2N5s4LzC\n"
-	"E6iQhFAE44ON/0h9ZPPFQOgfW3wt89ep7uSlVbEHZ+mzYW6u+L2m3bDQGvFZK3pF\n"
-	"x1iE2iTrS0JRudE+MeVCpBM9HJtHLPZNXl7kV5eH5hdn2oFYsqAQeh8nrwsSeRCH\n"
-	"khZcLbtyFA+FLoOPsG0dwuPuD3OeIbSOVoY8+qNUIuRYrdd4Uhc7yPQMqlz+dW7I\n"
-	"TaSBlyRnyrCxykLUSz0us4/nM2dsWuMUYkghJhmQrgQqm8Iy9s1EfIfj+uwPy+Ig\n"
-	"pQIDAQAB\n"
-	"-----END PUBLIC KEY-----\n";
+static const char rsa_pem[] = "-----BEGIN PUBLIC KEY-----\n"
+			      "MIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEArnugi7EnVCj+DWbAE+0+\n"
+			      "jUO6DTtoFW+FLPHJQjUbvqWYeCFlu5946NU/+Lb/HUD7UKcJdITaNe5f2N5s4LzC\n"
+			      "E6iQhFAE44ON/0h9ZPPFQOgfW3wt89ep7uSlVbEHZ+mzYW6u+L2m3bDQGvFZK3pF\n"
+			      "x1iE2iTrS0JRudE+MeVCpBM9HJtHLPZNXl7kV5eH5hdn2oFYsqAQeh8nrwsSeRCH\n"
+			      "khZcLbtyFA+FLoOPsG0dwuPuD3OeIbSOVoY8+qNUIuRYrdd4Uhc7yPQMqlz+dW7I\n"
+			      "TaSBlyRnyrCxykLUSz0us4/nM2dsWuMUYkghJhmQrgQqm8Iy9s1EfIfj+uwPy+Ig\n"
+			      "pQIDAQAB\n"
+			      "-----END PUBLIC KEY-----\n";
 static const char ec_jwk[] =
 	"{\"kty\": \"EC\", \"x\": \"QaBAZD1RaVby8fpbPnFl382Ag-n2FHIKGMopQ8CVkg0\", \"y\": \"jPKuXR4OOETy6j77-p7h6XunPRhtV5uTxbzWBeDNniY\", \"crv\": \"P-256\"}";
-static const char ec_pem[] =
-	"-----BEGIN PUBLIC KEY-----\n"
-	"MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEQaBAZD1RaVby8fpbPnFl382Ag+n2\n"
-	"FHIKGMopQ8CVkg2M8q5dHg44RPLqPvv6nuHpe6c9GG1Xm5PFvNYF4M2eJg==\n"
-	"-----END PUBLIC KEY-----\n";
+static const char ec_pem[] = "-----BEGIN PUBLIC KEY-----\n"
+			     "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEQaBAZD1RaVby8fpbPnFl382Ag+n2\n"
+			     "FHIKGMopQ8CVkg2M8q5dHg44RPLqPvv6nuHpe6c9GG1Xm5PFvNYF4M2eJg==\n"
+			     "-----END PUBLIC KEY-----\n";
 
 static void expect_pem(const char *jwk, const char *pem)
 {
@@ -107,12 +105,15 @@ static void jwks_tokens(void **state)
 	char path[] = "/tmp/tc-test-jwks-XXXXXX", err[256], why[160];
 	int fd = mkstemp(path);
 	char *k = tc_base64url_encode(secret, strlen(secret));
-	dprintf(fd, "{\"keys\":[{\"kty\":\"oct\",\"kid\":\"s1\",\"k\":\"%s\"},{\"kty\":\"oct\",\"use\":\"enc\",\"k\":\"%s\"}]}", k, k);
+	dprintf(fd,
+		"{\"keys\":[{\"kty\":\"oct\",\"kid\":\"s1\",\"k\":\"%s\"},{\"kty\":\"oct\",\"use\":\"enc\",\"k\":\"%s\"}]}",
+		k, k);
 	close(fd);
 	free(k);
 	char jwt[] = "jwt", none[] = "", rs[] = "RS256";
-	struct tc_config cfg = { .auth = jwt, .jwt_key = none, .jwt_jwks = path, .jwt_alg = rs,
-				 .jwt_audience = none, .jwt_issuer = none };
+	struct tc_config cfg = {
+		.auth = jwt, .jwt_key = none, .jwt_jwks = path, .jwt_alg = rs, .jwt_audience = none, .jwt_issuer = none
+	};
 	bool off;
 	struct tc_auth *a = tc_auth_new(&cfg, &off, err, sizeof(err));
 	assert_non_null(a);
@@ -127,7 +128,11 @@ static void jwks_tokens(void **state)
 	assert_int_equal(check(a, token("HS256", "s1", key, 2000, "[\"u1\"]"), why), TC_AUTH_FORBIDDEN);
 	assert_int_equal(check(a, token("HS256", "s2", key, 2000, "[\"t1\"]"), why), TC_AUTH_INVALID);
 	assert_non_null(strstr(why, "key id \"s2\""));
-	assert_int_equal(check(a, token("HS256", "s1", (const unsigned char *)"another secret of 32 bytes.....", 2000, "[\"t1\"]"), why), TC_AUTH_INVALID);
+	assert_int_equal(
+		check(a,
+		      token("HS256", "s1", (const unsigned char *)"another secret of 32 bytes.....", 2000, "[\"t1\"]"),
+		      why),
+		TC_AUTH_INVALID);
 	assert_non_null(strstr(why, "does not verify"));
 	assert_int_equal(check(a, token("none", NULL, NULL, 2000, "[\"t1\"]"), why), TC_AUTH_INVALID);
 	assert_non_null(strstr(why, "signed with none"));

@@ -12,9 +12,14 @@
 #include "util.h"
 
 static const char *const env_names[] = {
-	"THREADCAST_HOST", "THREADCAST_PORT", "THREADCAST_REDIS_URL", "THREADCAST_LOG_LEVEL",
-	"THREADCAST_MAX_FRAME_BYTES", "THREADCAST_MAX_SUBSCRIPTIONS",
-	"THREADCAST_REDIS_BACKOFF_MIN", "THREADCAST_REDIS_BACKOFF_MAX",
+	"THREADCAST_HOST",
+	"THREADCAST_PORT",
+	"THREADCAST_REDIS_URL",
+	"THREADCAST_LOG_LEVEL",
+	"THREADCAST_MAX_FRAME_BYTES",
+	"THREADCAST_MAX_SUBSCRIPTIONS",
+	"THREADCAST_REDIS_BACKOFF_MIN",
+	"THREADCAST_REDIS_BACKOFF_MAX",
 };
 
 static int clear_env(void **state)
@@ -142,8 +147,7 @@ static void bad_values_name_the_setting(void **state)
 	assert_int_equal(load(&cfg, err, 1, "--static-dir=/tmp"), TC_CONFIG_OK);
 	tc_config_free(&cfg);
 
-	assert_int_equal(load(&cfg, err, 2, "--redis-backoff-min=500", "--redis-backoff-max=100"),
-			 TC_CONFIG_ERROR);
+	assert_int_equal(load(&cfg, err, 2, "--redis-backoff-min=500", "--redis-backoff-max=100"), TC_CONFIG_ERROR);
 	assert_non_null(strstr(err, "--redis-backoff-max"));
 	tc_config_free(&cfg);
 
@@ -192,8 +196,8 @@ static void redis_urls(void **state)
 	assert_int_equal(a.db, 2);
 	tc_redis_addr_free(&a);
 
-	const char *bad[] = { "http://h", "redis://", "redis://h:0", "redis://h:99999",
-			      "redis://h:12ab", "redis://h/x", "redis://[::1", "redis://:%zz@h",
+	const char *bad[] = { "http://h",        "redis://",      "redis://h:0",  "redis://h:99999",
+			      "redis://h:12ab",  "redis://h/x",   "redis://[::1", "redis://:%zz@h",
 			      "unix://relative", "unix:///s?x=1", "rediss://h" };
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		err[0] = '\0';
@@ -224,17 +228,15 @@ static void sentinel_lists(void **state)
 	assert_int_equal(cfg.nsentinels, 0); /* off unless given */
 	tc_config_free(&cfg);
 
-	static const char *const bad[] = { "--redis-sentinels=s1:0", "--redis-sentinels=s1:x",
-					   "--redis-sentinels=:5", "--redis-sentinels=[::1",
-					   "--redis-sentinels=a:1,,b:2" };
+	static const char *const bad[] = { "--redis-sentinels=s1:0", "--redis-sentinels=s1:x", "--redis-sentinels=:5",
+					   "--redis-sentinels=[::1", "--redis-sentinels=a:1,,b:2" };
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		assert_int_equal(load(&cfg, err, 1, bad[i]), TC_CONFIG_ERROR);
 		assert_non_null(strstr(err, "--redis-sentinels / THREADCAST_REDIS_SENTINELS"));
 		assert_int_equal(cfg.nsentinels, 0);
 		tc_config_free(&cfg);
 	}
-	assert_int_equal(load(&cfg, err, 2, "--redis-sentinels=s1", "--redis-sentinel-master="),
-			 TC_CONFIG_ERROR);
+	assert_int_equal(load(&cfg, err, 2, "--redis-sentinels=s1", "--redis-sentinel-master="), TC_CONFIG_ERROR);
 	assert_non_null(strstr(err, "--redis-sentinel-master"));
 	tc_config_free(&cfg);
 }

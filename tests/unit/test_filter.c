@@ -53,8 +53,12 @@ static bool match(const struct tc_filter *f, const char *method, const char *ns_
 
 static void namespace_encoding(void **state)
 {
-	struct { const char *json, *enc; } cases[] = {
-		{ "[]", "" }, { "[\"\"]", "/" }, { "[\"a\",\"b\"]", "/a/b" },
+	struct {
+		const char *json, *enc;
+	} cases[] = {
+		{ "[]", "" },
+		{ "[\"\"]", "/" },
+		{ "[\"a\",\"b\"]", "/a/b" },
 		{ "[\"a/b\",\"%\"]", "/a%2Fb/%25" },
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -98,7 +102,7 @@ static void namespaces_and_depth(void **state)
 	struct tc_filter *f = must_parse("{\"channels\":[\"values\"],\"namespaces\":[[\"a\"]]}");
 	assert_true(match(f, "values", "[\"a\"]"));
 	assert_true(match(f, "values", "[\"a\",\"b\",\"c\"]"));
-	assert_false(match(f, "values", "[\"ab\"]"));   /* whole segments */
+	assert_false(match(f, "values", "[\"ab\"]")); /* whole segments */
 	assert_false(match(f, "values", "[]"));
 	assert_false(match(f, "values", "[\"b\",\"a\"]"));
 	tc_filter_free(f);
@@ -174,14 +178,12 @@ static void parse_errors(void **state)
 
 static void canonical_and_ids(void **state)
 {
-	struct tc_filter *a = must_parse(
-		"{\"channels\":[\"tools\",\"custom:b\",\"messages\",\"custom:a\",\"tools\"],"
-		"\"namespaces\":[[\"y\"],[\"x\"],[\"y\"]],\"depth\":2,\"extra\":true}");
+	struct tc_filter *a = must_parse("{\"channels\":[\"tools\",\"custom:b\",\"messages\",\"custom:a\",\"tools\"],"
+					 "\"namespaces\":[[\"y\"],[\"x\"],[\"y\"]],\"depth\":2,\"extra\":true}");
 	struct tc_filter *b = must_parse(
 		"{\"depth\":2,\"namespaces\":[[\"x\"],[\"y\"]],\"channels\":[\"custom:a\",\"messages\",\"tools\",\"custom:b\"]}");
-	assert_string_equal(a->canonical,
-			    "{\"channels\":[\"messages\",\"tools\",\"custom:a\",\"custom:b\"],"
-			    "\"namespaces\":[[\"x\"],[\"y\"]],\"depth\":2}");
+	assert_string_equal(a->canonical, "{\"channels\":[\"messages\",\"tools\",\"custom:a\",\"custom:b\"],"
+					  "\"namespaces\":[[\"x\"],[\"y\"]],\"depth\":2}");
 	assert_string_equal(a->canonical, b->canonical);
 
 	char *id1 = tc_subscription_id(a, 1), *id2 = tc_subscription_id(a, 2);
@@ -213,10 +215,8 @@ int main(void)
 {
 	tc_cjson_init();
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(namespace_encoding),
-		cmocka_unit_test(channels),
-		cmocka_unit_test(namespaces_and_depth),
-		cmocka_unit_test(parse_errors),
+		cmocka_unit_test(namespace_encoding),   cmocka_unit_test(channels),
+		cmocka_unit_test(namespaces_and_depth), cmocka_unit_test(parse_errors),
 		cmocka_unit_test(canonical_and_ids),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

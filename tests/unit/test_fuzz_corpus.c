@@ -79,12 +79,9 @@ static void run_formats_corpus(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(command_corpus),
-		cmocka_unit_test(stream_corpus),
-		cmocka_unit_test(store_corpus),
-		cmocka_unit_test(spell_corpus),
-		cmocka_unit_test(run_modes_corpus),
-		cmocka_unit_test(run_formats_corpus),
+		cmocka_unit_test(command_corpus),   cmocka_unit_test(stream_corpus),
+		cmocka_unit_test(store_corpus),     cmocka_unit_test(spell_corpus),
+		cmocka_unit_test(run_modes_corpus), cmocka_unit_test(run_formats_corpus),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

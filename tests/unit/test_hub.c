@@ -27,7 +27,7 @@ struct rec {
 	const char *channel; /* NULL: every event matches */
 };
 
-#define REC(mm) ((struct rec *)((char *)(mm) - offsetof(struct rec, m)))
+#define REC(mm) ((struct rec *)((char *)(mm)-offsetof(struct rec, m)))
 
 static bool rec_match(struct tc_member *m, const struct tc_event_key *k)
 {
@@ -89,8 +89,8 @@ static int teardown(void **state)
 static char *doorbell(const char *epoch, uint64_t seq)
 {
 	static char buf[256];
-	snprintf(buf, sizeof(buf), "%s\n%llu\nmessages\n\n{\"method\":\"messages\",\"params\":{\"n\":%llu}}",
-		 epoch, (unsigned long long)seq, (unsigned long long)seq);
+	snprintf(buf, sizeof(buf), "%s\n%llu\nmessages\n\n{\"method\":\"messages\",\"params\":{\"n\":%llu}}", epoch,
+		 (unsigned long long)seq, (unsigned long long)seq);
 	return buf;
 }
 
@@ -279,7 +279,7 @@ static void out_of_order_confirmations(void **state)
 	assert_string_equal(fake_take_sub(fx->redis), "SUNSUBSCRIBE " CH);
 	assert_int_equal(tc_hub_threads(fx->hub), 1); /* kept until Redis confirms */
 	tc_hub_attach(fx->hub, "t1", &fx->b.m);
-	assert_null(fake_take_sub(fx->redis));       /* nothing crosses the UNSUBSCRIBE */
+	assert_null(fake_take_sub(fx->redis));        /* nothing crosses the UNSUBSCRIBE */
 	fake_push(fx->redis, "ssubscribe", CH, NULL); /* confirms the first: ignored */
 	assert_int_equal(fake_pending(fx->redis), 0);
 	assert_int_equal(fx->b.nready, 0);
@@ -335,7 +335,7 @@ static void thread_begins_during_the_first_sync(void **state)
 	fake_push(fx->redis, "ssubscribe", CH, NULL);
 	assert_string_equal(fake_peek(fx->redis), "HMGET tc:{t1}:meta seq epoch");
 	fake_push(fx->redis, "smessage", CH, doorbell("e5", 1)); /* before the read's answer */
-	fake_reply(fx->redis, rr_arr(2, rr_nil(), rr_nil()));   /* read before the first append */
+	fake_reply(fx->redis, rr_arr(2, rr_nil(), rr_nil()));    /* read before the first append */
 	assert_string_equal(fake_peek(fx->redis), "HMGET tc:{t1}:meta seq epoch");
 	fake_reply(fx->redis, rr_arr(2, rr_str("1"), rr_str("e5")));
 	assert_int_equal(m->nready, 1);
@@ -375,20 +375,22 @@ static void batch_doorbells(void **state)
 	const char *ev = "{\"method\":\"messages\",\"params\":{}}";
 	char bell[512];
 	attach_live(fx, &fx->a, 3, "e1");
-	snprintf(bell, sizeof(bell), "*e1\n4\n3\nmessages\n\n%zu\n%smessages\n\n%zu\n%smessages\n\n%zu\n%s",
-		 strlen(ev), ev, strlen(ev), ev, strlen(ev), ev);
+	snprintf(bell, sizeof(bell), "*e1\n4\n3\nmessages\n\n%zu\n%smessages\n\n%zu\n%smessages\n\n%zu\n%s", strlen(ev),
+		 ev, strlen(ev), ev, strlen(ev), ev);
 	fake_push(fx->redis, "smessage", CH, bell);
 	assert_int_equal(fx->a.nsent, 3);
 	assert_int_equal(fx->a.seqs[0], 4);
 	assert_int_equal(fx->a.seqs[2], 6);
 	assert_int_equal(fake_pending(fx->redis), 0); /* no Redis read */
 	/* Overlapping what was delivered: only the new one. */
-	snprintf(bell, sizeof(bell), "*e1\n6\n2\nmessages\n\n%zu\n%smessages\n\n%zu\n%s", strlen(ev), ev, strlen(ev), ev);
+	snprintf(bell, sizeof(bell), "*e1\n6\n2\nmessages\n\n%zu\n%smessages\n\n%zu\n%s", strlen(ev), ev, strlen(ev),
+		 ev);
 	fake_push(fx->redis, "smessage", CH, bell);
 	assert_int_equal(fx->a.nsent, 4);
 	assert_int_equal(fx->a.seqs[3], 7);
 	/* Past a gap: the stream first. */
-	snprintf(bell, sizeof(bell), "*e1\n10\n2\nmessages\n\n%zu\n%smessages\n\n%zu\n%s", strlen(ev), ev, strlen(ev), ev);
+	snprintf(bell, sizeof(bell), "*e1\n10\n2\nmessages\n\n%zu\n%smessages\n\n%zu\n%s", strlen(ev), ev, strlen(ev),
+		 ev);
 	fake_push(fx->redis, "smessage", CH, bell);
 	assert_int_equal(fx->a.nsent, 4);
 	assert_string_equal(fake_peek(fx->redis), "XRANGE tc:{t1}:events 7-1 + COUNT 512");
@@ -407,8 +409,9 @@ static void malformed_doorbells_are_ignored(void **state)
 {
 	struct fixture *fx = *state;
 	attach_live(fx, &fx->a, 1, "e1");
-	const char *bad[] = { "", "e1", "e1\n2", "e1\nx\nmessages\n\n{}", "e1\n2\nmessages\n\nnot json",
-			      "\n2\nmessages\n\n{}" };
+	const char *bad[] = {
+		"", "e1", "e1\n2", "e1\nx\nmessages\n\n{}", "e1\n2\nmessages\n\nnot json", "\n2\nmessages\n\n{}"
+	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		fake_push(fx->redis, "smessage", CH, bad[i]);
 	assert_int_equal(fx->a.nsent, 0);

@@ -20,8 +20,9 @@ static void valid_command(void **state)
 {
 	struct tc_command cmd;
 	struct tc_error err;
-	assert_int_equal(parse(" {\"id\":7,\"method\":\"subscription.subscribe\",\"params\":{\"channels\":[]}}\n",
-			       &cmd, &err), TC_OK);
+	assert_int_equal(
+		parse(" {\"id\":7,\"method\":\"subscription.subscribe\",\"params\":{\"channels\":[]}}\n", &cmd, &err),
+		TC_OK);
 	assert_true(cmd.has_id);
 	assert_int_equal(cmd.id, 7);
 	assert_int_equal(cmd.method, TC_METHOD_SUBSCRIBE);
@@ -42,9 +43,16 @@ static void valid_command(void **state)
 
 static void every_method_known(void **state)
 {
-	const char *names[] = { "run.start", "subscription.subscribe", "subscription.unsubscribe",
-				"subscription.reconnect", "agent.getTree", "input.respond",
-				"input.inject", "state.get", "state.listCheckpoints", "state.fork" };
+	const char *names[] = { "run.start",
+				"subscription.subscribe",
+				"subscription.unsubscribe",
+				"subscription.reconnect",
+				"agent.getTree",
+				"input.respond",
+				"input.inject",
+				"state.get",
+				"state.listCheckpoints",
+				"state.fork" };
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
 		enum tc_method m = tc_method_lookup(names[i], strlen(names[i]));
 		assert_int_not_equal(m, TC_METHOD_UNKNOWN);
@@ -58,10 +66,21 @@ static void every_method_known(void **state)
 static void unusable_ids(void **state)
 {
 	const char *frames[] = {
-		"", "   ", "hello", "{\"id\":3", "{\"id\":1}}", "[1,2]", "42", "null",
-		"{\"method\":\"x\"}", "{\"id\":\"1\",\"method\":\"x\"}", "{\"id\":-1,\"method\":\"x\"}",
-		"{\"id\":1.5,\"method\":\"x\"}", "{\"id\":9007199254740992,\"method\":\"x\"}",
-		"{\"id\":null,\"method\":\"x\"}", "{\"id\":true,\"method\":\"x\"}",
+		"",
+		"   ",
+		"hello",
+		"{\"id\":3",
+		"{\"id\":1}}",
+		"[1,2]",
+		"42",
+		"null",
+		"{\"method\":\"x\"}",
+		"{\"id\":\"1\",\"method\":\"x\"}",
+		"{\"id\":-1,\"method\":\"x\"}",
+		"{\"id\":1.5,\"method\":\"x\"}",
+		"{\"id\":9007199254740992,\"method\":\"x\"}",
+		"{\"id\":null,\"method\":\"x\"}",
+		"{\"id\":true,\"method\":\"x\"}",
 		"{\"id\":1,\"method\":\"x\"} {\"id\":2}",
 	};
 	for (size_t i = 0; i < sizeof(frames) / sizeof(frames[0]); i++) {
@@ -113,7 +132,7 @@ static void error_table(void **state)
 	assert_string_equal(tc_err_code(TC_ERR_NOT_SUPPORTED), "not_supported");
 	assert_string_equal(tc_err_code(TC_ERR_PERMISSION_DENIED), "permission_denied");
 	assert_true(TC_ERR_INVALID_ARGUMENT < 0);
-	assert_string_equal(tc_err_code((enum tc_err)-999), "unknown_error");
+	assert_string_equal(tc_err_code((enum tc_err) - 999), "unknown_error");
 }
 
 static void frame_is(struct tc_buf *b, const char *expect)
@@ -125,10 +144,12 @@ static void frame_is(struct tc_buf *b, const char *expect)
 
 static void responses(void **state)
 {
-	frame_is(tc_response_error(true, 1, TC_ERR_UNKNOWN_COMMAND, "unknown method \"nope\""),
-		 "{\"type\":\"error\",\"id\":1,\"error\":\"unknown_command\",\"message\":\"unknown method \\\"nope\\\"\"}");
-	frame_is(tc_response_error(false, 0, TC_ERR_INVALID_ARGUMENT, NULL),
-		 "{\"type\":\"error\",\"id\":null,\"error\":\"invalid_argument\",\"message\":\"the command is malformed\"}");
+	frame_is(
+		tc_response_error(true, 1, TC_ERR_UNKNOWN_COMMAND, "unknown method \"nope\""),
+		"{\"type\":\"error\",\"id\":1,\"error\":\"unknown_command\",\"message\":\"unknown method \\\"nope\\\"\"}");
+	frame_is(
+		tc_response_error(false, 0, TC_ERR_INVALID_ARGUMENT, NULL),
+		"{\"type\":\"error\",\"id\":null,\"error\":\"invalid_argument\",\"message\":\"the command is malformed\"}");
 	frame_is(tc_response_success(1000000000000000ULL, NULL, -1, TC_SPELL_SEED),
 		 "{\"type\":\"success\",\"id\":1000000000000000,\"result\":{}}");
 	cJSON *r = cJSON_CreateObject();
@@ -142,7 +163,8 @@ static void responses(void **state)
 
 static void utf8_prefix(void **state)
 {
-	const char *s = "ab\xc3\xa9" "cd"; /* "abécd" */
+	const char *s = "ab\xc3\xa9"
+			"cd"; /* "abécd" */
 	assert_int_equal(tc_utf8_prefix(s, 6, 10), 6);
 	assert_int_equal(tc_utf8_prefix(s, 6, 3), 2); /* would split é */
 	assert_int_equal(tc_utf8_prefix(s, 6, 4), 4);
@@ -163,20 +185,32 @@ static void runtime_params(void **state)
 		"{\"id\":1,\"method\":\"state.listCheckpoints\",\"params\":{\"limit\":5,\"before\":\"c\"}}",
 		"{\"id\":1,\"method\":\"state.fork\",\"params\":{\"checkpointId\":\"c\",\"input\":1,\"config\":{}}}",
 	};
-	struct { const char *frame, *needle; } bad[] = {
+	struct {
+		const char *frame, *needle;
+	} bad[] = {
 		{ "{\"id\":1,\"method\":\"run.start\"}", "params is required" },
 		{ "{\"id\":1,\"method\":\"run.start\",\"params\":{\"input\":1}}", "params.assistantId is required" },
-		{ "{\"id\":1,\"method\":\"run.start\",\"params\":{\"assistantId\":1,\"input\":1}}", "params.assistantId must be a string" },
-		{ "{\"id\":1,\"method\":\"run.start\",\"params\":{\"assistantId\":\"a\"}}", "params.input is required" },
-		{ "{\"id\":1,\"method\":\"run.start\",\"params\":{\"assistantId\":\"a\",\"input\":1,\"config\":[]}}", "params.config" },
-		{ "{\"id\":1,\"method\":\"input.respond\",\"params\":{\"interruptId\":\"i\",\"response\":1}}", "params.namespace is required" },
-		{ "{\"id\":1,\"method\":\"input.respond\",\"params\":{\"namespace\":[],\"response\":1}}", "params.interruptId" },
-		{ "{\"id\":1,\"method\":\"input.respond\",\"params\":{\"namespace\":[],\"interruptId\":\"i\"}}", "params.response" },
+		{ "{\"id\":1,\"method\":\"run.start\",\"params\":{\"assistantId\":1,\"input\":1}}",
+		  "params.assistantId must be a string" },
+		{ "{\"id\":1,\"method\":\"run.start\",\"params\":{\"assistantId\":\"a\"}}",
+		  "params.input is required" },
+		{ "{\"id\":1,\"method\":\"run.start\",\"params\":{\"assistantId\":\"a\",\"input\":1,\"config\":[]}}",
+		  "params.config" },
+		{ "{\"id\":1,\"method\":\"input.respond\",\"params\":{\"interruptId\":\"i\",\"response\":1}}",
+		  "params.namespace is required" },
+		{ "{\"id\":1,\"method\":\"input.respond\",\"params\":{\"namespace\":[],\"response\":1}}",
+		  "params.interruptId" },
+		{ "{\"id\":1,\"method\":\"input.respond\",\"params\":{\"namespace\":[],\"interruptId\":\"i\"}}",
+		  "params.response" },
 		{ "{\"id\":1,\"method\":\"input.respond\",\"params\":{\"responses\":[]}}", "params.responses" },
-		{ "{\"id\":1,\"method\":\"input.respond\",\"params\":{\"responses\":[{\"namespace\":[1],\"interruptId\":\"i\",\"response\":1}]}}", "params.responses[0].namespace" },
-		{ "{\"id\":1,\"method\":\"input.respond\",\"params\":{\"namespace\":[],\"interruptId\":\"i\",\"response\":1,\"goto\":5}}", "params.goto" },
-		{ "{\"id\":1,\"method\":\"input.inject\",\"params\":{\"namespace\":[],\"message\":{\"role\":\"ai\",\"content\":\"x\"}}}", "params.message.role" },
-		{ "{\"id\":1,\"method\":\"input.inject\",\"params\":{\"namespace\":[]}}", "params.message is required" },
+		{ "{\"id\":1,\"method\":\"input.respond\",\"params\":{\"responses\":[{\"namespace\":[1],\"interruptId\":\"i\",\"response\":1}]}}",
+		  "params.responses[0].namespace" },
+		{ "{\"id\":1,\"method\":\"input.respond\",\"params\":{\"namespace\":[],\"interruptId\":\"i\",\"response\":1,\"goto\":5}}",
+		  "params.goto" },
+		{ "{\"id\":1,\"method\":\"input.inject\",\"params\":{\"namespace\":[],\"message\":{\"role\":\"ai\",\"content\":\"x\"}}}",
+		  "params.message.role" },
+		{ "{\"id\":1,\"method\":\"input.inject\",\"params\":{\"namespace\":[]}}",
+		  "params.message is required" },
 		{ "{\"id\":1,\"method\":\"state.get\",\"params\":{}}", "params.namespace is required" },
 		{ "{\"id\":1,\"method\":\"state.get\",\"params\":{\"namespace\":[],\"keys\":\"k\"}}", "params.keys" },
 		{ "{\"id\":1,\"method\":\"state.listCheckpoints\",\"params\":{\"limit\":-1}}", "params.limit" },
@@ -201,12 +235,17 @@ static void runtime_params(void **state)
 		tc_command_free(&cmd);
 	}
 	/* 0.0.21: params in either spelling; messages in the route's; forwarded as 0.0.21. */
-	struct { const char *frame, *needle; } snake[] = {
+	struct {
+		const char *frame, *needle;
+	} snake[] = {
 		{ "{\"id\":1,\"method\":\"run.start\",\"params\":{\"input\":1}}", "params.assistant_id is required" },
-		{ "{\"id\":1,\"method\":\"input.respond\",\"params\":{\"namespace\":[],\"response\":1}}", "params.interrupt_id" },
-		{ "{\"id\":1,\"method\":\"input.respond\",\"params\":{\"responses\":[{\"namespace\":[],\"response\":1}]}}", "params.responses[0].interrupt_id" },
+		{ "{\"id\":1,\"method\":\"input.respond\",\"params\":{\"namespace\":[],\"response\":1}}",
+		  "params.interrupt_id" },
+		{ "{\"id\":1,\"method\":\"input.respond\",\"params\":{\"responses\":[{\"namespace\":[],\"response\":1}]}}",
+		  "params.responses[0].interrupt_id" },
 		{ "{\"id\":1,\"method\":\"state.fork\",\"params\":{}}", "params.checkpoint_id is required" },
-		{ "{\"id\":1,\"method\":\"run.start\",\"params\":{\"assistant_id\":\"a\",\"input\":1,\"langsmith_tracer\":2}}", "params.langsmith_tracer" },
+		{ "{\"id\":1,\"method\":\"run.start\",\"params\":{\"assistant_id\":\"a\",\"input\":1,\"langsmith_tracer\":2}}",
+		  "params.langsmith_tracer" },
 	};
 	for (size_t i = 0; i < sizeof(snake) / sizeof(snake[0]); i++) {
 		struct tc_command cmd;
@@ -220,10 +259,13 @@ static void runtime_params(void **state)
 	struct tc_command cmd;
 	struct tc_error err;
 	assert_int_equal(parse("{\"id\":1,\"method\":\"run.start\",\"params\":{\"assistantId\":\"a\","
-			       "\"input\":{\"runId\":1},\"langsmith_tracer\":{\"projectName\":\"p\"}}}", &cmd, &err), TC_OK);
+			       "\"input\":{\"runId\":1},\"langsmith_tracer\":{\"projectName\":\"p\"}}}",
+			       &cmd, &err),
+			 TC_OK);
 	assert_int_equal(tc_params_validate(&cmd, TC_SPELL_021, &err), TC_OK);
 	char *fwd = cJSON_PrintUnformatted(cmd.params);
-	assert_string_equal(fwd, "{\"assistant_id\":\"a\",\"input\":{\"runId\":1},\"langsmith_tracer\":{\"project_name\":\"p\"}}");
+	assert_string_equal(
+		fwd, "{\"assistant_id\":\"a\",\"input\":{\"runId\":1},\"langsmith_tracer\":{\"project_name\":\"p\"}}");
 	free(fwd);
 	tc_command_free(&cmd);
 
@@ -239,7 +281,15 @@ static void event_ids(void **state)
 	assert_string_equal(epoch, "6b02d195e2774");
 	assert_int_equal(seq, 42);
 	assert_true(tc_event_id_parse("a:9007199254740991", epoch, &seq));
-	const char *bad[] = { "", ":1", "a:", "a:0", "a:01", "a:1x", "a:b:1", "a-b:1", "a:9007199254740992",
+	const char *bad[] = { "",
+			      ":1",
+			      "a:",
+			      "a:0",
+			      "a:01",
+			      "a:1x",
+			      "a:b:1",
+			      "a-b:1",
+			      "a:9007199254740992",
 			      "0123456789012345678901234567890123456789:1" };
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		if (tc_event_id_parse(bad[i], epoch, &seq))
@@ -251,7 +301,8 @@ static void stream_query(void **state)
 	struct tc_error err;
 	cJSON *q = tc_stream_request_from_query("messages,,custom:x", "[[\"a\"]]", "2", "40", &err);
 	char *s = cJSON_PrintUnformatted(q);
-	assert_string_equal(s, "{\"channels\":[\"messages\",\"custom:x\"],\"namespaces\":[[\"a\"]],\"depth\":2,\"since\":40}");
+	assert_string_equal(
+		s, "{\"channels\":[\"messages\",\"custom:x\"],\"namespaces\":[[\"a\"]],\"depth\":2,\"since\":40}");
 	free(s);
 	cJSON_Delete(q);
 	q = tc_stream_request_from_query(NULL, NULL, NULL, NULL, &err);
@@ -269,16 +320,11 @@ int main(void)
 {
 	tc_cjson_init();
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(valid_command),
-		cmocka_unit_test(every_method_known),
-		cmocka_unit_test(unusable_ids),
-		cmocka_unit_test(nul_inside_frame_is_malformed),
-		cmocka_unit_test(errors_with_id),
-		cmocka_unit_test(error_table),
-		cmocka_unit_test(responses),
-		cmocka_unit_test(utf8_prefix),
-		cmocka_unit_test(runtime_params),
-		cmocka_unit_test(event_ids),
+		cmocka_unit_test(valid_command),  cmocka_unit_test(every_method_known),
+		cmocka_unit_test(unusable_ids),   cmocka_unit_test(nul_inside_frame_is_malformed),
+		cmocka_unit_test(errors_with_id), cmocka_unit_test(error_table),
+		cmocka_unit_test(responses),      cmocka_unit_test(utf8_prefix),
+		cmocka_unit_test(runtime_params), cmocka_unit_test(event_ids),
 		cmocka_unit_test(stream_query),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

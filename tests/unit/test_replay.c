@@ -35,7 +35,7 @@ struct client {
 	char *namespaces;
 	enum tc_err fail_code;
 	int close_code;
-	size_t queued;                 /* what the client has not read */
+	size_t queued; /* what the client has not read */
 	struct tc_replay *rp;
 };
 
@@ -117,9 +117,15 @@ static bool c_may_hold(void *ctx)
 	return ((struct client *)ctx)->may_hold;
 }
 
-static const struct tc_replay_ops c_ops = { .match = c_match, .answer = c_answer, .send = c_send,
-					    .queued = c_queued, .fail = c_fail, .close = c_close, .done = c_done,
-					    .gather = c_gather, .may_hold = c_may_hold };
+static const struct tc_replay_ops c_ops = { .match = c_match,
+					    .answer = c_answer,
+					    .send = c_send,
+					    .queued = c_queued,
+					    .fail = c_fail,
+					    .close = c_close,
+					    .done = c_done,
+					    .gather = c_gather,
+					    .may_hold = c_may_hold };
 
 static void m_ready(struct tc_member *m)
 {
@@ -228,9 +234,16 @@ static void start(struct fixture *fx, bool reconnect, const struct tc_replay_fro
 	bool fresh = !fx->c.m.thread;
 	if (fresh)
 		tc_hub_attach(fx->hub, "t1", &fx->c.m);
-	struct tc_replay_start s = { .cfg = &fx->cfg, .redis = fx->redis, .thread = "t1",
-				     .member = &fx->c.m, .fresh_member = fresh, .kind = TC_FRAME_WS,
-				     .ops = &c_ops, .ctx = &fx->c, .holds = fx->holds, .reconnect = reconnect,
+	struct tc_replay_start s = { .cfg = &fx->cfg,
+				     .redis = fx->redis,
+				     .thread = "t1",
+				     .member = &fx->c.m,
+				     .fresh_member = fresh,
+				     .kind = TC_FRAME_WS,
+				     .ops = &c_ops,
+				     .ctx = &fx->c,
+				     .holds = fx->holds,
+				     .reconnect = reconnect,
 				     .from = from };
 	fx->c.rp = tc_replay_start(&s);
 	assert_non_null(fx->c.rp);
@@ -253,8 +266,8 @@ static redisReply *entries(uint64_t from, uint64_t to)
 	r->element = tc_xcalloc(r->elements + 1, sizeof(*r->element));
 	for (uint64_t s = from; s <= to; s++)
 		r->element[s - from] = rr_entry(s, s % 2 ? "messages" : "values", "",
-						s % 2 ? "{\"method\":\"messages\",\"params\":{}}" :
-							"{\"method\":\"values\",\"params\":{}}");
+						s % 2 ? "{\"method\":\"messages\",\"params\":{}}"
+						      : "{\"method\":\"values\",\"params\":{}}");
 	return r;
 }
 
@@ -310,8 +323,7 @@ static void subscribe_replays_baseline_and_run(void **state)
 	fx->c.fresh = filter("{\"channels\":[\"messages\",\"values\"]}");
 	start(fx, false, NULL);
 	expect(fx, "HMGET tc:{t1}:meta seq epoch run_seq run_id run_status", meta("6", "e1", "3"));
-	expect(fx, "HGETALL tc:{t1}:values",
-	       rr_arr(2, rr_str(""), rr_str("2\n{\"method\":\"values\",\"params\":{}}")));
+	expect(fx, "HGETALL tc:{t1}:values", rr_arr(2, rr_str(""), rr_str("2\n{\"method\":\"values\",\"params\":{}}")));
 	expect(fx, "XRANGE tc:{t1}:events 2-1 6-0 COUNT 512", entries(3, 6));
 	assert_true(fx->c.answered);
 	assert_int_equal(fx->c.answer.replayed, 5); /* the baseline and 3..6 */

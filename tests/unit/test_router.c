@@ -34,7 +34,10 @@ static void table_is_well_formed(void **state)
 static void plain_routes(void **state)
 {
 	struct tc_route_match m;
-	static const struct { const char *path; int id; } cases[] = {
+	static const struct {
+		const char *path;
+		int id;
+	} cases[] = {
 		{ "/healthz", TC_ROUTE_HEALTHZ },
 		{ "/readyz", TC_ROUTE_READYZ },
 		{ "/metrics", TC_ROUTE_METRICS },
@@ -107,7 +110,10 @@ static void bad_thread_ids(void **state)
 {
 	/* Every one is answered 400 invalid_thread_id, whatever the method:
 	 * braces, spaces, nothing at all, or a '/' (sent as %2F) inside. */
-	static const struct { const char *path; int id; } cases[] = {
+	static const struct {
+		const char *path;
+		int id;
+	} cases[] = {
 		{ "/threads/bad{id/stream", TC_ROUTE_STREAM },
 		{ "/threads/a b/stream", TC_ROUTE_STREAM },
 		{ "/threads/\xc3\xa9/stream", TC_ROUTE_STREAM },
@@ -183,11 +189,26 @@ static void rest_routes(void **state)
 static void unknown_paths(void **state)
 {
 	static const char *const paths[] = {
-		"/", "", "healthz", "/nope", "/healthz/", "/Healthz", "/healthzz", "//healthz",
-		"/threads/t1/x/y", "/runs/x/y",
-		"/threads/t1/stream/", "/threads/t1/streamx", "/threads/t1/Stream", "threads/t1/stream",
-		"/threads/t1/stream/event", "/x/threads/t1/stream", "/index.html", "/threads/t1/commands/x",
-		"/threads/t1/stream/events/x", "/threads/t1/states",
+		"/",
+		"",
+		"healthz",
+		"/nope",
+		"/healthz/",
+		"/Healthz",
+		"/healthzz",
+		"//healthz",
+		"/threads/t1/x/y",
+		"/runs/x/y",
+		"/threads/t1/stream/",
+		"/threads/t1/streamx",
+		"/threads/t1/Stream",
+		"threads/t1/stream",
+		"/threads/t1/stream/event",
+		"/x/threads/t1/stream",
+		"/index.html",
+		"/threads/t1/commands/x",
+		"/threads/t1/stream/events/x",
+		"/threads/t1/states",
 	};
 	struct tc_route_match m;
 
@@ -215,8 +236,7 @@ static void several_params(void **state)
 {
 	struct tc_route_match m;
 
-	assert_int_equal(tc_route_match(more, NMORE, TC_HTTP_GET, "/threads/t1/runs/r-9/stream", &m),
-			 TC_MATCH_FOUND);
+	assert_int_equal(tc_route_match(more, NMORE, TC_HTTP_GET, "/threads/t1/runs/r-9/stream", &m), TC_MATCH_FOUND);
 	assert_int_equal(m.id, R_RUN_STREAM);
 	assert_int_equal(m.nparams, 2);
 	assert_string_equal(m.params[0].value, "t1");
@@ -233,8 +253,7 @@ static void several_params(void **state)
 			 TC_MATCH_BAD_PARAM);
 	assert_string_equal(m.error, "invalid_thread_id");
 	/* The run route wins over the stream route reading "t1/runs/r9" as a thread. */
-	assert_int_equal(tc_route_match(more, NMORE, TC_HTTP_POST, "/threads/t1/runs/r9/stream", &m),
-			 TC_MATCH_METHOD);
+	assert_int_equal(tc_route_match(more, NMORE, TC_HTTP_POST, "/threads/t1/runs/r9/stream", &m), TC_MATCH_METHOD);
 	assert_int_equal(m.id, R_RUN_STREAM);
 }
 
@@ -298,16 +317,11 @@ static void thirty_routes(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(table_is_well_formed),
-		cmocka_unit_test(plain_routes),
-		cmocka_unit_test(thread_routes),
-		cmocka_unit_test(thread_id_limits),
-		cmocka_unit_test(bad_thread_ids),
-		cmocka_unit_test(unknown_paths),
-		cmocka_unit_test(protocol_021_routes),
-		cmocka_unit_test(rest_routes),
-		cmocka_unit_test(several_params),
-		cmocka_unit_test(methods_pick_the_route),
+		cmocka_unit_test(table_is_well_formed), cmocka_unit_test(plain_routes),
+		cmocka_unit_test(thread_routes),        cmocka_unit_test(thread_id_limits),
+		cmocka_unit_test(bad_thread_ids),       cmocka_unit_test(unknown_paths),
+		cmocka_unit_test(protocol_021_routes),  cmocka_unit_test(rest_routes),
+		cmocka_unit_test(several_params),       cmocka_unit_test(methods_pick_the_route),
 		cmocka_unit_test(thirty_routes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

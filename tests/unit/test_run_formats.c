@@ -62,15 +62,23 @@ static void task(feed_fn *fn, void *f, const char *data)
 	feed_frame(fn, f, buf, (size_t)n);
 }
 
-#define TASK(id, name) "{\"id\":\"" id "\",\"name\":\"" name "\",\"input\":{},\"triggers\":[\"branch:to:" name "\"],\"interrupts\":[]}"
+#define TASK(id, name)                                                                                                 \
+	"{\"id\":\"" id "\",\"name\":\"" name "\",\"input\":{},\"triggers\":[\"branch:to:" name "\"],\"interrupts\":[]}"
 #define TASK_OK(id, name) "{\"id\":\"" id "\",\"name\":\"" name "\",\"result\":{},\"interrupts\":[],\"error\":null}"
 
 #define STARTED(run) "\"data\":{\"event\":\"started\",\"run_id\":\"" run "\"}"
-#define MSG_START(role, id) "\"node\":\"agent\",\"data\":{\"event\":\"message-start\",\"role\":\"" role "\",\"id\":\"" id "\"}"
-#define BLOCK_START_TEXT "\"node\":\"agent\",\"data\":{\"event\":\"content-block-start\",\"index\":0,\"content\":{\"type\":\"text\",\"text\":\"\"}}"
-#define TEXT_DELTA(t) "\"node\":\"agent\",\"data\":{\"event\":\"content-block-delta\",\"index\":0,\"delta\":{\"type\":\"text-delta\",\"text\":\"" t "\"}}"
-#define BLOCK_FINISH_TEXT(t) "\"node\":\"agent\",\"data\":{\"event\":\"content-block-finish\",\"index\":0,\"content\":{\"type\":\"text\",\"text\":\"" t "\"}}"
-#define MSG_FINISH "\"node\":\"agent\",\"data\":{\"event\":\"message-finish\",\"usage\":{\"input_tokens\":10,\"output_tokens\":4,\"total_tokens\":14}}"
+#define MSG_START(role, id)                                                                                            \
+	"\"node\":\"agent\",\"data\":{\"event\":\"message-start\",\"role\":\"" role "\",\"id\":\"" id "\"}"
+#define BLOCK_START_TEXT                                                                                               \
+	"\"node\":\"agent\",\"data\":{\"event\":\"content-block-start\",\"index\":0,\"content\":{\"type\":\"text\",\"text\":\"\"}}"
+#define TEXT_DELTA(t)                                                                                                                 \
+	"\"node\":\"agent\",\"data\":{\"event\":\"content-block-delta\",\"index\":0,\"delta\":{\"type\":\"text-delta\",\"text\":\"" t \
+	"\"}}"
+#define BLOCK_FINISH_TEXT(t)                                                                                                       \
+	"\"node\":\"agent\",\"data\":{\"event\":\"content-block-finish\",\"index\":0,\"content\":{\"type\":\"text\",\"text\":\"" t \
+	"\"}}"
+#define MSG_FINISH                                                                                                     \
+	"\"node\":\"agent\",\"data\":{\"event\":\"message-finish\",\"usage\":{\"input_tokens\":10,\"output_tokens\":4,\"total_tokens\":14}}"
 
 /*
  * A whole run, as the example graph makes it: an earlier run's events, the
@@ -88,23 +96,35 @@ static bool whole_run(feed_fn *fn, void *f, const char *end)
 	feed(fn, f, "values", "[]", "\"data\":{\"messages\":[\"q\"]}");
 	task(fn, f, TASK("1", "agent"));
 	feed(fn, f, "messages", "[\"agent:1\"]", MSG_START("ai", "m1"));
-	feed(fn, f, "messages", "[\"agent:1\"]", "\"node\":\"agent\",\"data\":{\"event\":\"content-block-start\",\"index\":0,\"content\":{\"type\":\"reasoning\",\"reasoning\":\"\"}}");
-	feed(fn, f, "messages", "[\"agent:1\"]", "\"node\":\"agent\",\"data\":{\"event\":\"content-block-delta\",\"index\":0,\"delta\":{\"type\":\"reasoning-delta\",\"reasoning\":\"hmm\"}}");
-	feed(fn, f, "messages", "[\"agent:1\"]", "\"node\":\"agent\",\"data\":{\"event\":\"content-block-finish\",\"index\":0,\"content\":{\"type\":\"reasoning\",\"reasoning\":\"hmm\"}}");
-	feed(fn, f, "messages", "[\"agent:1\"]", "\"node\":\"agent\",\"data\":{\"event\":\"content-block-start\",\"index\":1,\"content\":{\"type\":\"tool_call_chunk\",\"id\":\"c1\",\"name\":\"search\",\"args\":\"\"}}");
-	feed(fn, f, "messages", "[\"agent:1\"]", "\"node\":\"agent\",\"data\":{\"event\":\"content-block-delta\",\"index\":1,\"delta\":{\"type\":\"block-delta\",\"fields\":{\"type\":\"tool_call_chunk\",\"args\":\"{\\\"q\\\":\"}}}");
-	feed(fn, f, "messages", "[\"agent:1\"]", "\"node\":\"agent\",\"data\":{\"event\":\"content-block-delta\",\"index\":1,\"delta\":{\"type\":\"block-delta\",\"fields\":{\"type\":\"tool_call_chunk\",\"args\":\"\\\"x\\\"}\"}}}");
-	feed(fn, f, "messages", "[\"agent:1\"]", "\"node\":\"agent\",\"data\":{\"event\":\"content-block-finish\",\"index\":1,\"content\":{\"type\":\"tool_call\",\"id\":\"c1\",\"name\":\"search\",\"args\":{\"q\":\"x\"}}}");
+	feed(fn, f, "messages", "[\"agent:1\"]",
+	     "\"node\":\"agent\",\"data\":{\"event\":\"content-block-start\",\"index\":0,\"content\":{\"type\":\"reasoning\",\"reasoning\":\"\"}}");
+	feed(fn, f, "messages", "[\"agent:1\"]",
+	     "\"node\":\"agent\",\"data\":{\"event\":\"content-block-delta\",\"index\":0,\"delta\":{\"type\":\"reasoning-delta\",\"reasoning\":\"hmm\"}}");
+	feed(fn, f, "messages", "[\"agent:1\"]",
+	     "\"node\":\"agent\",\"data\":{\"event\":\"content-block-finish\",\"index\":0,\"content\":{\"type\":\"reasoning\",\"reasoning\":\"hmm\"}}");
+	feed(fn, f, "messages", "[\"agent:1\"]",
+	     "\"node\":\"agent\",\"data\":{\"event\":\"content-block-start\",\"index\":1,\"content\":{\"type\":\"tool_call_chunk\",\"id\":\"c1\",\"name\":\"search\",\"args\":\"\"}}");
+	feed(fn, f, "messages", "[\"agent:1\"]",
+	     "\"node\":\"agent\",\"data\":{\"event\":\"content-block-delta\",\"index\":1,\"delta\":{\"type\":\"block-delta\",\"fields\":{\"type\":\"tool_call_chunk\",\"args\":\"{\\\"q\\\":\"}}}");
+	feed(fn, f, "messages", "[\"agent:1\"]",
+	     "\"node\":\"agent\",\"data\":{\"event\":\"content-block-delta\",\"index\":1,\"delta\":{\"type\":\"block-delta\",\"fields\":{\"type\":\"tool_call_chunk\",\"args\":\"\\\"x\\\"}\"}}}");
+	feed(fn, f, "messages", "[\"agent:1\"]",
+	     "\"node\":\"agent\",\"data\":{\"event\":\"content-block-finish\",\"index\":1,\"content\":{\"type\":\"tool_call\",\"id\":\"c1\",\"name\":\"search\",\"args\":{\"q\":\"x\"}}}");
 	feed(fn, f, "messages", "[\"agent:1\"]", MSG_FINISH);
 	feed(fn, f, "updates", "[]", "\"data\":{\"node\":\"agent\",\"values\":{\"messages\":[\"call\"]}}");
 	task(fn, f, TASK_OK("1", "agent"));
 	feed(fn, f, "values", "[]", "\"data\":{\"messages\":[\"q\",\"call\"]}");
 	task(fn, f, TASK("2", "tools"));
-	feed(fn, f, "tools", "[\"tools:2\"]", "\"data\":{\"event\":\"tool-started\",\"tool_call_id\":\"c1\",\"tool_name\":\"search\",\"input\":{\"q\":\"x\"}}");
-	feed(fn, f, "tools", "[\"tools:2\"]", "\"data\":{\"event\":\"tool-output-delta\",\"tool_call_id\":\"c1\",\"delta\":\"work\"}");
-	feed(fn, f, "tools", "[\"tools:2\"]", "\"data\":{\"event\":\"tool-finished\",\"tool_call_id\":\"c1\",\"output\":{\"content\":\"42\",\"type\":\"tool\"}}");
-	feed(fn, f, "messages", "[\"tools:2\"]", "\"node\":\"tools\",\"data\":{\"event\":\"message-start\",\"role\":\"tool\",\"id\":\"m2\",\"tool_call_id\":\"c1\"}");
-	feed(fn, f, "messages", "[\"tools:2\"]", "\"node\":\"tools\",\"data\":{\"event\":\"content-block-finish\",\"index\":0,\"content\":{\"type\":\"text\",\"text\":\"42\"}}");
+	feed(fn, f, "tools", "[\"tools:2\"]",
+	     "\"data\":{\"event\":\"tool-started\",\"tool_call_id\":\"c1\",\"tool_name\":\"search\",\"input\":{\"q\":\"x\"}}");
+	feed(fn, f, "tools", "[\"tools:2\"]",
+	     "\"data\":{\"event\":\"tool-output-delta\",\"tool_call_id\":\"c1\",\"delta\":\"work\"}");
+	feed(fn, f, "tools", "[\"tools:2\"]",
+	     "\"data\":{\"event\":\"tool-finished\",\"tool_call_id\":\"c1\",\"output\":{\"content\":\"42\",\"type\":\"tool\"}}");
+	feed(fn, f, "messages", "[\"tools:2\"]",
+	     "\"node\":\"tools\",\"data\":{\"event\":\"message-start\",\"role\":\"tool\",\"id\":\"m2\",\"tool_call_id\":\"c1\"}");
+	feed(fn, f, "messages", "[\"tools:2\"]",
+	     "\"node\":\"tools\",\"data\":{\"event\":\"content-block-finish\",\"index\":0,\"content\":{\"type\":\"text\",\"text\":\"42\"}}");
 	feed(fn, f, "messages", "[\"tools:2\"]", "\"node\":\"tools\",\"data\":{\"event\":\"message-finish\"}");
 	task(fn, f, TASK_OK("2", "tools"));
 	feed(fn, f, "values", "[]", "\"data\":{\"messages\":[\"q\",\"call\",\"42\"]}");
@@ -165,8 +185,10 @@ static void s004_failed(void **state)
 	struct sink s = { 0 };
 	struct tc_run_chunks *f = tc_run_chunks_new("r1", NULL, false, 0, collect, &s);
 	assert_true(whole_run(tc_run_chunks_ops.event, f, "{\"data\":{\"event\":\"failed\",\"error\":\"boom\"}"));
-	assert_non_null(strstr(s.text, "\"chunk\":{\"type\":\"error\",\"agentId\":\"r1\",\"timestamp\":1032,\"error\":\"boom\",\"recoverable\":false,\"step\":0},\"sequence\":12}\n\n"
-				       "id: 13\ndata: {\"type\":\"fail\",\"error\":\"boom\"}\n\n"));
+	assert_non_null(strstr(
+		s.text,
+		"\"chunk\":{\"type\":\"error\",\"agentId\":\"r1\",\"timestamp\":1032,\"error\":\"boom\",\"recoverable\":false,\"step\":0},\"sequence\":12}\n\n"
+		"id: 13\ndata: {\"type\":\"fail\",\"error\":\"boom\"}\n\n"));
 	assert_null(strstr(s.text, "\"output\""));
 	assert_true(ends004(&s));
 	assert_string_equal(tc_run_chunks_status(f), "failed");
@@ -181,10 +203,15 @@ static void s004_interrupted(void **state)
 	seq = 0;
 	feed(tc_run_chunks_ops.event, f, "values", "[]", "\"data\":{\"n\":1}");
 	feed(tc_run_chunks_ops.event, f, "checkpoints", "[]", "\"data\":{\"id\":\"k\",\"step\":3,\"source\":\"loop\"}");
-	feed(tc_run_chunks_ops.event, f, "input.requested", "[]", "\"data\":{\"interrupt_id\":\"i1\",\"payload\":{\"ask\":\"ok?\"}}");
+	feed(tc_run_chunks_ops.event, f, "input.requested", "[]",
+	     "\"data\":{\"interrupt_id\":\"i1\",\"payload\":{\"ask\":\"ok?\"}}");
 	assert_true(feed(tc_run_chunks_ops.event, f, "lifecycle", "[]", "\"data\":{\"event\":\"interrupted\"}"));
-	assert_non_null(strstr(s.text, "\"type\":\"custom\",\"agentId\":\"r1\",\"timestamp\":1003,\"eventName\":\"interrupt\",\"data\":{\"value\":{\"ask\":\"ok?\"},\"id\":\"i1\"}"));
-	assert_non_null(strstr(s.text, "\"output\":{\"n\":1,\"__interrupt__\":[{\"value\":{\"ask\":\"ok?\"},\"id\":\"i1\"}]}},\"sequence\":3}\n\nid: 4\ndata: {\"type\":\"end\"}\n\n"));
+	assert_non_null(strstr(
+		s.text,
+		"\"type\":\"custom\",\"agentId\":\"r1\",\"timestamp\":1003,\"eventName\":\"interrupt\",\"data\":{\"value\":{\"ask\":\"ok?\"},\"id\":\"i1\"}"));
+	assert_non_null(strstr(
+		s.text,
+		"\"output\":{\"n\":1,\"__interrupt__\":[{\"value\":{\"ask\":\"ok?\"},\"id\":\"i1\"}]}},\"sequence\":3}\n\nid: 4\ndata: {\"type\":\"end\"}\n\n"));
 	assert_true(ends004(&s));
 	tc_run_chunks_free(f);
 }
@@ -198,7 +225,9 @@ static void s004_cut_and_finish(void **state)
 	assert_string_equal(tc_run_chunks_status(f), "failed");
 	tc_run_chunks_finish(f, "closing");
 	assert_true(ends004(&s));
-	assert_non_null(strstr(s.text, "id: 12\ndata: {\"type\":\"fail\",\"error\":\"the run's events ended without its end: another run started\"}\n\n"));
+	assert_non_null(strstr(
+		s.text,
+		"id: 12\ndata: {\"type\":\"fail\",\"error\":\"the run's events ended without its end: another run started\"}\n\n"));
 	tc_run_chunks_free(f);
 
 	/* the gateway gives up on a run still going: one fail, then nothing */
@@ -247,15 +276,21 @@ static void s004_subagents(void **state)
 	seq = 0;
 	feed(tc_run_chunks_ops.event, f, "lifecycle", "[\"tools:4\",\"researcher:7\"]",
 	     "\"data\":{\"event\":\"started\",\"graph_name\":\"researcher\",\"cause\":{\"type\":\"toolCall\",\"tool_call_id\":\"c9\"}}");
-	feed(tc_run_chunks_ops.event, f, "messages", "[\"tools:4\",\"researcher:7\",\"model:1\"]", MSG_START("ai", "m5"));
+	feed(tc_run_chunks_ops.event, f, "messages", "[\"tools:4\",\"researcher:7\",\"model:1\"]",
+	     MSG_START("ai", "m5"));
 	feed(tc_run_chunks_ops.event, f, "messages", "[\"tools:4\",\"researcher:7\",\"model:1\"]", TEXT_DELTA("found"));
 	feed(tc_run_chunks_ops.event, f, "values", "[\"tools:4\",\"researcher:7\"]", "\"data\":{\"notes\":[\"a\"]}");
-	feed(tc_run_chunks_ops.event, f, "lifecycle", "[\"tools:4\",\"researcher:7\"]", "\"data\":{\"event\":\"completed\"}");
+	feed(tc_run_chunks_ops.event, f, "lifecycle", "[\"tools:4\",\"researcher:7\"]",
+	     "\"data\":{\"event\":\"completed\"}");
 	const char *sub = "\"agentId\":\"r1/tools:4|researcher:7\",\"agentType\":\"researcher\"";
-	assert_non_null(strstr(s.text, "id: 1\ndata: {\"type\":\"chunk\",\"chunk\":{\"type\":\"subagent_start\",\"agentId\":\"r1\",\"agentType\":\"supervisor\",\"timestamp\":1001,\"step\":0,\"subAgentType\":\"researcher\",\"subSessionId\":\"r1/tools:4|researcher:7\",\"callId\":\"c9\"}"));
+	assert_non_null(strstr(
+		s.text,
+		"id: 1\ndata: {\"type\":\"chunk\",\"chunk\":{\"type\":\"subagent_start\",\"agentId\":\"r1\",\"agentType\":\"supervisor\",\"timestamp\":1001,\"step\":0,\"subAgentType\":\"researcher\",\"subSessionId\":\"r1/tools:4|researcher:7\",\"callId\":\"c9\"}"));
 	assert_non_null(strstr(s.text, "id: 2\ndata: {\"type\":\"chunk\",\"chunk\":{\"type\":\"text_delta\","));
 	assert_int_equal(count(s.text, sub), 2); /* the text and the state patch */
-	assert_non_null(strstr(s.text, "id: 4\ndata: {\"type\":\"chunk\",\"chunk\":{\"type\":\"subagent_end\",\"agentId\":\"r1\",\"agentType\":\"supervisor\",\"timestamp\":1005,\"step\":0,\"subAgentType\":\"researcher\",\"subSessionId\":\"r1/tools:4|researcher:7\",\"callId\":\"c9\",\"result\":{\"notes\":[\"a\"]}}"));
+	assert_non_null(strstr(
+		s.text,
+		"id: 4\ndata: {\"type\":\"chunk\",\"chunk\":{\"type\":\"subagent_end\",\"agentId\":\"r1\",\"agentType\":\"supervisor\",\"timestamp\":1005,\"step\":0,\"subAgentType\":\"researcher\",\"subSessionId\":\"r1/tools:4|researcher:7\",\"callId\":\"c9\",\"result\":{\"notes\":[\"a\"]}}"));
 	assert_string_equal(tc_run_chunks_status(f), "active"); /* a subgraph's end is not the run's */
 	tc_run_chunks_free(f);
 }
@@ -266,22 +301,35 @@ static void s004_errors_and_patches(void **state)
 	struct sink s = { 0 };
 	struct tc_run_chunks *f = tc_run_chunks_new("r1", NULL, true, 0, collect, &s);
 	seq = 0;
-	feed(tc_run_chunks_ops.event, f, "tools", "[]", "\"data\":{\"event\":\"tool-error\",\"tool_call_id\":\"c2\",\"message\":\"nope\"}");
-	feed(tc_run_chunks_ops.event, f, "messages", "[]", "\"data\":{\"event\":\"error\",\"message\":\"overloaded\",\"code\":\"provider_overloaded\"}");
+	feed(tc_run_chunks_ops.event, f, "tools", "[]",
+	     "\"data\":{\"event\":\"tool-error\",\"tool_call_id\":\"c2\",\"message\":\"nope\"}");
+	feed(tc_run_chunks_ops.event, f, "messages", "[]",
+	     "\"data\":{\"event\":\"error\",\"message\":\"overloaded\",\"code\":\"provider_overloaded\"}");
 	feed(tc_run_chunks_ops.event, f, "values", "[]", "\"data\":{\"a/b\":1,\"c~\":[1,2],\"gone\":true}");
 	feed(tc_run_chunks_ops.event, f, "values", "[]", "\"data\":{\"a/b\":2,\"c~\":[2]}");
 	feed(tc_run_chunks_ops.event, f, "values", "[]", "\"data\":{\"a/b\":2,\"c~\":[2]}"); /* no change: no chunk */
 	assert_int_equal(s.units, 4);
 	assert_non_null(strstr(s.text, "\"toolCallId\":\"c2\",\"result\":null,\"success\":false,\"error\":\"nope\""));
-	assert_non_null(strstr(s.text, "\"type\":\"error\",\"agentId\":\"r1\",\"timestamp\":1002,\"error\":\"overloaded\",\"code\":\"provider_overloaded\",\"recoverable\":false,\"step\":0"));
-	assert_non_null(strstr(s.text, "[{\"op\":\"add\",\"path\":\"/a~1b\",\"value\":1},{\"op\":\"add\",\"path\":\"/c~0\",\"value\":[1,2]},{\"op\":\"add\",\"path\":\"/gone\",\"value\":true}]"));
-	assert_non_null(strstr(s.text, "[{\"op\":\"remove\",\"path\":\"/gone\"},{\"op\":\"replace\",\"path\":\"/a~1b\",\"value\":2},{\"op\":\"replace\",\"path\":\"/c~0\",\"value\":[2]}]"));
+	assert_non_null(strstr(
+		s.text,
+		"\"type\":\"error\",\"agentId\":\"r1\",\"timestamp\":1002,\"error\":\"overloaded\",\"code\":\"provider_overloaded\",\"recoverable\":false,\"step\":0"));
+	assert_non_null(strstr(
+		s.text,
+		"[{\"op\":\"add\",\"path\":\"/a~1b\",\"value\":1},{\"op\":\"add\",\"path\":\"/c~0\",\"value\":[1,2]},{\"op\":\"add\",\"path\":\"/gone\",\"value\":true}]"));
+	assert_non_null(strstr(
+		s.text,
+		"[{\"op\":\"remove\",\"path\":\"/gone\"},{\"op\":\"replace\",\"path\":\"/a~1b\",\"value\":2},{\"op\":\"replace\",\"path\":\"/c~0\",\"value\":[2]}]"));
 	tc_run_chunks_free(f);
 }
 
 /* Garbage in: ignored, nothing emitted, nothing leaked. */
 static const char *const garbage_frames[] = {
-	"", "{", "[]", "null", "{\"method\":1}", "{\"method\":\"values\"}",
+	"",
+	"{",
+	"[]",
+	"null",
+	"{\"method\":1}",
+	"{\"method\":\"values\"}",
 	"{\"method\":\"values\",\"params\":{\"namespace\":{}}}",
 	"{\"method\":\"values\",\"params\":{\"namespace\":[],\"data\":5}}",
 	"{\"method\":\"messages\",\"params\":{\"namespace\":[],\"data\":{\"event\":\"content-block-delta\"}}}",
@@ -337,7 +385,8 @@ static void trace002(const char *text, char *out, size_t cap)
 		const cJSON *st = cJSON_GetObjectItem(j, "stage");
 		size_t n = strlen(out);
 		if (st) {
-			const cJSON *ix = cJSON_GetObjectItem(j, !strcmp(st->valuestring, "delta") ? "deltaIndex" : "blockIndex");
+			const cJSON *ix =
+				cJSON_GetObjectItem(j, !strcmp(st->valuestring, "delta") ? "deltaIndex" : "blockIndex");
 			assert_non_null(ix);
 			snprintf(out + n, cap - n, "%s%s:%s:%d", n ? " " : "", ev, st->valuestring, ix->valueint);
 		} else {
@@ -365,17 +414,28 @@ static void s002_completed(void **state)
 				"tool_call:start:1 tool_call:delta:0 tool_call:delta:1 tool_call:stop:1 "
 				"tool_result:start:2 tool_result:delta:0 tool_result:stop:2 "
 				"text:start:3 text:delta:0 text:delta:1 text:stop:3 done");
-	assert_ptr_equal(strstr(s.text, "id: 1\nevent: metadata\ndata: {\"event\":\"metadata\",\"requestId\":\"req-1\",\"threadId\":\"th-1\",\"agentId\":\"agent\",\"runId\":\"r1\",\"timestamp\":\"1970-01-01T00:00:01.004Z\"}\n\n"), s.text);
-	assert_non_null(strstr(s.text, "{\"event\":\"text\",\"requestId\":\"req-1\",\"messageId\":\"m3\",\"blockId\":\"b3\",\"stage\":\"delta\",\"delta\":\"It is \",\"deltaIndex\":0,"));
+	assert_ptr_equal(
+		strstr(s.text,
+		       "id: 1\nevent: metadata\ndata: {\"event\":\"metadata\",\"requestId\":\"req-1\",\"threadId\":\"th-1\",\"agentId\":\"agent\",\"runId\":\"r1\",\"timestamp\":\"1970-01-01T00:00:01.004Z\"}\n\n"),
+		s.text);
+	assert_non_null(strstr(
+		s.text,
+		"{\"event\":\"text\",\"requestId\":\"req-1\",\"messageId\":\"m3\",\"blockId\":\"b3\",\"stage\":\"delta\",\"delta\":\"It is \",\"deltaIndex\":0,"));
 	assert_non_null(strstr(s.text, "\"stage\":\"stop\",\"blockIndex\":3,\"text\":\"It is 42.\""));
-	assert_non_null(strstr(s.text, "{\"event\":\"tool_call\",\"requestId\":\"req-1\",\"messageId\":\"m1\",\"blockId\":\"b1\",\"stage\":\"stop\",\"toolCallId\":\"c1\",\"toolName\":\"search\",\"blockIndex\":1,\"input\":{\"q\":\"x\"}"));
-	assert_non_null(strstr(s.text, "\"stage\":\"stop\",\"toolCallId\":\"c1\",\"toolName\":\"search\",\"blockIndex\":2,\"status\":\"success\",\"summary\":\"42\""));
-	assert_non_null(strstr(s.text, "event: done\ndata: {\"event\":\"done\",\"requestId\":\"req-1\",\"messageId\":\"m3\",\"threadId\":\"th-1\",\"content\":["
-				       "{\"type\":\"thinking\",\"thinking\":\"hmm\"},"
-				       "{\"type\":\"tool_use\",\"id\":\"c1\",\"name\":\"search\",\"input\":{\"q\":\"x\"}},"
-				       "{\"type\":\"tool_result\",\"toolCallId\":\"c1\",\"toolName\":\"search\",\"status\":\"success\",\"summary\":\"42\"},"
-				       "{\"type\":\"text\",\"text\":\"It is 42.\"}],"
-				       "\"usage\":{\"inputTokens\":20,\"outputTokens\":8,\"totalTokens\":28},\"finishReason\":\"stop\","));
+	assert_non_null(strstr(
+		s.text,
+		"{\"event\":\"tool_call\",\"requestId\":\"req-1\",\"messageId\":\"m1\",\"blockId\":\"b1\",\"stage\":\"stop\",\"toolCallId\":\"c1\",\"toolName\":\"search\",\"blockIndex\":1,\"input\":{\"q\":\"x\"}"));
+	assert_non_null(strstr(
+		s.text,
+		"\"stage\":\"stop\",\"toolCallId\":\"c1\",\"toolName\":\"search\",\"blockIndex\":2,\"status\":\"success\",\"summary\":\"42\""));
+	assert_non_null(strstr(
+		s.text,
+		"event: done\ndata: {\"event\":\"done\",\"requestId\":\"req-1\",\"messageId\":\"m3\",\"threadId\":\"th-1\",\"content\":["
+		"{\"type\":\"thinking\",\"thinking\":\"hmm\"},"
+		"{\"type\":\"tool_use\",\"id\":\"c1\",\"name\":\"search\",\"input\":{\"q\":\"x\"}},"
+		"{\"type\":\"tool_result\",\"toolCallId\":\"c1\",\"toolName\":\"search\",\"status\":\"success\",\"summary\":\"42\"},"
+		"{\"type\":\"text\",\"text\":\"It is 42.\"}],"
+		"\"usage\":{\"inputTokens\":20,\"outputTokens\":8,\"totalTokens\":28},\"finishReason\":\"stop\","));
 	assert_int_equal(terminals002(s.text), 1);
 	tc_run_agent_events_finish(f, NULL, NULL); /* after the end: nothing */
 	assert_true(feed(tc_run_agent_events_ops.event, f, "values", "[]", "\"data\":{}"));
@@ -386,16 +446,24 @@ static void s002_completed(void **state)
 /* Exactly one terminal whatever the end: failed, cancelled, cut, interrupted, the caller's. */
 static void s002_terminals(void **state)
 {
-	static const struct { const char *end; const char *want; } cases[] = {
-		{ "{\"data\":{\"event\":\"failed\",\"error\":\"boom\"}", "event: error\ndata: {\"event\":\"error\",\"requestId\":\"req-1\",\"code\":\"agent_error\",\"message\":\"boom\",\"retryable\":false," },
-		{ "{\"data\":{\"event\":\"failed\",\"error\":\"cancelled\"}", "event: aborted\ndata: {\"event\":\"aborted\",\"requestId\":\"req-1\",\"reason\":\"cancelled\"," },
-		{ "{\"data\":{\"event\":\"interrupted\",\"cancelled\":true}", "event: aborted\ndata: {\"event\":\"aborted\",\"requestId\":\"req-1\",\"reason\":\"cancelled\"," },
-		{ "{\"data\":{\"event\":\"started\",\"run_id\":\"r2\"}", "event: error\ndata: {\"event\":\"error\",\"requestId\":\"req-1\",\"code\":\"internal_error\",\"message\":\"the run's events ended without its end: another run started\",\"retryable\":true," },
+	static const struct {
+		const char *end;
+		const char *want;
+	} cases[] = {
+		{ "{\"data\":{\"event\":\"failed\",\"error\":\"boom\"}",
+		  "event: error\ndata: {\"event\":\"error\",\"requestId\":\"req-1\",\"code\":\"agent_error\",\"message\":\"boom\",\"retryable\":false," },
+		{ "{\"data\":{\"event\":\"failed\",\"error\":\"cancelled\"}",
+		  "event: aborted\ndata: {\"event\":\"aborted\",\"requestId\":\"req-1\",\"reason\":\"cancelled\"," },
+		{ "{\"data\":{\"event\":\"interrupted\",\"cancelled\":true}",
+		  "event: aborted\ndata: {\"event\":\"aborted\",\"requestId\":\"req-1\",\"reason\":\"cancelled\"," },
+		{ "{\"data\":{\"event\":\"started\",\"run_id\":\"r2\"}",
+		  "event: error\ndata: {\"event\":\"error\",\"requestId\":\"req-1\",\"code\":\"internal_error\",\"message\":\"the run's events ended without its end: another run started\",\"retryable\":true," },
 		{ "{\"data\":{\"event\":\"interrupted\"}", "\"finishReason\":\"action_required\"" },
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		struct sink s = { 0 };
-		struct tc_run_agent_events *f = tc_run_agent_events_new("r1", "req-1", "th-1", "agent", false, 0, collect, &s);
+		struct tc_run_agent_events *f =
+			tc_run_agent_events_new("r1", "req-1", "th-1", "agent", false, 0, collect, &s);
 		assert_true(whole_run(tc_run_agent_events_ops.event, f, cases[i].end));
 		tc_run_agent_events_finish(f, "stream_timeout", "late");
 		char tr[2048];
@@ -409,7 +477,8 @@ static void s002_terminals(void **state)
 	struct tc_run_agent_events *f = tc_run_agent_events_new("r1", "req-1", "th-1", "agent", true, 0, collect, &s);
 	seq = 0;
 	feed(tc_run_agent_events_ops.event, f, "messages", "[]", MSG_START("ai", "m1"));
-	feed(tc_run_agent_events_ops.event, f, "messages", "[]", TEXT_DELTA("par")); /* no block start seen: opened by the delta */
+	feed(tc_run_agent_events_ops.event, f, "messages", "[]",
+	     TEXT_DELTA("par")); /* no block start seen: opened by the delta */
 	tc_run_agent_events_finish(f, NULL, NULL);
 	tc_run_agent_events_finish(f, "internal_error", "x");
 	char tr[512];
@@ -433,15 +502,21 @@ static void s002_continuation(void **state)
 	struct sink s = { 0 };
 	struct tc_run_agent_events *f = tc_run_agent_events_new("r1", "req-1", "th-1", "agent", true, 0, collect, &s);
 	seq = 0;
-	feed(tc_run_agent_events_ops.event, f, "input.requested", "[\"tools:1\"]", "\"data\":{\"interrupt_id\":\"i1\",\"payload\":{\"kind\":\"approval\",\"tool\":\"rm\"}}");
-	feed(tc_run_agent_events_ops.event, f, "input.requested", "[]", "\"data\":{\"interrupt_id\":\"i2\",\"payload\":\"name?\"}");
+	feed(tc_run_agent_events_ops.event, f, "input.requested", "[\"tools:1\"]",
+	     "\"data\":{\"interrupt_id\":\"i1\",\"payload\":{\"kind\":\"approval\",\"tool\":\"rm\"}}");
+	feed(tc_run_agent_events_ops.event, f, "input.requested", "[]",
+	     "\"data\":{\"interrupt_id\":\"i2\",\"payload\":\"name?\"}");
 	assert_true(feed(tc_run_agent_events_ops.event, f, "lifecycle", "[]", "\"data\":{\"event\":\"interrupted\"}"));
 	char tr[512];
 	trace002(s.text, tr, sizeof(tr));
 	assert_string_equal(tr, "metadata continuation continuation done");
-	assert_non_null(strstr(s.text, "{\"event\":\"continuation\",\"requestId\":\"req-1\",\"actionId\":\"i1\",\"kind\":\"approval\",\"payload\":{\"kind\":\"approval\",\"tool\":\"rm\"},"));
+	assert_non_null(strstr(
+		s.text,
+		"{\"event\":\"continuation\",\"requestId\":\"req-1\",\"actionId\":\"i1\",\"kind\":\"approval\",\"payload\":{\"kind\":\"approval\",\"tool\":\"rm\"},"));
 	assert_non_null(strstr(s.text, "\"actionId\":\"i2\",\"kind\":\"input\",\"payload\":\"name?\""));
-	assert_non_null(strstr(s.text, "\"content\":[],\"usage\":{\"inputTokens\":0,\"outputTokens\":0,\"totalTokens\":0},\"finishReason\":\"action_required\""));
+	assert_non_null(strstr(
+		s.text,
+		"\"content\":[],\"usage\":{\"inputTokens\":0,\"outputTokens\":0,\"totalTokens\":0},\"finishReason\":\"action_required\""));
 	tc_run_agent_events_free(f);
 }
 
@@ -449,7 +524,8 @@ static void s002_continuation(void **state)
 static void s002_resume(void **state)
 {
 	static struct sink all, part;
-	struct tc_run_agent_events *f = tc_run_agent_events_new("r1", "req-1", "th-1", "agent", false, 0, collect, &all);
+	struct tc_run_agent_events *f =
+		tc_run_agent_events_new("r1", "req-1", "th-1", "agent", false, 0, collect, &all);
 	assert_true(whole_run(tc_run_agent_events_ops.event, f, "{\"data\":{\"event\":\"completed\"}"));
 	tc_run_agent_events_free(f);
 	int units = count(all.text, "\n\n");
@@ -474,9 +550,11 @@ static void overlapping(feed_fn *fn, void *f)
 	feed(fn, f, "messages", "[\"agent:1\"]", MSG_START("ai", "m1"));
 	feed(fn, f, "messages", "[\"agent:1\"]", BLOCK_START_TEXT);
 	feed(fn, f, "messages", "[\"agent:1\"]", TEXT_DELTA("Looking"));
-	feed(fn, f, "messages", "[\"agent:1\"]", "\"node\":\"agent\",\"data\":{\"event\":\"content-block-start\",\"index\":1,\"content\":{\"type\":\"tool_call_chunk\",\"id\":\"c1\",\"name\":\"search\",\"args\":\"\"}}");
+	feed(fn, f, "messages", "[\"agent:1\"]",
+	     "\"node\":\"agent\",\"data\":{\"event\":\"content-block-start\",\"index\":1,\"content\":{\"type\":\"tool_call_chunk\",\"id\":\"c1\",\"name\":\"search\",\"args\":\"\"}}");
 	feed(fn, f, "messages", "[\"agent:1\"]", BLOCK_FINISH_TEXT("Looking"));
-	feed(fn, f, "messages", "[\"agent:1\"]", "\"node\":\"agent\",\"data\":{\"event\":\"content-block-finish\",\"index\":1,\"content\":{\"type\":\"tool_call\",\"id\":\"c1\",\"name\":\"search\",\"args\":{\"q\":1}}}");
+	feed(fn, f, "messages", "[\"agent:1\"]",
+	     "\"node\":\"agent\",\"data\":{\"event\":\"content-block-finish\",\"index\":1,\"content\":{\"type\":\"tool_call\",\"id\":\"c1\",\"name\":\"search\",\"args\":{\"q\":1}}}");
 	feed(fn, f, "messages", "[\"agent:1\"]", MSG_FINISH);
 	feed(fn, f, "lifecycle", "[]", "\"data\":{\"event\":\"completed\"}");
 }
@@ -495,7 +573,8 @@ static void overlapping_blocks(void **state)
 	tc_run_agent_events_free(b);
 	char tr[512];
 	trace002(s.text, tr, sizeof(tr));
-	assert_string_equal(tr, "metadata text:start:0 text:delta:0 text:stop:0 tool_call:start:1 tool_call:stop:1 done");
+	assert_string_equal(tr,
+			    "metadata text:start:0 text:delta:0 text:stop:0 tool_call:start:1 tool_call:stop:1 done");
 	assert_non_null(strstr(s.text, "\"input\":{\"q\":1}"));
 }
 
@@ -521,7 +600,8 @@ static void s002_garbage(void **state)
 	struct sink s = { 0 };
 	struct tc_run_agent_events *f = tc_run_agent_events_new("r1", "req-1", "th-1", "agent", true, 0, collect, &s);
 	for (size_t i = 0; i < sizeof(garbage_frames) / sizeof(garbage_frames[0]); i++)
-		assert_false(feed_frame(tc_run_agent_events_ops.event, f, garbage_frames[i], strlen(garbage_frames[i])));
+		assert_false(
+			feed_frame(tc_run_agent_events_ops.event, f, garbage_frames[i], strlen(garbage_frames[i])));
 	char tr[512];
 	trace002(s.text, tr, sizeof(tr));
 	assert_string_equal(tr, "metadata"); /* events of the run, none of them ours */
@@ -556,7 +636,8 @@ static int check003(const char *text, double first_id, bool spans)
 		if (!type) {
 			assert_true(cJSON_IsString(cJSON_GetObjectItem(j, "reply")));
 			const char *st = cJSON_GetStringValue(cJSON_GetObjectItem(j, "status"));
-			assert_true(st && (!strcmp(st, "completed") || !strcmp(st, "interrupted") || !strcmp(st, "failed")));
+			assert_true(st &&
+				    (!strcmp(st, "completed") || !strcmp(st, "interrupted") || !strcmp(st, "failed")));
 			assert_true((strcmp(st, "failed") == 0) == cJSON_IsString(cJSON_GetObjectItem(j, "error")));
 			replied = true;
 		} else if (spans && !strcmp(type, "node_enter")) {
@@ -627,7 +708,10 @@ static void s003_completed(void **state)
 /* Exactly one reply line whatever the end, last; nothing after it. */
 static void s003_endings(void **state)
 {
-	static const struct { const char *end; const char *want; } cases[] = {
+	static const struct {
+		const char *end;
+		const char *want;
+	} cases[] = {
 		{ "{\"data\":{\"event\":\"failed\",\"error\":\"boom\"}",
 		  "{\"session_id\":\"th-1\",\"node_id\":\"r1:agent:3\",\"event_id\":24,\"reply\":\"It is 42.\",\"status\":\"failed\",\"error\":\"boom\"}\n" },
 		{ "{\"data\":{\"event\":\"failed\"}",
@@ -647,9 +731,10 @@ static void s003_endings(void **state)
 		assert_int_equal(count(s.text, "\"reply\":"), 1);
 		const char *tail = strstr(s.text, cases[i].want);
 		assert_non_null(tail);
-		assert_string_equal(tail, cases[i].want); /* the last line */
+		assert_string_equal(tail, cases[i].want);  /* the last line */
 		assert_null(strstr(s.text, "\"agent\":")); /* no agent, no message: run_start without them */
-		assert_non_null(strstr(s.text, "{\"session_id\":\"th-1\",\"event_id\":1,\"type\":\"run_start\",\"run_id\":\"r1\"}\n"));
+		assert_non_null(strstr(
+			s.text, "{\"session_id\":\"th-1\",\"event_id\":1,\"type\":\"run_start\",\"run_id\":\"r1\"}\n"));
 		tc_run_ndjson_free(f);
 	}
 
@@ -659,14 +744,17 @@ static void s003_endings(void **state)
 	seq = 0;
 	task(tc_run_ndjson_ops.event, f, TASK("7", "model"));
 	feed(tc_run_ndjson_ops.event, f, "messages", "[\"model:7\"]", MSG_START("ai", "m1"));
-	feed(tc_run_ndjson_ops.event, f, "messages", "[\"model:7\"]", TEXT_DELTA("par")); /* no block start: still text */
-	assert_true(feed(tc_run_ndjson_ops.event, f, "lifecycle", "[]", "\"data\":{\"event\":\"failed\",\"error\":\"rate limited\"}"));
+	feed(tc_run_ndjson_ops.event, f, "messages", "[\"model:7\"]",
+	     TEXT_DELTA("par")); /* no block start: still text */
+	assert_true(feed(tc_run_ndjson_ops.event, f, "lifecycle", "[]",
+			 "\"data\":{\"event\":\"failed\",\"error\":\"rate limited\"}"));
 	assert_int_equal(check003(s.text, 1, true), 4);
-	assert_string_equal(s.text,
-			    "{\"session_id\":\"th-1\",\"node_id\":\"r1:model:1\",\"event_id\":1,\"type\":\"node_enter\",\"id\":\"model\"}\n"
-			    "{\"session_id\":\"th-1\",\"node_id\":\"r1:model:1\",\"event_id\":2,\"type\":\"message_chunk\",\"content\":\"par\",\"id\":\"agent\"}\n"
-			    "{\"session_id\":\"th-1\",\"node_id\":\"r1:model:1\",\"event_id\":3,\"type\":\"node_exit\",\"id\":\"model\",\"result\":{\"Err\":\"rate limited\"}}\n"
-			    "{\"session_id\":\"th-1\",\"node_id\":\"r1:model:1\",\"event_id\":4,\"reply\":\"par\",\"status\":\"failed\",\"error\":\"rate limited\"}\n");
+	assert_string_equal(
+		s.text,
+		"{\"session_id\":\"th-1\",\"node_id\":\"r1:model:1\",\"event_id\":1,\"type\":\"node_enter\",\"id\":\"model\"}\n"
+		"{\"session_id\":\"th-1\",\"node_id\":\"r1:model:1\",\"event_id\":2,\"type\":\"message_chunk\",\"content\":\"par\",\"id\":\"agent\"}\n"
+		"{\"session_id\":\"th-1\",\"node_id\":\"r1:model:1\",\"event_id\":3,\"type\":\"node_exit\",\"id\":\"model\",\"result\":{\"Err\":\"rate limited\"}}\n"
+		"{\"session_id\":\"th-1\",\"node_id\":\"r1:model:1\",\"event_id\":4,\"reply\":\"par\",\"status\":\"failed\",\"error\":\"rate limited\"}\n");
 	tc_run_ndjson_free(f);
 
 	/* the caller's finish mid-node: the same, with its error (or a default); once */
@@ -678,15 +766,19 @@ static void s003_endings(void **state)
 	tc_run_ndjson_finish(f, "again");
 	assert_true(feed(tc_run_ndjson_ops.event, f, "lifecycle", "[]", "\"data\":{\"event\":\"completed\"}"));
 	assert_int_equal(check003(s.text, 1, true), 3);
-	assert_non_null(strstr(s.text, "\"event_id\":2,\"type\":\"node_exit\",\"id\":\"model\",\"result\":{\"Err\":\"the stream was closed before the run ended\"}}\n"
-				       "{\"session_id\":\"th-1\",\"event_id\":3,\"reply\":\"\",\"status\":\"failed\",\"error\":\"the stream was closed before the run ended\"}\n"));
+	assert_non_null(strstr(
+		s.text,
+		"\"event_id\":2,\"type\":\"node_exit\",\"id\":\"model\",\"result\":{\"Err\":\"the stream was closed before the run ended\"}}\n"
+		"{\"session_id\":\"th-1\",\"event_id\":3,\"reply\":\"\",\"status\":\"failed\",\"error\":\"the stream was closed before the run ended\"}\n"));
 	tc_run_ndjson_free(f);
 
 	/* nothing of the run yet: the reply alone */
 	memset(&s, 0, sizeof(s));
 	f = tc_run_ndjson_new("r1", "th-1", NULL, NULL, false, 0, collect, &s);
 	tc_run_ndjson_finish(f, "stream_timeout");
-	assert_string_equal(s.text, "{\"session_id\":\"th-1\",\"event_id\":1,\"reply\":\"\",\"status\":\"failed\",\"error\":\"stream_timeout\"}\n");
+	assert_string_equal(
+		s.text,
+		"{\"session_id\":\"th-1\",\"event_id\":1,\"reply\":\"\",\"status\":\"failed\",\"error\":\"stream_timeout\"}\n");
 	tc_run_ndjson_free(f);
 }
 
@@ -740,23 +832,37 @@ static void s003_spans_and_more(void **state)
 	task(tc_run_ndjson_ops.event, f, TASK("a", "worker")); /* again: nothing */
 	feed(tc_run_ndjson_ops.event, f, "custom", "[\"worker:a\"]", "\"data\":{\"payload\":\"from a\"}");
 	feed(tc_run_ndjson_ops.event, f, "custom", "[\"worker:b\"]", "\"data\":{\"payload\":\"from b\"}");
-	feed(tc_run_ndjson_ops.event, f, "updates", "[]", "\"node\":\"worker\",\"data\":{\"values\":{\"x\":1}}"); /* the latest worker */
+	feed(tc_run_ndjson_ops.event, f, "updates", "[]",
+	     "\"node\":\"worker\",\"data\":{\"values\":{\"x\":1}}");            /* the latest worker */
 	feed(tc_run_ndjson_ops.event, f, "values", "[]", "\"data\":{\"x\":1}"); /* no node, two open: none */
-	task(tc_run_ndjson_ops.event, f, "{\"id\":\"a\",\"name\":\"worker\",\"result\":{},\"error\":{\"message\":\"bad input\",\"name\":\"Error\"}}");
-	task(tc_run_ndjson_ops.event, f, "{\"id\":\"zz\",\"name\":\"worker\",\"result\":{}}"); /* never entered: nothing */
+	task(tc_run_ndjson_ops.event, f,
+	     "{\"id\":\"a\",\"name\":\"worker\",\"result\":{},\"error\":{\"message\":\"bad input\",\"name\":\"Error\"}}");
+	task(tc_run_ndjson_ops.event, f,
+	     "{\"id\":\"zz\",\"name\":\"worker\",\"result\":{}}");              /* never entered: nothing */
 	feed(tc_run_ndjson_ops.event, f, "values", "[]", "\"data\":{\"x\":2}"); /* no node, one open: its */
-	feed(tc_run_ndjson_ops.event, f, "checkpoints", "[]", "\"data\":{\"id\":\"ck1\",\"parent_id\":\"ck0\",\"step\":2,\"source\":\"loop\"}");
-	feed(tc_run_ndjson_ops.event, f, "lifecycle", "[\"worker:b\",\"research:4\"]", "\"data\":{\"event\":\"started\",\"graph_name\":\"research\"}");
-	feed(tc_run_ndjson_ops.event, f, "checkpoints", "[\"worker:b\",\"research:4\"]", "\"data\":{\"id\":\"ck9\",\"step\":0}"); /* a subgraph's: none */
-	feed(tc_run_ndjson_ops.event, f, "messages", "[\"worker:b\",\"research:4\",\"model:9\"]", MSG_START("ai", "m7"));
+	feed(tc_run_ndjson_ops.event, f, "checkpoints", "[]",
+	     "\"data\":{\"id\":\"ck1\",\"parent_id\":\"ck0\",\"step\":2,\"source\":\"loop\"}");
+	feed(tc_run_ndjson_ops.event, f, "lifecycle", "[\"worker:b\",\"research:4\"]",
+	     "\"data\":{\"event\":\"started\",\"graph_name\":\"research\"}");
+	feed(tc_run_ndjson_ops.event, f, "checkpoints", "[\"worker:b\",\"research:4\"]",
+	     "\"data\":{\"id\":\"ck9\",\"step\":0}"); /* a subgraph's: none */
+	feed(tc_run_ndjson_ops.event, f, "messages", "[\"worker:b\",\"research:4\",\"model:9\"]",
+	     MSG_START("ai", "m7"));
 	feed(tc_run_ndjson_ops.event, f, "messages", "[\"worker:b\",\"research:4\",\"model:9\"]", TEXT_DELTA("deep"));
-	feed(tc_run_ndjson_ops.event, f, "tools", "[\"worker:b\",\"research:4\",\"tools:5\"]", "\"data\":{\"event\":\"tool-error\",\"tool_call_id\":\"c3\",\"tool_name\":\"fetch\",\"message\":\"timeout\"}");
-	feed(tc_run_ndjson_ops.event, f, "tools", "[\"worker:b\",\"research:4\",\"tools:5\"]", "\"data\":{\"event\":\"tool-finished\",\"tool_call_id\":\"c4\",\"output\":[1,2]}");
-	feed(tc_run_ndjson_ops.event, f, "tools", "[\"worker:b\",\"research:4\",\"tools:5\"]", "\"data\":{\"event\":\"tool-finished\",\"tool_call_id\":\"c5\",\"output\":\"plain\"}");
-	feed(tc_run_ndjson_ops.event, f, "input.requested", "[\"worker:b\"]", "\"data\":{\"interrupt_id\":\"i1\",\"payload\":{\"action_request\":{\"action\":\"rm\",\"args\":{\"path\":\"/\"}}}}");
-	feed(tc_run_ndjson_ops.event, f, "input.requested", "[]", "\"data\":{\"interrupt_id\":\"i2\",\"payload\":\"name?\"}");
-	feed(tc_run_ndjson_ops.event, f, "input.requested", "[]", "\"data\":{\"interrupt_id\":\"i3\",\"payload\":{\"action_requests\":[{\"name\":\"send_email\",\"args\":{}}]}}");
-	task(tc_run_ndjson_ops.event, f, "{\"id\":\"b\",\"name\":\"worker\",\"result\":{},\"interrupts\":[{\"value\":1}],\"error\":null}");
+	feed(tc_run_ndjson_ops.event, f, "tools", "[\"worker:b\",\"research:4\",\"tools:5\"]",
+	     "\"data\":{\"event\":\"tool-error\",\"tool_call_id\":\"c3\",\"tool_name\":\"fetch\",\"message\":\"timeout\"}");
+	feed(tc_run_ndjson_ops.event, f, "tools", "[\"worker:b\",\"research:4\",\"tools:5\"]",
+	     "\"data\":{\"event\":\"tool-finished\",\"tool_call_id\":\"c4\",\"output\":[1,2]}");
+	feed(tc_run_ndjson_ops.event, f, "tools", "[\"worker:b\",\"research:4\",\"tools:5\"]",
+	     "\"data\":{\"event\":\"tool-finished\",\"tool_call_id\":\"c5\",\"output\":\"plain\"}");
+	feed(tc_run_ndjson_ops.event, f, "input.requested", "[\"worker:b\"]",
+	     "\"data\":{\"interrupt_id\":\"i1\",\"payload\":{\"action_request\":{\"action\":\"rm\",\"args\":{\"path\":\"/\"}}}}");
+	feed(tc_run_ndjson_ops.event, f, "input.requested", "[]",
+	     "\"data\":{\"interrupt_id\":\"i2\",\"payload\":\"name?\"}");
+	feed(tc_run_ndjson_ops.event, f, "input.requested", "[]",
+	     "\"data\":{\"interrupt_id\":\"i3\",\"payload\":{\"action_requests\":[{\"name\":\"send_email\",\"args\":{}}]}}");
+	task(tc_run_ndjson_ops.event, f,
+	     "{\"id\":\"b\",\"name\":\"worker\",\"result\":{},\"interrupts\":[{\"value\":1}],\"error\":null}");
 	assert_true(feed(tc_run_ndjson_ops.event, f, "lifecycle", "[]", "\"data\":{\"event\":\"interrupted\"}"));
 	const char *want =
 		"{\"session_id\":\"th-1\",\"node_id\":\"r1:worker:1\",\"event_id\":1,\"type\":\"node_enter\",\"id\":\"worker\"}\n"
@@ -802,11 +908,15 @@ static void s003_parallel_reply(void **state)
 	task(tc_run_ndjson_ops.event, f, TASK_OK("a", "agent"));
 	assert_true(feed(tc_run_ndjson_ops.event, f, "lifecycle", "[]", "\"data\":{\"event\":\"completed\"}"));
 	check003(s.text, 1, false);
-	assert_non_null(strstr(s.text, "{\"session_id\":\"th-1\",\"node_id\":\"r1:agent:1\",\"event_id\":5,\"type\":\"message_chunk\",\"content\":\"A2\",\"id\":\"agent\"}\n"
-				       "{\"session_id\":\"th-1\",\"node_id\":\"r1:agent:2\",\"event_id\":6,\"type\":\"message_chunk\",\"content\":\"B2\",\"id\":\"agent\"}\n"));
-	assert_non_null(strstr(s.text, "\"node_id\":\"r1:agent:2\",\"event_id\":9,\"type\":\"node_exit\",\"id\":\"agent\",\"result\":\"Ok\"}\n"
-				       "{\"session_id\":\"th-1\",\"node_id\":\"r1:agent:1\",\"event_id\":10,\"type\":\"node_exit\",\"id\":\"agent\",\"result\":\"Ok\"}\n"
-				       "{\"session_id\":\"th-1\",\"node_id\":\"r1:agent:2\",\"event_id\":11,\"reply\":\"B1B2\",\"status\":\"completed\"}\n"));
+	assert_non_null(strstr(
+		s.text,
+		"{\"session_id\":\"th-1\",\"node_id\":\"r1:agent:1\",\"event_id\":5,\"type\":\"message_chunk\",\"content\":\"A2\",\"id\":\"agent\"}\n"
+		"{\"session_id\":\"th-1\",\"node_id\":\"r1:agent:2\",\"event_id\":6,\"type\":\"message_chunk\",\"content\":\"B2\",\"id\":\"agent\"}\n"));
+	assert_non_null(strstr(
+		s.text,
+		"\"node_id\":\"r1:agent:2\",\"event_id\":9,\"type\":\"node_exit\",\"id\":\"agent\",\"result\":\"Ok\"}\n"
+		"{\"session_id\":\"th-1\",\"node_id\":\"r1:agent:1\",\"event_id\":10,\"type\":\"node_exit\",\"id\":\"agent\",\"result\":\"Ok\"}\n"
+		"{\"session_id\":\"th-1\",\"node_id\":\"r1:agent:2\",\"event_id\":11,\"reply\":\"B1B2\",\"status\":\"completed\"}\n"));
 	tc_run_ndjson_free(f);
 }
 

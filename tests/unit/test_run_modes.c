@@ -13,7 +13,6 @@
 #include "sink.h"
 #include "util.h"
 
-
 static int seq;
 
 /* Feeds one event as the gateway frames it (0.0.21 spelling). */
@@ -31,7 +30,8 @@ static bool feed(struct tc_run_modes *f, const char *method, const char *ns, con
 static struct tc_run_modes *fmt(struct sink *s, const char *modes, bool subgraphs, bool in_run)
 {
 	cJSON *m = cJSON_Parse(modes);
-	struct tc_run_modes *f = tc_run_modes_new("r1", "t1", tc_run_modes_parse(m), subgraphs, in_run, 0, s ? collect : NULL, s);
+	struct tc_run_modes *f =
+		tc_run_modes_new("r1", "t1", tc_run_modes_parse(m), subgraphs, in_run, 0, s ? collect : NULL, s);
 	cJSON_Delete(m);
 	seq = 0;
 	return f;
@@ -54,15 +54,15 @@ static void only_the_run(void **state)
 	struct sink s = { 0 };
 	struct tc_run_modes *f = fmt(&s, "[\"values\"]", false, false);
 	assert_false(feed(f, "lifecycle", "[\"sub:1\"]", "\"data\":{\"event\":\"started\"}")); /* a subgraph */
-	assert_false(feed(f, "values", "[]", "\"data\":{\"n\":0}"));                 /* an earlier run */
+	assert_false(feed(f, "values", "[]", "\"data\":{\"n\":0}"));                           /* an earlier run */
 	assert_false(feed(f, "lifecycle", "[]", "\"data\":{\"event\":\"started\",\"run_id\":\"r0\"}"));
 	assert_false(feed(f, "values", "[]", "\"data\":{\"n\":1}"));
 	assert_int_equal(s.units, 0);
 	assert_false(feed(f, "lifecycle", "[]", "\"data\":{\"event\":\"started\",\"run_id\":\"r1\"}"));
 	assert_false(feed(f, "values", "[]", "\"data\":{\"n\":2}"));
-	assert_false(feed(f, "values", "[\"sub:1\"]", "\"data\":{\"n\":3}"));        /* no subgraphs */
+	assert_false(feed(f, "values", "[\"sub:1\"]", "\"data\":{\"n\":3}")); /* no subgraphs */
 	assert_true(feed(f, "lifecycle", "[]", "\"data\":{\"event\":\"completed\"}"));
-	assert_true(feed(f, "values", "[]", "\"data\":{\"n\":4}"));                  /* after: ignored */
+	assert_true(feed(f, "values", "[]", "\"data\":{\"n\":4}")); /* after: ignored */
 	assert_string_equal(s.text, "id: 48\nevent: values\ndata: {\"n\":2}\n\n");
 	cJSON *res = tc_run_modes_result(f);
 	char *j = cJSON_PrintUnformatted(res);
@@ -104,12 +104,18 @@ static void message_tuples(void **state)
 {
 	struct sink s = { 0 };
 	struct tc_run_modes *f = fmt(&s, "[\"messages-tuple\"]", false, true);
-	feed(f, "messages", "[]", "\"node\":\"agent\",\"data\":{\"event\":\"message-start\",\"role\":\"ai\",\"id\":\"m1\"}");
-	feed(f, "messages", "[]", "\"node\":\"agent\",\"data\":{\"event\":\"content-block-start\",\"index\":0,\"content\":{\"type\":\"text\",\"text\":\"\"}}");
-	feed(f, "messages", "[]", "\"node\":\"agent\",\"data\":{\"event\":\"content-block-delta\",\"index\":0,\"delta\":{\"type\":\"text-delta\",\"text\":\"Hel\"}}");
-	feed(f, "messages", "[]", "\"node\":\"agent\",\"data\":{\"event\":\"content-block-delta\",\"index\":0,\"delta\":{\"type\":\"text-delta\",\"text\":\"lo\"}}");
-	feed(f, "messages", "[]", "\"node\":\"agent\",\"data\":{\"event\":\"content-block-finish\",\"index\":0,\"content\":{\"type\":\"text\",\"text\":\"Hello\"}}");
-	feed(f, "messages", "[]", "\"node\":\"agent\",\"data\":{\"event\":\"content-block-finish\",\"index\":1,\"content\":{\"type\":\"tool_call\",\"id\":\"c1\",\"name\":\"search\",\"args\":{\"q\":\"x\"}}}");
+	feed(f, "messages", "[]",
+	     "\"node\":\"agent\",\"data\":{\"event\":\"message-start\",\"role\":\"ai\",\"id\":\"m1\"}");
+	feed(f, "messages", "[]",
+	     "\"node\":\"agent\",\"data\":{\"event\":\"content-block-start\",\"index\":0,\"content\":{\"type\":\"text\",\"text\":\"\"}}");
+	feed(f, "messages", "[]",
+	     "\"node\":\"agent\",\"data\":{\"event\":\"content-block-delta\",\"index\":0,\"delta\":{\"type\":\"text-delta\",\"text\":\"Hel\"}}");
+	feed(f, "messages", "[]",
+	     "\"node\":\"agent\",\"data\":{\"event\":\"content-block-delta\",\"index\":0,\"delta\":{\"type\":\"text-delta\",\"text\":\"lo\"}}");
+	feed(f, "messages", "[]",
+	     "\"node\":\"agent\",\"data\":{\"event\":\"content-block-finish\",\"index\":0,\"content\":{\"type\":\"text\",\"text\":\"Hello\"}}");
+	feed(f, "messages", "[]",
+	     "\"node\":\"agent\",\"data\":{\"event\":\"content-block-finish\",\"index\":1,\"content\":{\"type\":\"tool_call\",\"id\":\"c1\",\"name\":\"search\",\"args\":{\"q\":\"x\"}}}");
 	feed(f, "messages", "[]", "\"node\":\"agent\",\"data\":{\"event\":\"message-finish\"}");
 	/* three chunks: "Hel", "lo" (the finished text is not sent again), the tool call */
 	assert_int_equal(s.units, 3);
@@ -117,8 +123,12 @@ static void message_tuples(void **state)
 	assert_non_null(strstr(p, "event: messages\ndata: [{\"content\":\"Hel\""));
 	assert_non_null(strstr(p, "\"type\":\"AIMessageChunk\""));
 	assert_non_null(strstr(p, "\"id\":\"m1\""));
-	assert_non_null(strstr(p, "{\"langgraph_node\":\"agent\",\"langgraph_checkpoint_ns\":\"\",\"run_id\":\"r1\",\"thread_id\":\"t1\""));
-	assert_non_null(strstr(p, "\"tool_call_chunks\":[{\"type\":\"tool_call_chunk\",\"id\":\"c1\",\"name\":\"search\",\"args\":\"{\\\"q\\\":\\\"x\\\"}\",\"index\":1}]"));
+	assert_non_null(strstr(
+		p,
+		"{\"langgraph_node\":\"agent\",\"langgraph_checkpoint_ns\":\"\",\"run_id\":\"r1\",\"thread_id\":\"t1\""));
+	assert_non_null(strstr(
+		p,
+		"\"tool_call_chunks\":[{\"type\":\"tool_call_chunk\",\"id\":\"c1\",\"name\":\"search\",\"args\":\"{\\\"q\\\":\\\"x\\\"}\",\"index\":1}]"));
 	tc_run_modes_free(f);
 }
 
@@ -131,12 +141,17 @@ static void messages_apart_by_node(void **state)
 {
 	struct sink s = { 0 };
 	struct tc_run_modes *f = fmt(&s, "[\"messages-tuple\"]", false, true);
-	feed(f, "messages", "[]", "\"node\":\"agent\",\"data\":{\"event\":\"message-start\",\"role\":\"ai\",\"id\":\"m1\"}");
-	feed(f, "messages", "[]", "\"node\":\"agent\",\"data\":{\"event\":\"content-block-delta\",\"index\":0,\"delta\":{\"type\":\"text-delta\",\"text\":\"a\"}}");
-	feed(f, "messages", "[]", "\"node\":\"input\",\"data\":{\"event\":\"message-start\",\"role\":\"human\",\"id\":\"i1\"}");
-	feed(f, "messages", "[]", "\"node\":\"input\",\"data\":{\"event\":\"content-block-delta\",\"index\":0,\"delta\":{\"type\":\"text-delta\",\"text\":\"b\"}}");
+	feed(f, "messages", "[]",
+	     "\"node\":\"agent\",\"data\":{\"event\":\"message-start\",\"role\":\"ai\",\"id\":\"m1\"}");
+	feed(f, "messages", "[]",
+	     "\"node\":\"agent\",\"data\":{\"event\":\"content-block-delta\",\"index\":0,\"delta\":{\"type\":\"text-delta\",\"text\":\"a\"}}");
+	feed(f, "messages", "[]",
+	     "\"node\":\"input\",\"data\":{\"event\":\"message-start\",\"role\":\"human\",\"id\":\"i1\"}");
+	feed(f, "messages", "[]",
+	     "\"node\":\"input\",\"data\":{\"event\":\"content-block-delta\",\"index\":0,\"delta\":{\"type\":\"text-delta\",\"text\":\"b\"}}");
 	feed(f, "messages", "[]", "\"node\":\"input\",\"data\":{\"event\":\"message-finish\"}");
-	feed(f, "messages", "[]", "\"node\":\"agent\",\"data\":{\"event\":\"content-block-delta\",\"index\":0,\"delta\":{\"type\":\"text-delta\",\"text\":\"c\"}}");
+	feed(f, "messages", "[]",
+	     "\"node\":\"agent\",\"data\":{\"event\":\"content-block-delta\",\"index\":0,\"delta\":{\"type\":\"text-delta\",\"text\":\"c\"}}");
 	assert_int_equal(s.units, 3);
 	const char *a = strstr(s.text, "{\"content\":\"a\""), *b = strstr(s.text, "{\"content\":\"b\""),
 		   *c = strstr(s.text, "{\"content\":\"c\"");
@@ -154,7 +169,8 @@ static void node_tasks_are_not_subgraphs(void **state)
 	struct tc_run_modes *f = fmt(&s, "[\"messages\",\"custom\"]", true, true);
 	feed(f, "lifecycle", "[\"researcher:1\"]", "\"data\":{\"event\":\"started\"}");
 	feed(f, "messages", "[\"model:9\"]", "\"data\":{\"event\":\"message-start\",\"role\":\"ai\",\"id\":\"m1\"}");
-	feed(f, "messages", "[\"model:9\"]", "\"data\":{\"event\":\"content-block-delta\",\"index\":0,\"delta\":{\"type\":\"text-delta\",\"text\":\"a\"}}");
+	feed(f, "messages", "[\"model:9\"]",
+	     "\"data\":{\"event\":\"content-block-delta\",\"index\":0,\"delta\":{\"type\":\"text-delta\",\"text\":\"a\"}}");
 	feed(f, "custom", "[\"researcher:1\",\"search:4\"]", "\"data\":{\"payload\":1}");
 	assert_non_null(strstr(s.text, "event: messages\ndata: [{\"content\":\"a\""));
 	assert_non_null(strstr(s.text, "\"langgraph_node\":\"model\""));
@@ -167,11 +183,16 @@ static void tool_results_are_messages(void **state)
 {
 	struct sink s = { 0 };
 	struct tc_run_modes *f = fmt(&s, "[\"messages-tuple\"]", false, true);
-	feed(f, "tools", "[\"tools:3\"]", "\"data\":{\"event\":\"tool-started\",\"tool_call_id\":\"c1\",\"tool_name\":\"search\"}");
-	feed(f, "tools", "[\"tools:3\"]", "\"data\":{\"event\":\"tool-finished\",\"tool_call_id\":\"c1\",\"output\":{\"content\":\"42\",\"type\":\"tool\"}}");
-	feed(f, "tools", "[\"tools:3\"]", "\"data\":{\"event\":\"tool-finished\",\"tool_call_id\":\"c2\",\"output\":\"plain\"}");
+	feed(f, "tools", "[\"tools:3\"]",
+	     "\"data\":{\"event\":\"tool-started\",\"tool_call_id\":\"c1\",\"tool_name\":\"search\"}");
+	feed(f, "tools", "[\"tools:3\"]",
+	     "\"data\":{\"event\":\"tool-finished\",\"tool_call_id\":\"c1\",\"output\":{\"content\":\"42\",\"type\":\"tool\"}}");
+	feed(f, "tools", "[\"tools:3\"]",
+	     "\"data\":{\"event\":\"tool-finished\",\"tool_call_id\":\"c2\",\"output\":\"plain\"}");
 	assert_int_equal(s.units, 2);
-	assert_non_null(strstr(s.text, "event: messages\ndata: [{\"content\":\"42\",\"type\":\"tool\",\"tool_call_id\":\"c1\",\"id\":\"tool-c1\"},{\"langgraph_node\":\"tools\""));
+	assert_non_null(strstr(
+		s.text,
+		"event: messages\ndata: [{\"content\":\"42\",\"type\":\"tool\",\"tool_call_id\":\"c1\",\"id\":\"tool-c1\"},{\"langgraph_node\":\"tools\""));
 	assert_non_null(strstr(s.text, "[{\"content\":\"plain\",\"type\":\"tool\",\"tool_call_id\":\"c2\""));
 	tc_run_modes_free(f);
 }
@@ -183,7 +204,8 @@ static void message_started_twice(void **state)
 	struct tc_run_modes *f = fmt(&s, "[\"messages\"]", false, true);
 	feed(f, "messages", "[]", "\"data\":{\"event\":\"message-start\",\"role\":\"ai\",\"id\":\"m1\"}");
 	feed(f, "messages", "[]", "\"data\":{\"event\":\"message-start\",\"role\":\"tool\",\"id\":\"m2\"}");
-	feed(f, "messages", "[]", "\"data\":{\"event\":\"content-block-delta\",\"index\":0,\"delta\":{\"type\":\"text-delta\",\"text\":\"x\"}}");
+	feed(f, "messages", "[]",
+	     "\"data\":{\"event\":\"content-block-delta\",\"index\":0,\"delta\":{\"type\":\"text-delta\",\"text\":\"x\"}}");
 	assert_non_null(strstr(s.text, "\"type\":\"tool\",\"name\":null,\"id\":\"m2\""));
 	tc_run_modes_free(f);
 }
@@ -193,8 +215,10 @@ static void whole_tool_message(void **state)
 {
 	struct sink s = { 0 };
 	struct tc_run_modes *f = fmt(&s, "[\"messages\"]", false, true);
-	feed(f, "messages", "[]", "\"data\":{\"event\":\"message-start\",\"role\":\"tool\",\"id\":\"m2\",\"tool_call_id\":\"c1\"}");
-	feed(f, "messages", "[]", "\"data\":{\"event\":\"content-block-finish\",\"index\":0,\"content\":{\"type\":\"text\",\"text\":\"42\"}}");
+	feed(f, "messages", "[]",
+	     "\"data\":{\"event\":\"message-start\",\"role\":\"tool\",\"id\":\"m2\",\"tool_call_id\":\"c1\"}");
+	feed(f, "messages", "[]",
+	     "\"data\":{\"event\":\"content-block-finish\",\"index\":0,\"content\":{\"type\":\"text\",\"text\":\"42\"}}");
 	assert_int_equal(s.units, 1);
 	assert_non_null(strstr(s.text, "\"content\":\"42\""));
 	assert_non_null(strstr(s.text, "\"type\":\"tool\""));
@@ -210,8 +234,11 @@ static void interrupts(void **state)
 	feed(f, "values", "[]", "\"data\":{\"n\":1}");
 	feed(f, "input.requested", "[]", "\"data\":{\"interrupt_id\":\"i1\",\"payload\":{\"ask\":\"ok?\"}}");
 	assert_true(feed(f, "lifecycle", "[]", "\"data\":{\"event\":\"interrupted\"}"));
-	assert_non_null(strstr(s.text, "event: updates\ndata: {\"__interrupt__\":[{\"value\":{\"ask\":\"ok?\"},\"id\":\"i1\"}]}"));
-	assert_non_null(strstr(s.text, "event: values\ndata: {\"n\":1,\"__interrupt__\":[{\"value\":{\"ask\":\"ok?\"},\"id\":\"i1\"}]}"));
+	assert_non_null(strstr(
+		s.text, "event: updates\ndata: {\"__interrupt__\":[{\"value\":{\"ask\":\"ok?\"},\"id\":\"i1\"}]}"));
+	assert_non_null(strstr(
+		s.text,
+		"event: values\ndata: {\"n\":1,\"__interrupt__\":[{\"value\":{\"ask\":\"ok?\"},\"id\":\"i1\"}]}"));
 	cJSON *res = tc_run_modes_result(f);
 	char *j = cJSON_PrintUnformatted(res);
 	assert_string_equal(j, "{\"n\":1,\"__interrupt__\":[{\"value\":{\"ask\":\"ok?\"},\"id\":\"i1\"}]}");
@@ -257,7 +284,7 @@ static void resume_within_an_event(void **state)
 	struct tc_run_modes *f = tc_run_modes_new("r1", "t1", tc_run_modes_parse(m), false, true, 24, collect, &s);
 	cJSON_Delete(m);
 	seq = 0;
-	feed(f, "values", "[]", "\"data\":{\"n\":7}");  /* read again, not sent again */
+	feed(f, "values", "[]", "\"data\":{\"n\":7}"); /* read again, not sent again */
 	feed(f, "updates", "[]", "\"data\":{\"values\":{\"n\":7}}");
 	feed(f, "input.requested", "[]", "\"data\":{\"interrupt_id\":\"i1\",\"payload\":1}");
 	assert_int_equal(s.units, 1);
@@ -271,10 +298,16 @@ static void garbage(void **state)
 {
 	struct sink s = { 0 };
 	struct tc_run_modes *f = fmt(&s, "[\"values\",\"messages\"]", true, true);
-	static const char *const bad[] = { "", "{", "[]", "{\"method\":1}", "{\"method\":\"values\"}",
-					   "{\"method\":\"values\",\"params\":{\"namespace\":{}}}",
-					   "{\"method\":\"messages\",\"params\":{\"namespace\":[],\"data\":{\"event\":\"content-block-delta\"}}}",
-					   "{\"method\":\"lifecycle\",\"params\":{\"namespace\":[],\"data\":{\"event\":5}}}" };
+	static const char *const bad[] = {
+		"",
+		"{",
+		"[]",
+		"{\"method\":1}",
+		"{\"method\":\"values\"}",
+		"{\"method\":\"values\",\"params\":{\"namespace\":{}}}",
+		"{\"method\":\"messages\",\"params\":{\"namespace\":[],\"data\":{\"event\":\"content-block-delta\"}}}",
+		"{\"method\":\"lifecycle\",\"params\":{\"namespace\":[],\"data\":{\"event\":5}}}"
+	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		assert_false(feed_frame(tc_run_modes_ops.event, f, bad[i], strlen(bad[i])));
 	assert_int_equal(s.units, 0);

@@ -45,7 +45,10 @@ static void sink_close(void *ctx, int code, const char *reason)
 
 static const struct tc_session_io io = {
 	.kind = TC_FRAME_WS,
-	.send = sink_send, .queued = sink_queued, .set_reading = sink_set_reading, .close = sink_close,
+	.send = sink_send,
+	.queued = sink_queued,
+	.set_reading = sink_set_reading,
+	.close = sink_close,
 };
 
 /* A session whose Redis is unreachable (the loop never runs): everything
@@ -127,14 +130,16 @@ static void unknown_and_unsupported(void **state)
 static void subscribe_needs_redis(void **state)
 {
 	struct fixture *fx = *state;
-	cJSON *r = roundtrip(fx, "{\"id\":1,\"method\":\"subscription.subscribe\",\"params\":{\"channels\":[\"messages\"]}}");
+	cJSON *r = roundtrip(
+		fx, "{\"id\":1,\"method\":\"subscription.subscribe\",\"params\":{\"channels\":[\"messages\"]}}");
 	assert_string_equal(str(r, "type"), "error");
 	assert_string_equal(str(r, "error"), "unknown_error");
 	assert_non_null(strstr(str(r, "message"), "Redis"));
 	/* A failed subscribe leaves nothing behind. */
 	assert_int_equal(tc_session_subscriptions(fx->s), 0);
 
-	r = roundtrip(fx, "{\"id\":2,\"method\":\"subscription.unsubscribe\",\"params\":{\"subscriptionId\":\"s1.e30\"}}");
+	r = roundtrip(fx,
+		      "{\"id\":2,\"method\":\"subscription.unsubscribe\",\"params\":{\"subscriptionId\":\"s1.e30\"}}");
 	assert_string_equal(str(r, "error"), "no_such_subscription");
 
 	r = roundtrip(fx, "{\"id\":3,\"method\":\"agent.getTree\",\"params\":{}}");
@@ -144,8 +149,11 @@ static void subscribe_needs_redis(void **state)
 static void reconnect_validation(void **state)
 {
 	struct fixture *fx = *state;
-	struct { const char *frame, *code, *needle; } cases[] = {
-		{ "{\"id\":1,\"method\":\"subscription.reconnect\",\"params\":{}}", "invalid_argument", "params.runId" },
+	struct {
+		const char *frame, *code, *needle;
+	} cases[] = {
+		{ "{\"id\":1,\"method\":\"subscription.reconnect\",\"params\":{}}", "invalid_argument",
+		  "params.runId" },
 		{ "{\"id\":1,\"method\":\"subscription.reconnect\",\"params\":{\"runId\":\"r\",\"lastEventId\":\"nope\"}}",
 		  "invalid_argument", "params.lastEventId" },
 		{ "{\"id\":1,\"method\":\"subscription.reconnect\",\"params\":{\"runId\":\"r\",\"lastEventId\":\"e:0\"}}",
@@ -156,7 +164,8 @@ static void reconnect_validation(void **state)
 		  "no_such_subscription", "bogus" },
 		{ "{\"id\":1,\"method\":\"subscription.reconnect\",\"params\":{\"runId\":\"r\",\"subscriptions\":[1]}}",
 		  "invalid_argument", "params.subscriptions[0]" },
-		{ "{\"id\":1,\"method\":\"agent.getTree\",\"params\":{\"runId\":5}}", "invalid_argument", "params.runId" },
+		{ "{\"id\":1,\"method\":\"agent.getTree\",\"params\":{\"runId\":5}}", "invalid_argument",
+		  "params.runId" },
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		cJSON *r = roundtrip(fx, cases[i].frame);
@@ -170,7 +179,9 @@ static void reconnect_validation(void **state)
 static void param_errors_name_fields(void **state)
 {
 	struct fixture *fx = *state;
-	struct { const char *frame, *needle; } cases[] = {
+	struct {
+		const char *frame, *needle;
+	} cases[] = {
 		{ "{\"id\":1,\"method\":\"subscription.subscribe\"}", "params is required" },
 		{ "{\"id\":1,\"method\":\"subscription.subscribe\",\"params\":{}}", "params.channels" },
 		{ "{\"id\":1,\"method\":\"subscription.unsubscribe\",\"params\":{}}", "params.subscriptionId" },

@@ -35,14 +35,17 @@ static void names(void **state)
 
 static void text(void **state)
 {
-	char *s = respell("{\"runId\":\"r\",\"tree\":{\"graphName\":\"g\",\"children\":[{\"graphName\":\"h\"}]}}", TC_SPELL_021);
-	assert_string_equal(s, "{\"run_id\":\"r\",\"tree\":{\"graph_name\":\"g\",\"children\":[{\"graph_name\":\"h\"}]}}");
+	char *s = respell("{\"runId\":\"r\",\"tree\":{\"graphName\":\"g\",\"children\":[{\"graphName\":\"h\"}]}}",
+			  TC_SPELL_021);
+	assert_string_equal(s,
+			    "{\"run_id\":\"r\",\"tree\":{\"graph_name\":\"g\",\"children\":[{\"graph_name\":\"h\"}]}}");
 	free(s);
 	/* Already right: nothing to do. */
 	assert_null(respell("{\"run_id\":\"r\"}", TC_SPELL_021));
 	/* User-owned values are left alone, numbers keep their bytes, strings are not keys. */
 	s = respell("{\"values\":{\"threadId\":1},\"checkpoint\":{\"parent_id\":\"p\"},\"n\":1.50e3,"
-		    "\"s\":\"threadId\",\"metadata\":{\"run_id\":2}}", TC_SPELL_SEED);
+		    "\"s\":\"threadId\",\"metadata\":{\"run_id\":2}}",
+		    TC_SPELL_SEED);
 	assert_string_equal(s, "{\"values\":{\"threadId\":1},\"checkpoint\":{\"parentId\":\"p\"},\"n\":1.50e3,"
 			       "\"s\":\"threadId\",\"metadata\":{\"run_id\":2}}");
 	free(s);
@@ -65,11 +68,14 @@ static void events(void **state)
 	const char *v = "{\"method\":\"values\",\"params\":{\"namespace\":[],\"data\":{\"graphName\":1}}}";
 	assert_null(tc_spell_event(v, strlen(v), "values", 6, TC_SPELL_021, &n));
 	/* Only params.data: a key elsewhere with a dictionary name stays. */
-	const char *t = "{\"method\":\"tools\",\"runId\":\"x\",\"params\":{\"runId\":\"y\",\"data\":{\"event\":\"tool-started\","
-			"\"toolCallId\":\"c\",\"toolName\":\"search\",\"input\":{\"toolName\":\"q\"}}}}";
+	const char *t =
+		"{\"method\":\"tools\",\"runId\":\"x\",\"params\":{\"runId\":\"y\",\"data\":{\"event\":\"tool-started\","
+		"\"toolCallId\":\"c\",\"toolName\":\"search\",\"input\":{\"toolName\":\"q\"}}}}";
 	s = tc_spell_event(t, strlen(t), "tools", 5, TC_SPELL_021, &n);
-	assert_string_equal(s, "{\"method\":\"tools\",\"runId\":\"x\",\"params\":{\"runId\":\"y\",\"data\":{\"event\":\"tool-started\","
-			       "\"tool_call_id\":\"c\",\"tool_name\":\"search\",\"input\":{\"toolName\":\"q\"}}}}");
+	assert_string_equal(
+		s,
+		"{\"method\":\"tools\",\"runId\":\"x\",\"params\":{\"runId\":\"y\",\"data\":{\"event\":\"tool-started\","
+		"\"tool_call_id\":\"c\",\"tool_name\":\"search\",\"input\":{\"toolName\":\"q\"}}}}");
 	free(s);
 }
 

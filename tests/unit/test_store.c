@@ -83,10 +83,12 @@ static void command_builders(void **state)
 	tc_store_append(&c, "t1", "{}", &(struct tc_store_append_opts){ .ttl = "60", .run = "r1" });
 	assert_string_equal(words(&c), "FCALL threadcast_append 1 t1 {} TTL 60 RUN r1");
 	tc_store_submit(&c, &(struct tc_store_command){ "t1", "run.start", "{}", "i:1", "tc:reply:i", "99", "agent" });
-	assert_string_equal(words(&c), "FCALL threadcast_submit 4 tc:commands {tc:commands}:w:* "
-				       "{tc:commands}:w:agent {tc:commands}:a:agent agent t1 run.start {} i:1 tc:reply:i 99");
+	assert_string_equal(words(&c),
+			    "FCALL threadcast_submit 4 tc:commands {tc:commands}:w:* "
+			    "{tc:commands}:w:agent {tc:commands}:a:agent agent t1 run.start {} i:1 tc:reply:i 99");
 	tc_store_register(&c, "*", "w1", 10000);
-	assert_string_equal(words(&c), "FCALL threadcast_register 2 {tc:commands}:w:* {tc:commands}:assistants * w1 10000");
+	assert_string_equal(words(&c),
+			    "FCALL threadcast_register 2 {tc:commands}:w:* {tc:commands}:assistants * w1 10000");
 	tc_store_read_route(&c, "t1");
 	assert_string_equal(words(&c), "HMGET tc:{t1}:meta seq epoch assistant_id");
 	tc_store_read_rest_run(&c, "r-1");
@@ -157,8 +159,8 @@ static void replies(void **state)
 
 	/* A REST run's record, by name. */
 	struct tc_store_rest_run run;
-	r = rarr(5, (redisReply *[]){ rstr("t1"), rstr("42"), rstr("{\"input\":null}"), rstr("running"),
-		rstr("agent") });
+	r = rarr(5,
+		 (redisReply *[]){ rstr("t1"), rstr("42"), rstr("{\"input\":null}"), rstr("running"), rstr("agent") });
 	assert_int_equal(tc_store_rest_run_parse(r, &run), 0);
 	assert_string_equal(run.thread_id, "t1");
 	assert_int_equal(run.thread_id_len, 2);
@@ -170,8 +172,11 @@ static void replies(void **state)
 	assert_false(run.failed);
 	assert_string_equal(run.assistant_id, "agent");
 	freeReplyObject(r);
-	const char *status[][3] = { { "pending", "1", "0" }, { "success", "0", "0" }, { "error", "0", "1" },
-				    { "timeout", "0", "1" }, { "interrupted", "0", "0" } };
+	const char *status[][3] = { { "pending", "1", "0" },
+				    { "success", "0", "0" },
+				    { "error", "0", "1" },
+				    { "timeout", "0", "1" },
+				    { "interrupted", "0", "0" } };
 	for (size_t i = 0; i < sizeof(status) / sizeof(status[0]); i++) {
 		r = rarr(5, (redisReply *[]){ rstr("t1"), rstr("x"), rstr("{}"), rstr(status[i][0]), rstr("a") });
 		assert_int_equal(tc_store_rest_run_parse(r, &run), 0);
@@ -199,8 +204,9 @@ static void replies(void **state)
 	assert_int_equal(tc_store_rest_run_parse(NULL, &run), -1);
 
 	struct tc_stream_entry e;
-	r = rarr(2, (redisReply *[]){ rstr("7-0"), rarr(6, (redisReply *[]){ rstr("m"), rstr("tools"),
-		rstr("n"), rstr("/a"), rstr("e"), rstr("{\"x\":1}") }) });
+	r = rarr(2, (redisReply *[]){ rstr("7-0"),
+				      rarr(6, (redisReply *[]){ rstr("m"), rstr("tools"), rstr("n"), rstr("/a"),
+								rstr("e"), rstr("{\"x\":1}") }) });
 	assert_int_equal(tc_store_entry_parse(r, &e), 0);
 	assert_int_equal(e.seq, 7);
 	assert_int_equal(e.method_len, 5);
@@ -233,8 +239,14 @@ static void doorbells(void **state)
 	const char *nl = "e1\n1\nvalues\n\n{\n}";
 	assert_int_equal(tc_store_doorbell_parse(nl, strlen(nl), &d), 0);
 	assert_int_equal(d.json_len, 3);
-	const char *bad[] = { "", "e1\n1\nm\n", "\n1\nm\n\n{}", "e1\n\nm\n\n{}", "e1\n1x\nm\n\n{}",
-			      "e1\n1\nm\n\n[]", "e1\n1\nm\n\n{", "0123456789012345678901234567890123456789\n1\nm\n\n{}" };
+	const char *bad[] = { "",
+			      "e1\n1\nm\n",
+			      "\n1\nm\n\n{}",
+			      "e1\n\nm\n\n{}",
+			      "e1\n1x\nm\n\n{}",
+			      "e1\n1\nm\n\n[]",
+			      "e1\n1\nm\n\n{",
+			      "0123456789012345678901234567890123456789\n1\nm\n\n{}" };
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		assert_int_equal(tc_store_doorbell_parse(bad[i], strlen(bad[i]), &d), -1);
 }
@@ -265,13 +277,13 @@ static void batch_doorbells(void **state)
 	assert_int_equal(tc_store_doorbell_next(&r, &d), 0);
 
 	const char *bad[] = {
-		"*e1\n7\n2\nmessages\n\n7\n{\"x\":1}",          /* one event short */
-		"*e1\n7\n1\nmessages\n\n7\n{\"x\":1}junk",      /* left over */
-		"*e1\n7\n1\nmessages\n\n70\n{\"x\":1}",         /* longer than the message */
-		"*e1\n7\n1\nmessages\n\n7\n[\"x\",1]",          /* not an object */
-		"*e-1\n7\n1\nm\n\n2\n{}",                        /* epoch */
-		"*e1\n0\n1\nm\n\n2\n{}",                         /* seq 0 */
-		"*e1\n7\n0\n",                                    /* no events */
+		"*e1\n7\n2\nmessages\n\n7\n{\"x\":1}",     /* one event short */
+		"*e1\n7\n1\nmessages\n\n7\n{\"x\":1}junk", /* left over */
+		"*e1\n7\n1\nmessages\n\n70\n{\"x\":1}",    /* longer than the message */
+		"*e1\n7\n1\nmessages\n\n7\n[\"x\",1]",     /* not an object */
+		"*e-1\n7\n1\nm\n\n2\n{}",                  /* epoch */
+		"*e1\n0\n1\nm\n\n2\n{}",                   /* seq 0 */
+		"*e1\n7\n0\n",                             /* no events */
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		int rc = tc_store_doorbell_open(&r, bad[i], strlen(bad[i]));
@@ -307,11 +319,8 @@ static void index_values(void **state)
 static void agent_tree(void **state)
 {
 	struct tc_store_pair e[] = {
-		{ "/b", "running\nb", 2, 9 },
-		{ "/a/x", "started\nax", 4, 10 },
-		{ "", "running\nagent", 0, 13 },
-		{ "/a", "completed\na", 2, 11 },
-		{ "/ab", "failed", 3, 6 },
+		{ "/b", "running\nb", 2, 9 },    { "/a/x", "started\nax", 4, 10 }, { "", "running\nagent", 0, 13 },
+		{ "/a", "completed\na", 2, 11 }, { "/ab", "failed", 3, 6 },
 	};
 	tc_tree_sort(e, 5);
 	cJSON *t = tc_tree_build(e, 5);
@@ -361,15 +370,9 @@ int main(void)
 {
 	tc_cjson_init();
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(keys_and_channels),
-		cmocka_unit_test(numbers),
-		cmocka_unit_test(command_builders),
-		cmocka_unit_test(replies),
-		cmocka_unit_test(doorbells),
-		cmocka_unit_test(batch_doorbells),
-		cmocka_unit_test(index_values),
-		cmocka_unit_test(agent_tree),
-		cmocka_unit_test(function_libraries),
+		cmocka_unit_test(keys_and_channels), cmocka_unit_test(numbers),    cmocka_unit_test(command_builders),
+		cmocka_unit_test(replies),           cmocka_unit_test(doorbells),  cmocka_unit_test(batch_doorbells),
+		cmocka_unit_test(index_values),      cmocka_unit_test(agent_tree), cmocka_unit_test(function_libraries),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

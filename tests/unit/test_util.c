@@ -53,10 +53,10 @@ static void base64url_known_and_bad(void **state)
 	assert_string_equal(enc, "-_8");
 	free(enc);
 	size_t len;
-	assert_null(tc_base64url_decode("a", 1, &len));      /* impossible length */
-	assert_null(tc_base64url_decode("ab+c", 4, &len));   /* not the url alphabet */
-	assert_null(tc_base64url_decode("ab=", 3, &len));    /* no padding */
-	assert_null(tc_base64url_decode("-_9", 3, &len));    /* non-zero spare bits */
+	assert_null(tc_base64url_decode("a", 1, &len));    /* impossible length */
+	assert_null(tc_base64url_decode("ab+c", 4, &len)); /* not the url alphabet */
+	assert_null(tc_base64url_decode("ab=", 3, &len));  /* no padding */
+	assert_null(tc_base64url_decode("-_9", 3, &len));  /* non-zero spare bits */
 }
 
 static void buf_refcount(void **state)
@@ -160,12 +160,11 @@ static void cluster_slots(void **state)
 		const char *key;
 		unsigned slot;
 	} cases[] = {
-		{ "123456789", 12739 },             /* the CRC16/XMODEM check value */
-		{ "foo", 12182 },
-		{ "{user1000}.following", 3443 },   /* only the tag is hashed */
-		{ "foo{}{bar}", 8363 },             /* empty tag: the whole key */
-		{ "foo{{bar}}zap", 4015 },          /* tag is "{bar" */
-		{ "foo{bar}{zap}", 5061 },          /* the first tag only */
+		{ "123456789", 12739 },                                      /* the CRC16/XMODEM check value */
+		{ "foo", 12182 },          { "{user1000}.following", 3443 }, /* only the tag is hashed */
+		{ "foo{}{bar}", 8363 },                                      /* empty tag: the whole key */
+		{ "foo{{bar}}zap", 4015 },                                   /* tag is "{bar" */
+		{ "foo{bar}{zap}", 5061 },                                   /* the first tag only */
 		{ "tc:{t1}:live", 8943 },
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)

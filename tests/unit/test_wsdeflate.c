@@ -56,11 +56,12 @@ static size_t client_read(struct client *c, const unsigned char *f, size_t n, ch
 
 static size_t token_event(char *buf, size_t cap, int i)
 {
-	return (size_t)snprintf(buf, cap,
-				"{\"type\":\"event\",\"eventId\":\"ep:%d\",\"seq\":%d,\"method\":\"messages\",\"params\":"
-				"{\"namespace\":[\"model:9938e864\"],\"timestamp\":%d,\"node\":\"model\",\"data\":{\"event\":"
-				"\"content-block-delta\",\"index\":0,\"delta\":{\"type\":\"text-delta\",\"text\":\"word%d \"}}}}",
-				i, i, 1000 + i, i % 17);
+	return (size_t)snprintf(
+		buf, cap,
+		"{\"type\":\"event\",\"eventId\":\"ep:%d\",\"seq\":%d,\"method\":\"messages\",\"params\":"
+		"{\"namespace\":[\"model:9938e864\"],\"timestamp\":%d,\"node\":\"model\",\"data\":{\"event\":"
+		"\"content-block-delta\",\"index\":0,\"delta\":{\"type\":\"text-delta\",\"text\":\"word%d \"}}}}",
+		i, i, 1000 + i, i % 17);
 }
 
 /* A stream of token events: each decodes to itself, and the running context makes them small. */
