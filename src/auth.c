@@ -591,20 +591,40 @@ out:
 	return rc;
 }
 
-bool tc_origin_allowed(const struct tc_config *cfg, const char *origin)
+/*
+ * Whether origin is in a comma-separated list of origins: equal to an entry,
+ * or any for "*"; with ports, an entry "scheme://host:*" takes that host
+ * on any port (a local set-up whose port changes).
+ */
+static bool origin_listed(const char *list, const char *origin)
 {
-	const char *list = cfg->allowed_origins;
-	if (!*list || !origin)
-		return true; /* no list: any; no Origin header: not a browser */
 	size_t n = strlen(origin);
 	for (const char *p = list; *p;) {
 		const char *comma = strchr(p, ',');
 		size_t len = comma ? (size_t)(comma - p) : strlen(p);
 		if ((len == n && !strncmp(p, origin, n)) || (len == 1 && *p == '*'))
 			return true;
+		if (len > 2 && !strncmp(p + len - 2, ":*", 2) && n > len - 1 && !strncmp(p, origin, len - 1)) {
+			const char *port = origin + len - 1;
+			if (*port && strspn(port, "0123456789") == strlen(port))
+				return true;
+		}
 		if (!comma)
 			break;
 		p = comma + 1;
 	}
 	return false;
+}
+
+bool tc_origin_allowed(const struct tc_config *cfg, const char *origin)
+{
+	const char *list = cfg->allowed_origins;
+	if (!*list || !origin)
+		return true; /* no list: any; no Origin header: not a browser */
+	return origin_listed(list, origin);
+}
+
+bool tc_cors_allowed(const struct tc_config *cfg, const char *origin)
+{
+	return origin && *origin && origin_listed(cfg->cors_origins, origin);
 }

@@ -80,6 +80,13 @@ enum tc_auth_result tc_auth_check(const struct tc_auth *a, const char *token, co
 bool tc_origin_allowed(const struct tc_config *cfg, const char *origin);
 
 /**
+ * True when a browser page of origin may read the HTTP API's answers
+ * (CORS) per --cors-origins: an entry is an origin, "*" (any), or
+ * "scheme://host:*" (that host on any port). False for no origin.
+ */
+bool tc_cors_allowed(const struct tc_config *cfg, const char *origin);
+
+/**
  * The PEM public key (SubjectPublicKeyInfo) of one JWK object of kty RSA
  * (n, e) or EC with crv P-256 (x, y); NULL with why set otherwise. Exposed
  * for tests.

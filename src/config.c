@@ -138,6 +138,32 @@ static int parse_sentinels(struct tc_config *cfg, char *err, size_t errlen)
 	return 0;
 }
 
+/*
+ * --cors-origins: each entry "*", or an origin (http:// or https://, a host,
+ * an optional port or ":*"), no path.
+ */
+static int check_origins(const char *list, char *err, size_t errlen)
+{
+	for (const char *p = list; *p;) {
+		const char *comma = strchr(p, ',');
+		int len = comma ? (int)(comma - p) : (int)strlen(p);
+		const char *host = !strncmp(p, "http://", 7) ? p + 7 : !strncmp(p, "https://", 8) ? p + 8 : NULL;
+		bool ok = (len == 1 && *p == '*') ||
+			  (host && host < p + len && !memchr(host, '/', (size_t)(p + len - host)));
+		if (!ok) {
+			seterr(err, errlen,
+			       "--cors-origins / THREADCAST_CORS_ORIGINS: \"%.*s\" is not valid: expected an origin "
+			       "(https://app.example.com, http://localhost:*) or *",
+			       len, p);
+			return -1;
+		}
+		if (!comma)
+			break;
+		p = comma + 1;
+	}
+	return 0;
+}
+
 static int validate(struct tc_config *cfg, char *err, size_t errlen)
 {
 	if (tc_log_level_parse(cfg->log_level, &cfg->log_threshold)) {
@@ -186,6 +212,8 @@ static int validate(struct tc_config *cfg, char *err, size_t errlen)
 		seterr(err, errlen, "--host / THREADCAST_HOST: must not be empty");
 		return -1;
 	}
+	if (check_origins(cfg->cors_origins, err, errlen))
+		return -1;
 	if (cfg->idle_timeout_s <= cfg->ping_interval_s) {
 		seterr(err, errlen, "--idle-timeout (%lld) must exceed --ping-interval (%lld)", cfg->idle_timeout_s,
 		       cfg->ping_interval_s);

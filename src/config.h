@@ -20,69 +20,71 @@
  * X(field, flag, ENV_SUFFIX, type, default, min, max, help)
  * type is INT (long long within [min, max]) or STR (min/max unused).
  */
-#define TC_CONFIG_MAP(X)                                                                                                                                                                              \
-	X(host, "host", "HOST", STR, "0.0.0.0", 0, 0, "address to listen on (0.0.0.0 or :: = every interface)")                                                                                       \
-	X(port, "port", "PORT", INT, "8080", 0, 65535, "TCP port to listen on (0 = any free port, logged at start)")                                                                                  \
-	X(redis_url, "redis-url", "REDIS_URL", STR, "redis://127.0.0.1:6379", 0, 0,                                                                                                                   \
-	  "Redis to use: redis://[[user]:password@]host[:port][/db] or unix:///path[?db=N]")                                                                                                          \
-	X(redis_sentinels, "redis-sentinels", "REDIS_SENTINELS", STR, "", 0, 0,                                                                                                                       \
-	  "comma-separated Sentinel host:port list; when set, the Redis master is asked of them and followed through failovers (the URL then gives only credentials and db)")                         \
-	X(redis_sentinel_master, "redis-sentinel-master", "REDIS_SENTINEL_MASTER", STR, "mymaster", 0, 0,                                                                                             \
-	  "the master's name at the Sentinels")                                                                                                                                                       \
-	X(log_level, "log-level", "LOG_LEVEL", STR, "info", 0, 0, "debug, info, warn or error")                                                                                                       \
-	X(max_frame_bytes, "max-frame-bytes", "MAX_FRAME_BYTES", INT, "65536", 256, 16777216,                                                                                                         \
-	  "largest inbound WebSocket message; larger ones close with 1009")                                                                                                                           \
-	X(max_subscriptions, "max-subscriptions", "MAX_SUBSCRIPTIONS", INT, "64", 1, 100000,                                                                                                          \
-	  "subscriptions one connection may hold")                                                                                                                                                    \
-	X(max_queue_bytes, "max-queue-bytes", "MAX_QUEUE_BYTES", INT, "1048576", 4096, 1073741824,                                                                                                    \
-	  "outbound bytes queued per connection before it is cut off")                                                                                                                                \
-	X(max_replay, "max-replay", "MAX_REPLAY", INT, "100000", 1, 100000000,                                                                                                                        \
-	  "events one subscribe, reconnect or SSE stream replays at most; older ones are skipped and counted in missedEvents")                                                                        \
-	X(max_connections, "max-connections", "MAX_CONNECTIONS", INT, "100000", 1, 10000000,                                                                                                          \
-	  "WebSocket connections one process accepts")                                                                                                                                                \
-	X(handshake_timeout_s, "handshake-timeout", "HANDSHAKE_TIMEOUT", INT, "30", 1, 3600,                                                                                                          \
-	  "seconds a client has to complete its HTTP request or upgrade")                                                                                                                             \
-	X(redis_backoff_min_ms, "redis-backoff-min", "REDIS_BACKOFF_MIN", INT, "100", 1, 600000,                                                                                                      \
-	  "first Redis reconnect delay, milliseconds")                                                                                                                                                \
-	X(redis_backoff_max_ms, "redis-backoff-max", "REDIS_BACKOFF_MAX", INT, "5000", 1, 600000,                                                                                                     \
-	  "longest Redis reconnect delay, milliseconds")                                                                                                                                              \
-	X(redis_ping_ms, "redis-ping-interval", "REDIS_PING_INTERVAL", INT, "1000", 50, 600000,                                                                                                       \
-	  "Redis health-check period; a PING unanswered for one period marks Redis slow (unready), five periods reconnect")                                                                           \
-	X(drain_timeout_ms, "drain-timeout", "DRAIN_TIMEOUT", INT, "5000", 0, 3600000,                                                                                                                \
-	  "on SIGTERM, how long to wait for clients to finish closing, milliseconds")                                                                                                                 \
-	X(drain_spread_ms, "drain-spread", "DRAIN_SPREAD", INT, "2000", 0, 3600000,                                                                                                                   \
-	  "on SIGTERM, close connections evenly over this many ms (no reconnect stampede)")                                                                                                           \
-	X(auth, "auth", "AUTH", STR, "jwt", 0, 0,                                                                                                                                                     \
-	  "jwt: every client needs a bearer token; off: anyone may read any thread")                                                                                                                  \
-	X(jwt_key, "jwt-key", "JWT_KEY", STR, "", 0, 0,                                                                                                                                               \
-	  "file with the HS256 secret, or the RS256/ES256 PEM public key")                                                                                                                            \
-	X(jwt_alg, "jwt-alg", "JWT_ALG", STR, "RS256", 0, 0,                                                                                                                                          \
-	  "the one algorithm accepted with --jwt-key: HS256, RS256 or ES256")                                                                                                                         \
-	X(jwt_jwks, "jwt-jwks", "JWT_JWKS", STR, "", 0, 0,                                                                                                                                            \
-	  "file with a JWKS (JSON Web Key Set) to verify tokens with, instead of --jwt-key: RSA (RS256), EC P-256 (ES256) and oct (HS256) keys chosen by kid; re-read when it changes and on SIGHUP") \
-	X(jwt_audience, "jwt-audience", "JWT_AUDIENCE", STR, "", 0, 0, "when set, tokens must carry this aud")                                                                                        \
-	X(jwt_issuer, "jwt-issuer", "JWT_ISSUER", STR, "", 0, 0, "when set, tokens must carry this iss")                                                                                              \
-	X(allowed_origins, "allowed-origins", "ALLOWED_ORIGINS", STR, "", 0, 0,                                                                                                                       \
-	  "comma-separated browser Origins allowed to connect (empty: any)")                                                                                                                          \
-	X(commands, "commands", "COMMANDS", STR, "on", 0, 0,                                                                                                                                          \
-	  "on: forward runtime commands (run.start, input.*, state.*) to agent workers; off: answer not_supported")                                                                                   \
-	X(command_timeout_ms, "command-timeout", "COMMAND_TIMEOUT", INT, "30000", 100, 3600000,                                                                                                       \
-	  "how long a runtime command may wait for a worker's answer, milliseconds")                                                                                                                  \
-	X(max_inflight, "max-inflight-commands", "MAX_INFLIGHT_COMMANDS", INT, "64", 1, 100000,                                                                                                       \
-	  "runtime commands one connection may have waiting for answers")                                                                                                                             \
-	X(ping_interval_s, "ping-interval", "PING_INTERVAL", INT, "30", 1, 3600,                                                                                                                      \
-	  "seconds a WebSocket may be silent before the server PINGs it")                                                                                                                             \
-	X(idle_timeout_s, "idle-timeout", "IDLE_TIMEOUT", INT, "75", 2, 7200,                                                                                                                         \
-	  "seconds without any frame (PONGs count) before a WebSocket is dropped")                                                                                                                    \
-	X(max_command_rate, "max-command-rate", "MAX_COMMAND_RATE", INT, "1000", 1, 1000000,                                                                                                          \
-	  "commands per second one connection may send (token bucket refill)")                                                                                                                        \
-	X(max_command_burst, "max-command-burst", "MAX_COMMAND_BURST", INT, "10000", 1, 10000000,                                                                                                     \
-	  "commands one connection may send at once (token bucket size)")                                                                                                                             \
-	X(sse_heartbeat_ms, "sse-heartbeat", "SSE_HEARTBEAT", INT, "15000", 100, 3600000,                                                                                                             \
-	  "interval of \": heartbeat\" comments on SSE streams, milliseconds")                                                                                                                        \
-	X(deflate, "deflate", "DEFLATE", INT, "1", 0, 9,                                                                                                                                              \
-	  "permessage-deflate for WebSockets whose client offers it: the zlib level (1 fastest … 9 smallest); 0: never negotiated")                                                                   \
-	X(static_dir, "static-dir", "STATIC_DIR", STR, "", 0, 0,                                                                                                                                      \
+#define TC_CONFIG_MAP(X)                                                                                                                                                                                            \
+	X(host, "host", "HOST", STR, "0.0.0.0", 0, 0, "address to listen on (0.0.0.0 or :: = every interface)")                                                                                                     \
+	X(port, "port", "PORT", INT, "8080", 0, 65535, "TCP port to listen on (0 = any free port, logged at start)")                                                                                                \
+	X(redis_url, "redis-url", "REDIS_URL", STR, "redis://127.0.0.1:6379", 0, 0,                                                                                                                                 \
+	  "Redis to use: redis://[[user]:password@]host[:port][/db] or unix:///path[?db=N]")                                                                                                                        \
+	X(redis_sentinels, "redis-sentinels", "REDIS_SENTINELS", STR, "", 0, 0,                                                                                                                                     \
+	  "comma-separated Sentinel host:port list; when set, the Redis master is asked of them and followed through failovers (the URL then gives only credentials and db)")                                       \
+	X(redis_sentinel_master, "redis-sentinel-master", "REDIS_SENTINEL_MASTER", STR, "mymaster", 0, 0,                                                                                                           \
+	  "the master's name at the Sentinels")                                                                                                                                                                     \
+	X(log_level, "log-level", "LOG_LEVEL", STR, "info", 0, 0, "debug, info, warn or error")                                                                                                                     \
+	X(max_frame_bytes, "max-frame-bytes", "MAX_FRAME_BYTES", INT, "65536", 256, 16777216,                                                                                                                       \
+	  "largest inbound WebSocket message; larger ones close with 1009")                                                                                                                                         \
+	X(max_subscriptions, "max-subscriptions", "MAX_SUBSCRIPTIONS", INT, "64", 1, 100000,                                                                                                                        \
+	  "subscriptions one connection may hold")                                                                                                                                                                  \
+	X(max_queue_bytes, "max-queue-bytes", "MAX_QUEUE_BYTES", INT, "1048576", 4096, 1073741824,                                                                                                                  \
+	  "outbound bytes queued per connection before it is cut off")                                                                                                                                              \
+	X(max_replay, "max-replay", "MAX_REPLAY", INT, "100000", 1, 100000000,                                                                                                                                      \
+	  "events one subscribe, reconnect or SSE stream replays at most; older ones are skipped and counted in missedEvents")                                                                                      \
+	X(max_connections, "max-connections", "MAX_CONNECTIONS", INT, "100000", 1, 10000000,                                                                                                                        \
+	  "WebSocket connections one process accepts")                                                                                                                                                              \
+	X(handshake_timeout_s, "handshake-timeout", "HANDSHAKE_TIMEOUT", INT, "30", 1, 3600,                                                                                                                        \
+	  "seconds a client has to complete its HTTP request or upgrade")                                                                                                                                           \
+	X(redis_backoff_min_ms, "redis-backoff-min", "REDIS_BACKOFF_MIN", INT, "100", 1, 600000,                                                                                                                    \
+	  "first Redis reconnect delay, milliseconds")                                                                                                                                                              \
+	X(redis_backoff_max_ms, "redis-backoff-max", "REDIS_BACKOFF_MAX", INT, "5000", 1, 600000,                                                                                                                   \
+	  "longest Redis reconnect delay, milliseconds")                                                                                                                                                            \
+	X(redis_ping_ms, "redis-ping-interval", "REDIS_PING_INTERVAL", INT, "1000", 50, 600000,                                                                                                                     \
+	  "Redis health-check period; a PING unanswered for one period marks Redis slow (unready), five periods reconnect")                                                                                         \
+	X(drain_timeout_ms, "drain-timeout", "DRAIN_TIMEOUT", INT, "5000", 0, 3600000,                                                                                                                              \
+	  "on SIGTERM, how long to wait for clients to finish closing, milliseconds")                                                                                                                               \
+	X(drain_spread_ms, "drain-spread", "DRAIN_SPREAD", INT, "2000", 0, 3600000,                                                                                                                                 \
+	  "on SIGTERM, close connections evenly over this many ms (no reconnect stampede)")                                                                                                                         \
+	X(auth, "auth", "AUTH", STR, "jwt", 0, 0,                                                                                                                                                                   \
+	  "jwt: every client needs a bearer token; off: anyone may read any thread")                                                                                                                                \
+	X(jwt_key, "jwt-key", "JWT_KEY", STR, "", 0, 0,                                                                                                                                                             \
+	  "file with the HS256 secret, or the RS256/ES256 PEM public key")                                                                                                                                          \
+	X(jwt_alg, "jwt-alg", "JWT_ALG", STR, "RS256", 0, 0,                                                                                                                                                        \
+	  "the one algorithm accepted with --jwt-key: HS256, RS256 or ES256")                                                                                                                                       \
+	X(jwt_jwks, "jwt-jwks", "JWT_JWKS", STR, "", 0, 0,                                                                                                                                                          \
+	  "file with a JWKS (JSON Web Key Set) to verify tokens with, instead of --jwt-key: RSA (RS256), EC P-256 (ES256) and oct (HS256) keys chosen by kid; re-read when it changes and on SIGHUP")               \
+	X(jwt_audience, "jwt-audience", "JWT_AUDIENCE", STR, "", 0, 0, "when set, tokens must carry this aud")                                                                                                      \
+	X(jwt_issuer, "jwt-issuer", "JWT_ISSUER", STR, "", 0, 0, "when set, tokens must carry this iss")                                                                                                            \
+	X(allowed_origins, "allowed-origins", "ALLOWED_ORIGINS", STR, "", 0, 0,                                                                                                                                     \
+	  "comma-separated browser Origins allowed to connect (empty: any)")                                                                                                                                        \
+	X(cors_origins, "cors-origins", "CORS_ORIGINS", STR, "", 0, 0,                                                                                                                                              \
+	  "comma-separated browser Origins whose pages may call the HTTP API (CORS: preflights answered, Location and Content-Location exposed): origins, * for any, or scheme://host:* for any port; empty: none") \
+	X(commands, "commands", "COMMANDS", STR, "on", 0, 0,                                                                                                                                                        \
+	  "on: forward runtime commands (run.start, input.*, state.*) to agent workers; off: answer not_supported")                                                                                                 \
+	X(command_timeout_ms, "command-timeout", "COMMAND_TIMEOUT", INT, "30000", 100, 3600000,                                                                                                                     \
+	  "how long a runtime command may wait for a worker's answer, milliseconds")                                                                                                                                \
+	X(max_inflight, "max-inflight-commands", "MAX_INFLIGHT_COMMANDS", INT, "64", 1, 100000,                                                                                                                     \
+	  "runtime commands one connection may have waiting for answers")                                                                                                                                           \
+	X(ping_interval_s, "ping-interval", "PING_INTERVAL", INT, "30", 1, 3600,                                                                                                                                    \
+	  "seconds a WebSocket may be silent before the server PINGs it")                                                                                                                                           \
+	X(idle_timeout_s, "idle-timeout", "IDLE_TIMEOUT", INT, "75", 2, 7200,                                                                                                                                       \
+	  "seconds without any frame (PONGs count) before a WebSocket is dropped")                                                                                                                                  \
+	X(max_command_rate, "max-command-rate", "MAX_COMMAND_RATE", INT, "1000", 1, 1000000,                                                                                                                        \
+	  "commands per second one connection may send (token bucket refill)")                                                                                                                                      \
+	X(max_command_burst, "max-command-burst", "MAX_COMMAND_BURST", INT, "10000", 1, 10000000,                                                                                                                   \
+	  "commands one connection may send at once (token bucket size)")                                                                                                                                           \
+	X(sse_heartbeat_ms, "sse-heartbeat", "SSE_HEARTBEAT", INT, "15000", 100, 3600000,                                                                                                                           \
+	  "interval of \": heartbeat\" comments on SSE streams, milliseconds")                                                                                                                                      \
+	X(deflate, "deflate", "DEFLATE", INT, "1", 0, 9,                                                                                                                                                            \
+	  "permessage-deflate for WebSockets whose client offers it: the zlib level (1 fastest … 9 smallest); 0: never negotiated")                                                                                 \
+	X(static_dir, "static-dir", "STATIC_DIR", STR, "", 0, 0,                                                                                                                                                    \
 	  "serve the files of this directory over HTTP (the demo page: protocol/js); empty: off")
 
 /** The parsed Redis location. */

@@ -23,6 +23,62 @@ void tc__conn_request_write(struct tc_conn *c)
 	}
 }
 
+static void on_flush(uv_check_t *h);
+
+void tc__conn_mark_dirty(struct tc_conn *c)
+{
+	struct tc_conn_set *set = c->set;
+
+	if (!c->ops->flush || uv_is_closing((uv_handle_t *)&set->flush)) { /* (shutting down) */
+		tc__conn_request_write(c);
+		return;
+	}
+	if (tc_dlist_linked(&set->dirty, &c->dirty))
+		return;
+	if (!set->dirty.count)
+		uv_check_start(&set->flush, on_flush);
+	tc_dlist_push_head(&set->dirty, &c->dirty);
+}
+
+void tc__conn_unmark_dirty(struct tc_conn *c)
+{
+	tc_dlist_remove(&c->set->dirty, &c->dirty);
+}
+
+/* The check handle: each connection that queued frames this iteration writes them now. */
+static void on_flush(uv_check_t *h)
+{
+	struct tc_conn_set *set = h->data;
+	struct tc_dlink *n;
+
+	while ((n = set->dirty.head)) {
+		struct tc_conn *c = TC_CONN_OF(n, dirty);
+		tc_dlist_remove(&set->dirty, n);
+		/* Closing, or WRITEABLE already on its way: that path writes. */
+		if (c->close_code || c->want_write)
+			continue;
+		if (lws_partial_buffered(c->wsi)) {
+			tc__conn_request_write(c);
+			continue;
+		}
+		if (c->ops->flush(c) < 0)
+			tc__conn_close(c, TC_CONN_KILL, 0, NULL);
+	}
+	uv_check_stop(h);
+}
+
+void tc__conn_flush_init(struct tc_conn_set *set)
+{
+	uv_check_init(set->loop, &set->flush);
+	set->flush.data = set;
+}
+
+void tc__conn_flush_close(struct tc_conn_set *set)
+{
+	uv_check_stop(&set->flush);
+	uv_close((uv_handle_t *)&set->flush, NULL);
+}
+
 void tc__conn_close(struct tc_conn *c, enum tc_conn_close_mode mode, enum tc_close code, const char *reason)
 {
 	if (mode == TC_CONN_KILL) {
@@ -90,10 +146,7 @@ void tc__conn_send(struct tc_conn *c, struct tc_buf *b)
 		c->queue_full = true;
 		tc__conn_update_rx(c);
 	}
-	if (c->ops->queued)
-		c->ops->queued(c); /* a WebSocket writes once per loop iteration (ws.c) */
-	else
-		tc__conn_request_write(c);
+	tc__conn_mark_dirty(c);
 }
 
 int tc__conn_after_write(struct tc_conn *c, bool force)
@@ -183,6 +236,7 @@ void tc__conn_destroy(struct tc_conn *c)
 
 	assert(tc_dlist_linked(&set->all, &c->link));
 	tc_dlist_remove(&set->all, &c->link);
+	tc_dlist_remove(&set->dirty, &c->dirty);
 	tc_session_close(c->session);
 	tc_bufq_clear(&c->out);
 	c->ops->destroy(c);

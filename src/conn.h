@@ -38,6 +38,8 @@ struct tc_conn_set {
 	const struct tc_config *cfg;      /**< the configuration */
 	const struct tc_session_env *env; /**< what the connections' sessions share */
 	struct tc_dlist all;              /**< every open connection (tc_conn.link) */
+	uv_check_t flush;                 /**< writes what this loop iteration queued (tc__conn_flush_init) */
+	struct tc_dlist dirty;            /**< connections with frames queued since the last flush */
 	bool draining;                    /**< refusing new connections */
 	unsigned churn;                   /**< connections opened or closed since the heap was last trimmed */
 	uint64_t churn_at;                /**< loop time (ms) of the last of them */
@@ -55,8 +57,15 @@ struct tc_conn_ops {
 	bool flow_control;
 	/** An exchange that ends with its one answer: a drain lets it finish. */
 	bool one_shot;
-	/** Optional: a frame was queued (default: ask lws for WRITEABLE). */
-	void (*queued)(struct tc_conn *c);
+	/**
+	 * Optional: writes what is queued now, from the loop's check handle,
+	 * outside lws' callbacks (the socket is not known to be full), then
+	 * calls tc__conn_after_write(); -1 on a write error (c is killed).
+	 * Frames queued in one loop iteration leave together, and the common
+	 * case costs no POLLOUT round trip through epoll. NULL: every frame
+	 * asks lws for WRITEABLE.
+	 */
+	int (*flush)(struct tc_conn *c);
 	/** LWS_CALLBACK_(SERVER|HTTP)_WRITEABLE: writes what is queued. Returns what the callback returns. */
 	int (*writeable)(struct tc_conn *c);
 	/** Optional: the queue drained below a quarter of its bound (default: the session's replay goes on). */
@@ -92,6 +101,7 @@ struct tc_conn {
 	bool rx_off;                   /**< what lws was last told about reading */
 	int64_t auth_exp;              /**< the token's exp (Unix s); 0 when auth is off */
 	struct tc_dlink link;          /**< on set->all */
+	struct tc_dlink dirty;         /**< on set->dirty, written by the next flush */
 };
 
 /** The conn whose member `member` is the list link n. */
@@ -137,6 +147,18 @@ void tc__conn_close(struct tc_conn *c, enum tc_conn_close_mode mode, enum tc_clo
 
 /** Asks lws for a WRITEABLE callback, once until it comes. */
 void tc__conn_request_write(struct tc_conn *c);
+
+/** c has frames to write: they leave at the end of this loop iteration (ops->flush), else on WRITEABLE. */
+void tc__conn_mark_dirty(struct tc_conn *c);
+
+/** A WRITEABLE callback is writing c: the next flush leaves it out. */
+void tc__conn_unmark_dirty(struct tc_conn *c);
+
+/** Initializes set's flush check handle. */
+void tc__conn_flush_init(struct tc_conn_set *set);
+
+/** Stops and closes the flush handle; frames queued later are written through lws' WRITEABLE. */
+void tc__conn_flush_close(struct tc_conn_set *set);
 
 /**
  * Queues frame b (taking over the reference), bounded: past --max-queue-bytes

@@ -150,6 +150,20 @@ static int serve_healthz(struct tc_server *srv, struct lws *wsi, struct tc_pss *
 	return tc__http_send(wsi, 200, "application/json", "{\"status\":\"ok\",\"version\":\"" TC_VERSION "\"}");
 }
 
+/* GET /info: what the Agent Server answers there, for clients that check it (LangChain's chat UI does). */
+static int serve_info(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss, const struct request *rq)
+{
+	return tc__http_send(wsi, 200, "application/json",
+			     "{\"version\":\"" TC_VERSION "\",\"server\":\"threadcast\",\"context\":\"js\","
+			     "\"flags\":{\"assistants\":true,\"crons\":false,\"langsmith\":false,"
+			     "\"langsmith_tracing_replicas\":false}}");
+}
+
+static int serve_ok(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss, const struct request *rq)
+{
+	return tc__http_send(wsi, 200, "application/json", "{\"ok\":true}");
+}
+
 static int serve_readyz(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss, const struct request *rq)
 {
 	bool ready = !srv->conns.draining && tc_redis_ready(srv->redis);
@@ -413,6 +427,8 @@ static const struct route_handler {
 } handlers[TC_ROUTE_COUNT] = { [TC_ROUTE_HEALTHZ] = { serve_healthz, "only GET is served here" },
 			       [TC_ROUTE_READYZ] = { serve_readyz, "only GET is served here" },
 			       [TC_ROUTE_METRICS] = { serve_metrics, "only GET is served here" },
+			       [TC_ROUTE_INFO] = { serve_info, "only GET is served here" },
+			       [TC_ROUTE_OK] = { serve_ok, "only GET is served here" },
 			       [TC_ROUTE_STREAM] = { serve_stream, "GET (WebSocket or SSE) or POST (SSE)" },
 			       [TC_ROUTE_STREAM_EVENTS] = { serve_stream, "GET (WebSocket or SSE) or POST (SSE)" },
 			       [TC_ROUTE_COMMANDS] = { serve_commands, "POST one command as JSON" },
@@ -423,8 +439,15 @@ int tc__http_request(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss,
 {
 	struct tc_route_match m;
 	struct request rq = { .method = method_of(wsi), .m = &m };
-	enum tc_match found = tc_route_match(tc_routes, TC_ROUTE_COUNT, rq.method, path, &m);
 	int rc;
+
+	/* A browser asks before a cross-origin call (CORS), whatever the path. */
+	if (rq.method == TC_HTTP_OPTIONS && tc__http_preflight(wsi, &rc))
+		return rc;
+	/* HEAD is GET without the body: the writers leave it out (httpres.h). */
+	if (rq.method == TC_HTTP_HEAD)
+		rq.method = TC_HTTP_GET;
+	enum tc_match found = tc_route_match(tc_routes, TC_ROUTE_COUNT, rq.method, path, &m);
 
 	switch (found) {
 	case TC_MATCH_NONE:

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "auth.h"
 #include "util.h"
 
 #define QUERY_ARGS_MAX 64  /* query parameters kept of one request */
@@ -63,6 +64,17 @@ static int common_headers(struct lws *wsi, unsigned status, const char *type, lw
 			  unsigned char **p, unsigned char *end)
 {
 	char line[64];
+	/*
+	 * Chunked: no "connection: close", which lws adds to a response without
+	 * a length, and which tells a client (undici does so) that the end of
+	 * the connection ends the body: a cut would look like the stream's end.
+	 */
+	if (content_len == TC_HTTP_CHUNKED)
+		return lws_add_http_header_status(wsi, status, p, end) ||
+		       lws_add_http_header_by_token(wsi, WSI_TOKEN_HTTP_CONTENT_TYPE, (const unsigned char *)type,
+						    (int)strlen(type), p, end) ||
+		       lws_add_http_header_by_name(wsi, (const unsigned char *)"transfer-encoding:",
+						   (const unsigned char *)"chunked", 7, p, end);
 	if (!lws_hdr_total_length(wsi, WSI_TOKEN_UPGRADE))
 		return lws_add_http_common_headers(wsi, status, type, content_len, p, end);
 	int n = snprintf(line, sizeof(line), "HTTP/1.1 %u %s", status, reason_of(status));
@@ -79,13 +91,87 @@ int tc__http_head(struct lws *wsi, unsigned status, const char *type, lws_filepo
 	return tc__http_head_x(wsi, status, type, content_len, NULL);
 }
 
+/* The configuration responses follow (--cors-origins); one per process. */
+static const struct tc_config *config;
+
+void tc__http_init(const struct tc_config *cfg)
+{
+	config = cfg;
+}
+
+bool tc__http_is_head(struct lws *wsi)
+{
+	return lws_hdr_total_length(wsi, WSI_TOKEN_HEAD_URI) > 0;
+}
+
+bool tc__http_is_1_1(struct lws *wsi)
+{
+	char v[16];
+	return lws_hdr_copy(wsi, v, sizeof(v), WSI_TOKEN_HTTP) >= 8 && !strcmp(v, "HTTP/1.1");
+}
+
+/* An "name:" header with a value, to the head being built. */
+static int add_header(struct lws *wsi, const char *name, const char *value, unsigned char **p, unsigned char *end)
+{
+	return lws_add_http_header_by_name(wsi, (const unsigned char *)name, (const unsigned char *)value,
+					   (int)strlen(value), p, end);
+}
+
+/*
+ * CORS: a page of an origin --cors-origins allows may read the answer, and
+ * the headers that say where a run is (the SDK follows Location to resume a
+ * run's stream).
+ */
+static int cors_headers(struct lws *wsi, unsigned char **p, unsigned char *end)
+{
+	char origin[256];
+	if (!config || !tc__http_header(wsi, WSI_TOKEN_ORIGIN, origin, sizeof(origin)) ||
+	    !tc_cors_allowed(config, origin))
+		return 0;
+	return add_header(wsi, "access-control-allow-origin:", origin, p, end) ||
+	       add_header(wsi, "vary:", "Origin", p, end) ||
+	       add_header(wsi, "access-control-expose-headers:", "Location, Content-Location, X-Pagination-Total", p,
+			  end);
+}
+
+int tc__http_preflight(struct lws *wsi, int *rc)
+{
+	char origin[256], method[32], headers[512];
+	if (!tc__http_header(wsi, WSI_TOKEN_ORIGIN, origin, sizeof(origin)) ||
+	    lws_hdr_custom_copy(wsi, method, sizeof(method), "access-control-request-method:", 30) <= 0)
+		return 0;
+	if (!config || !tc_cors_allowed(config, origin)) {
+		char why[320];
+		snprintf(why, sizeof(why), "origin %.200s may not call this API (--cors-origins)", origin);
+		*rc = tc__http_error(wsi, 403, "forbidden", why);
+		return 1;
+	}
+	unsigned char buf[LWS_PRE + 1536];
+	unsigned char *start = buf + LWS_PRE, *p = start, *end = buf + sizeof(buf) - 1;
+	/* lws knows this header by name when built with its uncommon headers (Debian's 4.1.6 is). */
+#if defined(LWS_WITH_HTTP_UNCOMMON_HEADERS) || defined(LWS_HTTP_HEADERS_ALL)
+	bool some = lws_hdr_copy(wsi, headers, sizeof(headers), WSI_TOKEN_HTTP_AC_REQUEST_HEADERS) > 0;
+#else
+	bool some = lws_hdr_custom_copy(wsi, headers, sizeof(headers), "access-control-request-headers:", 31) > 0;
+#endif
+	if (lws_add_http_common_headers(wsi, 204, NULL, 0, &p, end) || cors_headers(wsi, &p, end) ||
+	    add_header(wsi, "access-control-allow-methods:", "GET, HEAD, PUT, POST, DELETE, PATCH", &p, end) ||
+	    (some && add_header(wsi, "access-control-allow-headers:", headers, &p, end)) ||
+	    add_header(wsi, "access-control-max-age:", "600", &p, end) ||
+	    lws_finalize_write_http_header(wsi, start, &p, end))
+		*rc = -1;
+	else
+		*rc = lws_http_transaction_completed(wsi) ? -1 : 0;
+	return 1;
+}
+
 int tc__http_head_x(struct lws *wsi, unsigned status, const char *type, lws_filepos_t content_len,
 		    const char *const *extra)
 {
-	unsigned char buf[LWS_PRE + 1024];
+	unsigned char buf[LWS_PRE + 1536];
 	unsigned char *start = buf + LWS_PRE, *p = start, *end = buf + sizeof(buf) - 1;
 
-	if (common_headers(wsi, status, type, content_len, &p, end) ||
+	if (common_headers(wsi, status, type, content_len, &p, end) || cors_headers(wsi, &p, end) ||
 	    lws_add_http_header_by_name(wsi, (const unsigned char *)"cache-control:", (const unsigned char *)"no-store",
 					8, &p, end))
 		return -1;
@@ -98,7 +184,7 @@ int tc__http_head_x(struct lws *wsi, unsigned status, const char *type, lws_file
 	if (status == 503 && lws_add_http_header_by_name(wsi, (const unsigned char *)"retry-after:",
 							 (const unsigned char *)"1", 1, &p, end))
 		return -1;
-	if (content_len == LWS_ILLEGAL_HTTP_CONTENT_LEN &&
+	if ((content_len == LWS_ILLEGAL_HTTP_CONTENT_LEN || content_len == TC_HTTP_CHUNKED) &&
 	    lws_add_http_header_by_name(wsi, (const unsigned char *)"x-accel-buffering:", (const unsigned char *)"no",
 					2, &p, end))
 		return -1; /* proxies must pass events through at once */
@@ -113,7 +199,7 @@ int tc__http_send(struct lws *wsi, unsigned status, const char *type, const char
 
 	memcpy(buf + LWS_PRE, body, len);
 	if (!tc__http_head(wsi, status, type, len) &&
-	    lws_write(wsi, buf + LWS_PRE, len, LWS_WRITE_HTTP_FINAL) == (int)len)
+	    (tc__http_is_head(wsi) || lws_write(wsi, buf + LWS_PRE, len, LWS_WRITE_HTTP_FINAL) == (int)len))
 		rc = lws_http_transaction_completed(wsi) ? -1 : 0;
 	free(buf);
 	return rc;

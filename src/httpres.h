@@ -10,10 +10,34 @@
 
 #include <cjson/cJSON.h>
 #include <libwebsockets.h>
+#include <stdbool.h>
 
 #include "conn.h"
 
-/** Writes a response head; content_len LWS_ILLEGAL_HTTP_CONTENT_LEN streams. 0 or -1. */
+/** A response head's content length that says the body comes in chunks (HTTP/1.1). */
+#define TC_HTTP_CHUNKED ((lws_filepos_t)-2ll)
+
+/** The configuration responses follow (--cors-origins), from the server's start. */
+void tc__http_init(const struct tc_config *cfg);
+
+/** Whether the request is a HEAD: its response is its head alone. */
+bool tc__http_is_head(struct lws *wsi);
+
+/** Whether the request is HTTP/1.1 (a streamed response may be chunked). */
+bool tc__http_is_1_1(struct lws *wsi);
+
+/**
+ * A CORS preflight (OPTIONS with Origin and Access-Control-Request-Method):
+ * answers it — 204 with what the origin may do, 403 for an origin
+ * --cors-origins does not name — and returns 1 with *rc what the callback
+ * returns; 0 when the request is no preflight.
+ */
+int tc__http_preflight(struct lws *wsi, int *rc);
+
+/**
+ * Writes a response head (with the CORS headers the request's origin is
+ * allowed); content_len LWS_ILLEGAL_HTTP_CONTENT_LEN streams. 0 or -1.
+ */
 int tc__http_head(struct lws *wsi, unsigned status, const char *type, lws_filepos_t content_len);
 /** tc__http_head() with more headers: extra is NULL-terminated "name:", value pairs (a NULL value is skipped). */
 int tc__http_head_x(struct lws *wsi, unsigned status, const char *type, lws_filepos_t content_len,

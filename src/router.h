@@ -46,6 +46,8 @@ enum tc_http_method {
 	X(HEALTHZ, TC_HTTP_GET, "/healthz")                                                                            \
 	X(READYZ, TC_HTTP_GET, "/readyz")                                                                              \
 	X(METRICS, TC_HTTP_GET, "/metrics")                                                                            \
+	X(INFO, TC_HTTP_GET, "/info")                                                                                  \
+	X(OK, TC_HTTP_GET, "/ok")                                                                                      \
 	X(STREAM, TC_HTTP_GET | TC_HTTP_POST, "/threads/:thread_id/stream")                                            \
 	X(STREAM_EVENTS, TC_HTTP_GET | TC_HTTP_POST, "/threads/:thread_id/stream/events")                              \
 	X(COMMANDS, TC_HTTP_POST, "/threads/:thread_id/commands")

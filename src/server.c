@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "http.h"
+#include "httpres.h"
 #include "log.h"
 #include "run/feed.h"
 #include "srv.h"
@@ -211,6 +212,7 @@ static void close_handles(struct tc_server *srv)
 	uv_close((uv_handle_t *)&srv->drain_timer, NULL);
 	uv_close((uv_handle_t *)&srv->drain_tick, NULL);
 	uv_close((uv_handle_t *)&srv->expiry, NULL);
+	tc__conn_flush_close(&srv->conns);
 	tc__ws_close_handles(&srv->ws);
 	tc__streams_close_handles(&srv->streams);
 	tc_handshakes_close(&srv->handshakes);
@@ -233,6 +235,8 @@ struct tc_server *tc_server_new(uv_loop_t *loop, const struct tc_session_env *en
 	uv_timer_init(loop, &srv->expiry);
 	srv->drain_timer.data = srv->drain_tick.data = srv->expiry.data = srv;
 	srv->conns = (struct tc_conn_set){ .loop = loop, .cfg = cfg, .env = env, .gone = conn_gone, .gone_arg = srv };
+	tc__http_init(cfg);
+	tc__conn_flush_init(&srv->conns);
 	tc__ws_init(&srv->ws, &srv->conns);
 	tc__streams_init(&srv->streams, &srv->conns);
 	/* A run's units are kept for clients that join late, up to a few queues' worth. */

@@ -37,6 +37,11 @@ static int sse_writeable(struct tc_conn *c)
 	return tc__stream_write(&((struct sse *)c)->st);
 }
 
+static int sse_flush(struct tc_conn *c)
+{
+	return tc__stream_flush(&((struct sse *)c)->st);
+}
+
 static void sse_destroy(struct tc_conn *c)
 {
 	struct sse *e = (struct sse *)c;
@@ -47,6 +52,7 @@ static void sse_destroy(struct tc_conn *c)
 static const struct tc_conn_ops sse_ops = {
 	.transport = "sse",
 	.writeable = sse_writeable,
+	.flush = sse_flush,
 	.destroy = sse_destroy,
 };
 
@@ -85,8 +91,10 @@ int tc__sse_start_stream(struct tc_server *srv, struct lws *wsi, struct tc_pss *
 		return tc__http_error(wsi, 400, "invalid_argument", err.message);
 	}
 	pss->conn = c;
-	if (tc__stream_start(&srv->streams, &e->st, 200, "text/event-stream", NULL))
+	if (tc__stream_start(&srv->streams, &e->st, 200, "text/event-stream", NULL, false))
 		return -1;
+	if (e->st.head_only)
+		return tc__http_exchange_over(c, 0);
 	lws_http_mark_sse(wsi);
 	tc_log(TC_LOG_DEBUG, "sse open", TC_LS("thread", thread), TC_LI("connections", srv->conns.all.count));
 	return 0;

@@ -22,9 +22,6 @@ _Static_assert(TC_BUF_HEADROOM >= LWS_PRE, "tc_buf headroom must fit the lws fra
 /* Frames written per WRITEABLE callback before yielding to other clients. */
 #define WRITE_BATCH 64
 
-static void on_flush(uv_check_t *h);
-static void mark_dirty(struct tc_conn *c);
-
 /* ==== idle WebSockets ==================================================================== */
 
 /*
@@ -95,35 +92,12 @@ static void on_idle(uv_timer_t *t)
 		} else if (!w->pinged && !c->close_code) {
 			w->pinged = true;
 			w->ping_due = true;
-			mark_dirty(c);
+			tc__conn_mark_dirty(c);
 		}
 	}
 }
 
 /* ==== writing ============================================================================ */
-
-/*
- * WebSocket frames are not written as they are queued but once per loop
- * iteration, from a check handle: every frame an iteration produced for a
- * connection (a batch of doorbells read from Redis, a replay step, a reply)
- * leaves in one send, and the common case needs no POLLOUT round trip
- * through epoll at all.
- */
-static void mark_dirty(struct tc_conn *c)
-{
-	struct tc_ws *w = (struct tc_ws *)c;
-	struct tc_ws_set *set = w->set;
-
-	if (tc_dlist_linked(&set->dirty, &w->dirty))
-		return;
-	if (uv_is_closing((uv_handle_t *)&set->flush)) { /* shutting down */
-		tc__conn_request_write(c);
-		return;
-	}
-	if (!set->dirty.count)
-		uv_check_start(&set->flush, on_flush);
-	tc_dlist_push_head(&set->dirty, &w->dirty);
-}
 
 /*
  * Writes the close frame ourselves and waits (up to 3 s) for the peer's
@@ -301,39 +275,26 @@ static int ws_writeable(struct tc_conn *c)
 {
 	struct tc_ws *w = (struct tc_ws *)c;
 	c->want_write = false;
-	tc_dlist_remove(&w->set->dirty, &w->dirty);
+	tc__conn_unmark_dirty(c);
 	if (flush(w) < 0)
 		return -1;
 	return tc__conn_after_write(c, w->ping_due) ? write_close_frame(w) : 0;
 }
 
-/* The check handle: each connection that queued frames this iteration writes them now. */
-static void on_flush(uv_check_t *h)
+/*
+ * The end of a loop iteration (conn.c): what the iteration queued leaves in
+ * one send — a batch of doorbells read from Redis, a replay step, a reply.
+ */
+static int ws_flush_now(struct tc_conn *c)
 {
-	struct tc_ws_set *set = h->data;
-	struct tc_dlink *n;
-
-	while ((n = set->dirty.head)) {
-		struct tc_ws *w = WS_OF(n, dirty);
-		struct tc_conn *c = &w->c;
-		tc_dlist_remove(&set->dirty, n);
-		/* Closing, or WRITEABLE already on its way: that path writes. */
-		if (c->close_code || c->want_write)
-			continue;
-		if (lws_partial_buffered(c->wsi)) {
-			tc__conn_request_write(c);
-			continue;
-		}
-		if (flush(w) < 0) {
-			tc__conn_close(c, TC_CONN_KILL, 0, NULL);
-			continue;
-		}
-		/* close_code is 0: this never asks for a close frame. */
-		int closing = tc__conn_after_write(c, w->ping_due);
-		assert(!closing);
-		(void)closing;
-	}
-	uv_check_stop(h);
+	struct tc_ws *w = (struct tc_ws *)c;
+	if (flush(w) < 0)
+		return -1;
+	/* close_code is 0 (conn.c flushes no closing connection): this never asks for a close frame. */
+	int closing = tc__conn_after_write(c, w->ping_due);
+	assert(!closing);
+	(void)closing;
+	return 0;
 }
 
 int tc__ws_peer_closed(struct tc_ws *w)
@@ -406,7 +367,6 @@ static void ws_destroy(struct tc_conn *c)
 	struct tc_ws_set *set = w->set;
 	assert(set->count > 0);
 	set->count--;
-	tc_dlist_remove(&set->dirty, &w->dirty);
 	tc_dlist_remove(&set->quiet, &w->quiet);
 	drop_deflater(w);
 	free(w->rx);
@@ -416,7 +376,7 @@ static void ws_destroy(struct tc_conn *c)
 static const struct tc_conn_ops ws_ops = {
 	.transport = "websocket",
 	.flow_control = true,
-	.queued = mark_dirty,
+	.flush = ws_flush_now,
 	.writeable = ws_writeable,
 	.destroy = ws_destroy,
 };
@@ -452,8 +412,6 @@ int tc__ws_open(struct tc_ws_set *set, struct lws *wsi, struct tc_pss *pss, cons
 void tc__ws_init(struct tc_ws_set *set, struct tc_conn_set *conns)
 {
 	set->conns = conns;
-	uv_check_init(conns->loop, &set->flush);
-	set->flush.data = set;
 	uv_timer_init(conns->loop, &set->idle);
 	set->idle.data = set;
 	snprintf(set->too_big, sizeof(set->too_big), "message larger than %lld bytes", conns->cfg->max_frame_bytes);
@@ -468,6 +426,4 @@ void tc__ws_close_handles(struct tc_ws_set *set)
 {
 	uv_timer_stop(&set->idle);
 	uv_close((uv_handle_t *)&set->idle, NULL);
-	uv_check_stop(&set->flush);
-	uv_close((uv_handle_t *)&set->flush, NULL);
 }

@@ -21,8 +21,6 @@
 struct tc_ws_set {
 	struct tc_conn_set *conns; /**< the connections they are among */
 	size_t count;              /**< open WebSockets */
-	uv_check_t flush;          /**< writes what this loop iteration queued */
-	struct tc_dlist dirty;     /**< WebSockets with frames queued since the last flush */
 	uv_timer_t idle;           /**< pings and drops silent WebSockets */
 	struct tc_dlist quiet;     /**< every WebSocket, least recently heard first */
 	struct tc_dlist deflating; /**< WebSockets holding a compressor, least recently used first */
@@ -43,7 +41,6 @@ struct tc_ws {
 	struct tc_dzref dz;        /**< its place in a (shared) compressor while it receives events */
 	uint64_t deflated_at;      /**< loop time (ms) dz was last used */
 	uint64_t heard;            /**< loop time (ms) of its last frame (the idle list) */
-	struct tc_dlink dirty;     /**< on set->dirty, written by the next flush */
 	struct tc_dlink quiet;     /**< on set->quiet, the idle list */
 	struct tc_dlink deflating; /**< with dz: on set->deflating, least recently used first */
 };
@@ -63,13 +60,13 @@ struct tc_upgrade {
 	enum tc_close refuse;
 };
 
-/** Initializes the WebSockets' handles (flush check, idle timer) for conns. */
+/** Initializes the WebSockets' handle (the idle timer) for conns. */
 void tc__ws_init(struct tc_ws_set *set, struct tc_conn_set *conns);
 
 /** Starts the idle timer. */
 void tc__ws_start_timers(struct tc_ws_set *set);
 
-/** Stops and closes the handles; frames queued later are written through lws' WRITEABLE. */
+/** Stops and closes the idle timer. */
 void tc__ws_close_handles(struct tc_ws_set *set);
 
 /**

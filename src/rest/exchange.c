@@ -77,7 +77,7 @@ static int rest_writeable(struct tc_conn *c)
 	if (r->out == OUT_STREAM) {
 		if (!rc->st.started &&
 		    tc__stream_start(&r->srv->streams, &rc->st, 200,
-				     rc->ndjson ? "application/x-ndjson" : "text/event-stream", extra))
+				     rc->ndjson ? "application/x-ndjson" : "text/event-stream", extra, true))
 			return -1;
 		return tc__stream_write(&rc->st);
 	}
@@ -86,12 +86,23 @@ static int rest_writeable(struct tc_conn *c)
 	if (!b)
 		return c->close_code ? -1 : 0;
 	int rc_ = -1;
-	bool empty = r->status == 204;
+	bool empty = r->status == 204, head = tc__http_is_head(c->wsi);
 	if (!tc__http_head_x(c->wsi, r->status, "application/json", empty ? 0 : b->len, extra) &&
-	    (empty || lws_write(c->wsi, tc_buf_data(b), b->len, LWS_WRITE_HTTP_FINAL) == (int)b->len))
+	    (empty || head || lws_write(c->wsi, tc_buf_data(b), b->len, LWS_WRITE_HTTP_FINAL) == (int)b->len))
 		rc_ = 0;
 	tc_buf_unref(b);
 	return tc__http_exchange_over(c, rc_);
+}
+
+/* A run's stream, once its head is out, writes from the loop; anything else when lws says. */
+static int rest_flush(struct tc_conn *c)
+{
+	struct rest_conn *rc = REST_CONN(c);
+	if (rc->r->out != OUT_STREAM || !rc->st.started) {
+		tc__conn_request_write(c);
+		return 0;
+	}
+	return tc__stream_flush(&rc->st);
 }
 
 /* The client drained its queue: a run's stream goes on. */
@@ -119,6 +130,7 @@ static void rest_destroy(struct tc_conn *c)
 static const struct tc_conn_ops rest_ops = {
 	.transport = "http",
 	.writeable = rest_writeable,
+	.flush = rest_flush,
 	.drained = rest_drained,
 	.destroy = rest_destroy,
 };
@@ -191,6 +203,12 @@ void tc__rest_stream(struct tc_rest *r, bool ndjson)
 	r->out = OUT_STREAM;
 	rc->ndjson = ndjson;
 	rc->st.no_heartbeat = ndjson; /* a line that is not JSON would break it */
+}
+
+void tc__rest_stream_finish(struct tc_rest *r)
+{
+	if (r->conn)
+		REST_CONN(r->conn)->st.finished = true;
 }
 
 void tc__rest_stream_unit(struct tc_rest *r, const char *text, size_t len)

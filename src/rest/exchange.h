@@ -116,6 +116,8 @@ void tc__rest_answer_saved(struct tc_rest *r);
  * with the first units; NDJSON gets no heartbeat comments.
  */
 void tc__rest_stream(struct tc_rest *r, bool ndjson);
+/** The stream is complete: once written, its body ends cleanly (its close is not a cut). */
+void tc__rest_stream_finish(struct tc_rest *r);
 /** Queues one unit of the stream (new text). */
 void tc__rest_stream_unit(struct tc_rest *r, const char *text, size_t len);
 

@@ -51,6 +51,7 @@ static void run_ended(struct tc_rest *r)
 	if (!c)
 		return;
 	if (r->out == OUT_STREAM) {
+		tc__rest_stream_finish(r);
 		tc__conn_close(c, TC_CONN_FLUSH, TC_CLOSE_GOING_AWAY, "the run ended");
 		return;
 	}

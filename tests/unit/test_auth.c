@@ -151,14 +151,38 @@ static void jwks_tokens(void **state)
 	unlink(path);
 }
 
+/* Which pages may read the HTTP API (CORS, --cors-origins); WebSocket origins (--allowed-origins) the same way. */
+static void cors_origins(void **state)
+{
+	char list[] = "http://localhost:*,https://app.example.com", none[] = "", any[] = "*",
+	     local[] = "http://localhost:*";
+	struct tc_config cfg = { .cors_origins = list, .allowed_origins = none };
+	assert_true(tc_cors_allowed(&cfg, "http://localhost:3000"));
+	assert_true(tc_cors_allowed(&cfg, "http://localhost:80"));
+	assert_true(tc_cors_allowed(&cfg, "https://app.example.com"));
+	assert_false(tc_cors_allowed(&cfg, "http://localhost")); /* no port: not "any port" */
+	assert_false(tc_cors_allowed(&cfg, "http://localhost:3000x"));
+	assert_false(tc_cors_allowed(&cfg, "http://localhost.evil.com:3000"));
+	assert_false(tc_cors_allowed(&cfg, "https://localhost:3000")); /* another scheme */
+	assert_false(tc_cors_allowed(&cfg, "https://app.example.com:443"));
+	assert_false(tc_cors_allowed(&cfg, NULL));
+	assert_false(tc_cors_allowed(&cfg, ""));
+	cfg.cors_origins = none;
+	assert_false(tc_cors_allowed(&cfg, "http://localhost:3000")); /* none by default */
+	cfg.cors_origins = any;
+	assert_true(tc_cors_allowed(&cfg, "https://anything.example"));
+	assert_true(tc_origin_allowed(&cfg, "https://anything.example")); /* no --allowed-origins: any */
+	cfg.allowed_origins = local;
+	assert_true(tc_origin_allowed(&cfg, "http://localhost:5173"));
+	assert_false(tc_origin_allowed(&cfg, "http://example.com"));
+}
+
 int main(void)
 {
 	tc_cjson_init();
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(jwk_rsa),
-		cmocka_unit_test(jwk_ec),
-		cmocka_unit_test(jwk_unusable),
-		cmocka_unit_test(jwks_tokens),
+		cmocka_unit_test(cors_origins), cmocka_unit_test(jwk_rsa),     cmocka_unit_test(jwk_ec),
+		cmocka_unit_test(jwk_unusable), cmocka_unit_test(jwks_tokens),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

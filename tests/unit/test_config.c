@@ -156,6 +156,26 @@ static void bad_values_name_the_setting(void **state)
 	tc_config_free(&cfg);
 }
 
+/* --cors-origins: origins, *, or a host on any port; anything else stops the start. */
+static void cors_origins(void **state)
+{
+	struct tc_config cfg;
+	char err[256];
+	static const char *const good[] = { "--cors-origins=*", "--cors-origins=https://app.example.com",
+					    "--cors-origins=http://localhost:*,http://127.0.0.1:3000" };
+	static const char *const bad[] = { "--cors-origins=localhost:3000", "--cors-origins=https://a.example/path",
+					   "--cors-origins=ftp://x", "--cors-origins=https://" };
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		assert_int_equal(load(&cfg, err, 1, good[i]), TC_CONFIG_OK);
+		tc_config_free(&cfg);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(load(&cfg, err, 1, bad[i]), TC_CONFIG_ERROR);
+		assert_non_null(strstr(err, "--cors-origins / THREADCAST_CORS_ORIGINS"));
+		tc_config_free(&cfg);
+	}
+}
+
 static void redis_urls(void **state)
 {
 	struct tc_redis_addr a;
@@ -249,6 +269,7 @@ int main(void)
 		cmocka_unit_test_setup(env_then_flag_precedence, clear_env),
 		cmocka_unit_test_setup(bad_values_name_the_setting, clear_env),
 		cmocka_unit_test(redis_urls),
+		cmocka_unit_test_setup(cors_origins, clear_env),
 		cmocka_unit_test_setup(sentinel_lists, clear_env),
 		cmocka_unit_test_setup(auth_is_on_by_default, clear_env),
 	};
