@@ -40,7 +40,8 @@ function run(name, args, env = process.env) {
     p.stdout.on('data', (d) => { out += d; });
     p.stderr.on('data', (d) => { err += d; });
     p.on('error', reject);
-    p.on('exit', (code) => resolve({ code, lines: out.split('\n').filter(Boolean).map((l) => JSON.parse(l)), err }));
+    // JSON lines (scripts/bench.py's table is left out)
+    p.on('exit', (code) => resolve({ code, lines: out.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l)), err }));
   });
 }
 
@@ -336,5 +337,35 @@ test('loadgen --sse-get counts the units a stream lacks, repeats or sends out of
     assert.match(refused.err, /answered HTTP\/1\.1 404 Not Found/);
   } finally {
     srv.close();
+  }
+});
+
+test('the rest scenario measures both sides of one run and checks every viewer got all of it', async () => {
+  const os = await import('node:os');
+  const fs = await import('node:fs');
+  const out = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-rest-'));
+  const env = { ...process.env, TC_BENCH_BUILD: path.dirname(threadcastBin) };
+  try {
+    const r = await run('python3', [path.join(repoRoot, 'scripts/bench.py'), '--only', 'rest', '--runs', '1',
+      '--rest-viewers', '4', '--rest-events', '200', '--rest-rate', '500', '--out', out], env);
+    assert.equal(r.code, 0, r.err);
+    const file = fs.readdirSync(out).find((f) => f.endsWith('.json'));
+    const [res] = JSON.parse(fs.readFileSync(path.join(out, file))).rest.threadcast;
+    assert.equal(res.error, undefined, res.error);
+    const events = 2 + 4 * 57; // 200 rounded up to whole turns
+    assert.deepEqual([res.rest_events, res.ws_events, res.rest_viewers, res.ws_viewers], [events, events, 4, 4]);
+    // Per turn: 40 text deltas, 4 tool call chunks, a tool result, 2 updates, 2 values; and the metadata.
+    assert.deepEqual([res.rest_expected_per_viewer, res.rest_delivered], [1 + 4 * 49, 4 * 4 * 49]);
+    assert.deepEqual([res.ws_expected_per_viewer, res.ws_delivered], [events - 8, 4 * (events - 8)]);
+    assert.deepEqual([res.rest_lost, res.ws_lost], [0, 0]);
+    assert.equal(res.rest_events_translated, events, 'one feed translated the run once for the four viewers');
+    assert.ok(res.rest_bytes_out > 0 && res.ws_bytes_out > 0);
+    for (const k of ['us_per_delivered', 'us_per_event_viewer']) {
+      assert.ok(res[`rest_${k}`] > 0 && res[`ws_${k}`] > 0, k);
+      assert.equal(res[`rest_vs_ws_${k}`], res[`rest_${k}`] / res[`ws_${k}`]);
+    }
+    assert.equal(res.first, 'rest');
+  } finally {
+    fs.rmSync(out, { recursive: true, force: true });
   }
 });
