@@ -501,16 +501,17 @@ def rest_side(side, tmp, redis, *, viewers, count, rate):
             'stream_mode': list(REST_MODES)})['run_id']
         plan = publish(srv, redis, threads=thread, run=run_id, count=count, **{'dry-run': 1})
         events, kinds = plan['events'], plan['kinds']
+        hold = events / rate + 120  # the run's length and a margin: a viewer that never completes fails the run
         if side == 'rest':
             expect = rest_units(kinds)
             query = '&'.join(f'stream_mode={m}' for m in REST_MODES)
-            lg = loadgen(srv, thread=thread, conns=viewers, expect=expect, duration=600, hold=900,
+            lg = loadgen(srv, thread=thread, conns=viewers, expect=expect, duration=60, hold=hold,
                          **{'sse-get': f'/threads/%s/runs/{run_id}/stream?{query}', 'last-event-id': -1})
         else:
             expect = events - kinds['updates']  # no SDK subscription has updates
             commands = [json.dumps({'id': i + 1, 'method': 'subscription.subscribe', 'params': p})
                         for i, p in enumerate(SDK_SUBSCRIPTIONS)]
-            lg = loadgen(srv, thread=thread, conns=viewers, expect=expect, gaps=1, duration=600, hold=900,
+            lg = loadgen(srv, thread=thread, conns=viewers, expect=expect, gaps=1, duration=60, hold=hold,
                          path='/threads/%s/stream/events', commands=commands)
         wait_ready(lg)
         time.sleep(1.0)  # subscribes answered, the feed's or the subscriptions' Redis subscription made
