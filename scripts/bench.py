@@ -13,6 +13,23 @@ The blaster (src/bench/blaster.c) is the control of every fan-out scenario:
 a server that does nothing but write each event's pre-built frame to each
 subscriber, one write per frame. Every CPU figure is also given as a ratio to
 the blaster's in the same run (the median of the per-run ratios).
+
+The rest scenario (issue 25) compares the Agent Protocol's REST run streams
+with WebSockets on threadcast alone: one run of a token stream (publish --run:
+text deltas, a tool call streamed in chunks, tool events, updates, values and
+checkpoints; ~5,000 events paced at 250/s, each stamped with its send time)
+is watched, on a fresh gateway each, by 100 REST viewers (loadgen --sse-get:
+GET /threads/:t/runs/:r/stream with Last-Event-ID: -1 and stream_mode values,
+messages-tuple and updates) and then by 100 WebSockets with the SDK's four
+subscriptions (0.0.21 route), every viewer attached before the run's first
+event. The run is a REST run (runs.create, for an assistant the bench
+registers); publish --run is its worker (run.started, the events with the
+run's id on its root "started", run.finished). Server CPU is given per
+delivered unit (an SSE unit; a WebSocket frame) and per source event and
+viewer, and REST / WebSocket within each run (the sides alternate which goes
+first). Every viewer must get every unit once with rising ids: the counts
+are checked against what the run makes (publish --dry-run). --threadcast
+measures another gateway binary (an older commit's build) with these tools.
 """
 import argparse
 import base64
@@ -29,12 +46,16 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = os.environ.get('TC_BENCH_BUILD') or os.path.join(ROOT, 'build-release')  # tests: their build
 LOADGEN = os.path.join(BUILD, 'loadgen')
 PUBLISH = os.path.join(BUILD, 'publish')
 BLASTER = os.path.join(BUILD, 'blaster')
+# The gateway measured: the build's, or (--threadcast, kept in the environment for the storm's
+# child process) another binary, e.g. an older commit's, driven by these tools.
+THREADCAST = os.environ.get('TC_BENCH_THREADCAST') or os.path.join(BUILD, 'threadcast')
 TICK = os.sysconf('SC_CLK_TCK')
 SERVER_CPU, CLIENT_CPU = '0', '1'
 SOURCE = itertools.count(int(time.time()) % 997)
@@ -174,7 +195,7 @@ class Server:
         self.port = free_port()
         if kind == 'threadcast':
             env = dict(os.environ, THREADCAST_AUTH='off')
-            argv = [os.path.join(BUILD, 'threadcast'), '--port', str(self.port), '--host', '127.0.0.1',
+            argv = [THREADCAST, '--port', str(self.port), '--host', '127.0.0.1',
                     '--redis-url', redis.url, '--log-level', 'warn', '--max-connections', '200000',
                     '--max-queue-bytes', str(64 << 20)]
         elif kind == 'node':
@@ -420,6 +441,140 @@ def idle_deflate(kind, tmp, redis, *, conns):
     return r
 
 
+# The stream modes a REST viewer asks for (the SDK's usual ones), and the
+# assistant the rest scenario's runs are for (registered by the bench: its
+# worker is publish --run).
+REST_MODES = ('values', 'messages-tuple', 'updates')
+REST_ASSISTANT = 'bench'
+
+
+def rest_units(kinds):
+    """The SSE units a run stream in REST_MODES makes of a publish --run run
+    (src/run/modes.c): its metadata, each text delta, each tool call chunk (a
+    tool call block's start and deltas), each tool's result (a ToolMessage),
+    each updates and values event. Message starts and finishes, a text block's
+    start and finish, tool-started, checkpoints and lifecycle make none."""
+    return (1 + kinds['messages/content-block-delta/text-delta'] + kinds['messages/content-block-start/tool_call_chunk']
+            + kinds['messages/content-block-delta/tool_call_chunk'] + kinds['tools/tool-finished']
+            + kinds['updates'] + kinds['values'])
+
+
+def http_json(srv, method, path, body=None):
+    req = urllib.request.Request(f'http://127.0.0.1:{srv.port}{path}', method=method,
+                                 data=None if body is None else json.dumps(body).encode(),
+                                 headers={'content-type': 'application/json'})
+    with urllib.request.urlopen(req, timeout=10) as res:
+        return json.loads(res.read() or b'null')
+
+
+def gateway_metrics(srv):
+    """threadcast's /metrics counters and gauges by name (labels included); {} when unanswered."""
+    try:
+        with urllib.request.urlopen(f'http://127.0.0.1:{srv.port}/metrics', timeout=5) as res:
+            text = res.read().decode()
+    except OSError:
+        return {}
+    out = {}
+    for line in text.splitlines():
+        name, _, value = line.rpartition(' ')
+        if name and not line.startswith('#'):
+            try:
+                out[name] = float(value)
+            except ValueError:
+                pass
+    return out
+
+
+def rest_side(side, tmp, redis, *, viewers, count, rate):
+    """One side of the rest scenario on a fresh gateway: a REST run (runs.create) watched by
+    `viewers` REST run streams ('rest') or SDK WebSockets ('ws'), all attached before publish
+    --run appends its events; server CPU over the run only, per delivered unit."""
+    srv = Server('threadcast', tmp, redis)
+    try:
+        # The run's worker is publish --run: it is registered for as long as the bench runs.
+        redis.cmd('FCALL', 'threadcast_register', '2', '{tc:commands}:w:' + REST_ASSISTANT, '{tc:commands}:assistants',
+                  REST_ASSISTANT, 'bench-worker', '3600000')
+        thread = f'{side}{time.monotonic_ns()}'
+        http_json(srv, 'POST', '/threads', {'thread_id': thread})
+        run_id = http_json(srv, 'POST', f'/threads/{thread}/runs', {
+            'assistant_id': REST_ASSISTANT, 'input': {'messages': [{'role': 'user', 'content': 'How do sea otters use tools?'}]},
+            'stream_mode': list(REST_MODES)})['run_id']
+        plan = publish(srv, redis, threads=thread, run=run_id, count=count, **{'dry-run': 1})
+        events, kinds = plan['events'], plan['kinds']
+        hold = events / rate + 120  # the run's length and a margin: a viewer that never completes fails the run
+        if side == 'rest':
+            expect = rest_units(kinds)
+            query = '&'.join(f'stream_mode={m}' for m in REST_MODES)
+            lg = loadgen(srv, thread=thread, conns=viewers, expect=expect, duration=60, hold=hold,
+                         **{'sse-get': f'/threads/%s/runs/{run_id}/stream?{query}', 'last-event-id': -1})
+        else:
+            expect = events - kinds['updates']  # no SDK subscription has updates
+            commands = [json.dumps({'id': i + 1, 'method': 'subscription.subscribe', 'params': p})
+                        for i, p in enumerate(SDK_SUBSCRIPTIONS)]
+            lg = loadgen(srv, thread=thread, conns=viewers, expect=expect, gaps=1, duration=60, hold=hold,
+                         path='/threads/%s/stream/events', commands=commands)
+        wait_ready(lg)
+        time.sleep(1.0)  # subscribes answered, the feed's or the subscriptions' Redis subscription made
+        m0 = gateway_metrics(srv)
+        cpu = CpuWindow(srv, redis).start()
+        pub = publish(srv, redis, threads=thread, run=run_id, rest=1, count=count, rate=rate)
+        r = result(lg)
+        r.update(cpu.stop())
+        m1 = gateway_metrics(srv)
+        # REST streams got their metadata unit when they attached, before the window.
+        delivered = r['received'] - (viewers if side == 'rest' else 0)
+        n = max(1, delivered)
+        out = {'viewers': viewers, 'events': events, 'delivered': delivered, 'expected_per_viewer': expect,
+               'server_cpu_s': r['server_cpu_s'], 'server_user_s': r['server_user_s'], 'server_sys_s': r['server_sys_s'],
+               'redis_cpu_s': r['redis_cpu_s'],
+               'us_per_delivered': r['server_cpu_s'] * 1e6 / n, 'user_us_per_delivered': r['server_user_s'] * 1e6 / n,
+               'sys_us_per_delivered': r['server_sys_s'] * 1e6 / n,
+               'us_per_event_viewer': r['server_cpu_s'] * 1e6 / (events * viewers),
+               'wire_bytes': r['wire_bytes'], 'wire_bytes_per_delivered': r['wire_bytes'] / n,
+               'latency_p50_ms': r['latency_us']['p50'] / 1000, 'latency_p99_ms': r['latency_us']['p99'] / 1000,
+               'latency_samples': r['latency_us']['samples'], 'published_rate': pub['rate'],
+               'lost': r['missing'] + r['duplicates']}
+        if 'threadcast_bytes_out_total' in m1:
+            out['bytes_out'] = m1['threadcast_bytes_out_total'] - m0.get('threadcast_bytes_out_total', 0)
+        if 'threadcast_run_events_translated_total' in m1:  # (feeds' builds only)
+            out['events_translated'] = (m1['threadcast_run_events_translated_total']
+                                        - m0.get('threadcast_run_events_translated_total', 0))
+        # Every viewer got every unit once, in order, and nothing else went wrong.
+        wrong = []
+        if pub['kinds'] != kinds:
+            wrong.append('the run published is not the one planned')
+        if r['connected'] != viewers or r['failed']:
+            wrong.append(f"{r['connected']} of {viewers} viewers attached, {r['failed']} failed")
+        if (r['min_received'], r['max_received']) != (expect, expect) or r['complete'] != viewers:
+            wrong.append(f"viewers got {r['min_received']} to {r['max_received']} units of {expect}, "
+                         f"{r['complete']} complete")
+        if r['missing'] or r['duplicates'] or r['errors']:
+            wrong.append(f"{r['missing']} missing, {r['duplicates']} duplicated or out of order, {r['errors']} errors")
+        if side == 'ws' and r['replies'] != viewers * len(SDK_SUBSCRIPTIONS):
+            wrong.append(f"{r['replies']} of {viewers * len(SDK_SUBSCRIPTIONS)} subscribes answered")
+        if side == 'rest' and r['ended'] != viewers:
+            wrong.append(f"{r['ended']} of {viewers} streams ended with the run")
+        if wrong:
+            raise RuntimeError(f'{side}: ' + '; '.join(wrong))
+        return out
+    finally:
+        srv.stop()
+
+
+def rest_vs_ws(tmp, redis, *, viewers, count, rate, rest_first):
+    """The rest scenario's run: both sides, one after the other, with the same run; REST / WebSocket."""
+    order = ('rest', 'ws') if rest_first else ('ws', 'rest')
+    sides = {side: rest_side(side, tmp, redis, viewers=viewers, count=count, rate=rate) for side in order}
+    r = {'first': order[0]}
+    for side, res in sides.items():
+        r.update({f'{side}_{k}': v for k, v in res.items()})
+    for key in ('us_per_delivered', 'user_us_per_delivered', 'sys_us_per_delivered', 'us_per_event_viewer',
+                'wire_bytes_per_delivered', 'bytes_out'):
+        if sides['ws'].get(key):
+            r[f'rest_vs_ws_{key}'] = sides['rest'].get(key, 0) / sides['ws'][key]
+    return r
+
+
 def netns_prefix():
     """How to run a command in a fresh network namespace here, or None."""
     for prefix in (['unshare', '-n'], ['unshare', '-rn']):
@@ -503,14 +658,15 @@ def median(xs):
 CPU_KEYS = ['us_per_event', 'user_us_per_event', 'sys_us_per_event', 'total_us_per_event',
             'storm_cpu_s', 'storm_user_s', 'storm_sys_s']
 FANOUT = ('a', 'a-full', 'a10k', 'b', 'b1', 'e')
-SCENARIOS = ('a', 'a-full', 'a10k', 'b', 'b1', 'c', 'c50k', 'd', 'append', 'e', 'sdk', 'storm', 'deflate', 'c-deflate')
+SCENARIOS = ('a', 'a-full', 'a10k', 'b', 'b1', 'c', 'c50k', 'd', 'append', 'e', 'sdk', 'storm', 'deflate', 'c-deflate',
+             'rest')
 
 
 def main():
     ap = argparse.ArgumentParser(description='threadcast beside its peers and the blaster control; '
                                  'scenarios: ' + ' '.join(SCENARIOS))
     ap.add_argument('--runs', type=int, default=3)
-    ap.add_argument('--only', default='a,a-full,a10k,b,b1,c,c-deflate,d,e,deflate,append,sdk,storm')
+    ap.add_argument('--only', default='a,a-full,a10k,b,b1,c,c-deflate,d,e,deflate,append,sdk,rest,storm')
     ap.add_argument('--systems', default='threadcast,nchan,node',
                     help='the blaster is added to every fan-out scenario, sdk and storm')
     ap.add_argument('--quick', action='store_true', help='smaller counts, one run')
@@ -519,10 +675,19 @@ def main():
     ap.add_argument('--sdk-conns', type=int, default=1000)
     ap.add_argument('--sdk-threads', type=int, default=1)
     ap.add_argument('--sdk-rate', type=int, default=100, help='events/s over all threads')
+    ap.add_argument('--rest-viewers', type=int, default=100,
+                    help='rest: REST viewers, and WebSocket subscribers, of the run')
+    ap.add_argument('--rest-events', type=int, default=5000, help='rest: events in the run (rounded up to whole turns)')
+    ap.add_argument('--rest-rate', type=int, default=250, help='rest: the run\'s events per second')
+    ap.add_argument('--threadcast', help='the gateway binary to measure (default: the build\'s), e.g. an older '
+                    'commit\'s build, driven by this checkout\'s tools')
     ap.add_argument('--out', default=os.path.join(ROOT, 'bench-results'))
     ap.add_argument('--storm-child', help=argparse.SUPPRESS)
     ap.add_argument('--storm-conns', type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.threadcast:
+        global THREADCAST
+        THREADCAST = os.environ['TC_BENCH_THREADCAST'] = os.path.abspath(args.threadcast)
     if args.storm_child:
         return storm_child(args.storm_child, args.storm_conns)
     if args.quick:
@@ -540,6 +705,7 @@ def main():
     redis = Redis(tmp)
     netns = netns_prefix() if 'storm' in only else None
     nstorm = storm_conns(args.storm_max if not args.quick else min(args.storm_max, 2000))
+    rest_runs = itertools.count()
     scenarios = {
         'a': ('fan-out: 1 thread, 1,000 subscribers, 100 events/s of 200 B',
               lambda k: delivery(k, tmp, redis, conns=1000, threads=1, count=int(1000 * q), rate=100, size=200)),
@@ -571,6 +737,11 @@ def main():
                 f'{len(SDK_SUBSCRIPTIONS)} subscriptions (0.0.21 route, snake_case), {args.sdk_rate:,} events/s',
                 lambda k: sdk(k, tmp, redis, conns=args.sdk_conns, threads=args.sdk_threads,
                               count=max(args.sdk_threads, int(args.sdk_rate * 10 * q)), rate=args.sdk_rate)),
+        'rest': (f'REST run streams beside WebSockets: one run of ~{int(args.rest_events * q):,} token-stream events at '
+                 f'{args.rest_rate:,}/s, {args.rest_viewers:,} REST viewers ({", ".join(REST_MODES)}) vs '
+                 f'{args.rest_viewers:,} WebSockets x {len(SDK_SUBSCRIPTIONS)} SDK subscriptions',
+                 lambda k: rest_vs_ws(tmp, redis, viewers=args.rest_viewers, count=int(args.rest_events * q),
+                                      rate=args.rest_rate, rest_first=next(rest_runs) % 2 == 0)),
         'storm': (f'reconnect storm: {nstorm:,} clients connect at once'
                   + (' (in a fresh network namespace, somaxconn 65535)' if netns else
                      ' (root network namespace: no unshare here)'),
@@ -583,8 +754,8 @@ def main():
             results[name] = {'title': title}
             if name in ('d', 'append', 'deflate', 'c-deflate'):
                 kinds = [k for k in systems if k == 'threadcast']  # the peers keep no history, have no append path
-            elif name == 'sdk':
-                kinds = [k for k in systems if k == 'threadcast']  # the only one that speaks subscriptions on 0.0.21
+            elif name in ('sdk', 'rest'):
+                kinds = [k for k in systems if k == 'threadcast']  # the only one that speaks 0.0.21 and the REST API
             elif name == 'storm':
                 kinds = [k for k in systems if k in ('threadcast', 'nchan')]
             else:
@@ -653,6 +824,28 @@ METRICS = [
     ('floor1_vs_xadd', 'floor, 1 per call / plain XADD'), ('floor16_vs_xadd', 'floor, 16 per call / plain XADD'),
     ('single_vs_floor1', 'threadcast_append / floor 1 per call'),
     ('batch16_vs_floor16', 'batch of 16 / floor 16 per call'),
+    ('rest_us_per_delivered', 'REST: server CPU µs / delivered SSE unit'),
+    ('rest_user_us_per_delivered', '  of which user space'), ('rest_sys_us_per_delivered', '  of which kernel'),
+    ('ws_us_per_delivered', 'WebSocket: server CPU µs / delivered frame'),
+    ('ws_user_us_per_delivered', '  of which user space'), ('ws_sys_us_per_delivered', '  of which kernel'),
+    ('rest_vs_ws_us_per_delivered', 'REST ÷ WebSocket, per delivered unit (same run)'),
+    ('rest_vs_ws_user_us_per_delivered', '  user space'), ('rest_vs_ws_sys_us_per_delivered', '  kernel'),
+    ('rest_us_per_event_viewer', 'REST: server CPU µs / (source event x viewer)'),
+    ('ws_us_per_event_viewer', 'WebSocket: server CPU µs / (source event x viewer)'),
+    ('rest_vs_ws_us_per_event_viewer', 'REST ÷ WebSocket, per source event x viewer (same run)'),
+    ('rest_events', 'source events in the run'), ('rest_expected_per_viewer', 'REST: units per viewer'),
+    ('ws_expected_per_viewer', 'WebSocket: frames per viewer'),
+    ('rest_delivered', 'REST: units delivered in the window'), ('ws_delivered', 'WebSocket: frames delivered'),
+    ('rest_wire_bytes_per_delivered', 'REST: bytes received / unit'),
+    ('ws_wire_bytes_per_delivered', 'WebSocket: bytes received / frame'),
+    ('rest_bytes_out', 'REST: server bytes out'), ('ws_bytes_out', 'WebSocket: server bytes out'),
+    ('rest_vs_ws_bytes_out', 'REST ÷ WebSocket, bytes out'),
+    ('rest_events_translated', 'REST: events translated (feeds)'),
+    ('rest_latency_p50_ms', 'REST: latency p50 ms (values, updates units)'), ('rest_latency_p99_ms', 'REST: latency p99 ms'),
+    ('ws_latency_p50_ms', 'WebSocket: latency p50 ms (every frame)'), ('ws_latency_p99_ms', 'WebSocket: latency p99 ms'),
+    ('rest_lost', 'REST: missing + duplicated'), ('ws_lost', 'WebSocket: missing + duplicated'),
+    ('rest_server_cpu_s', 'REST: server CPU s'), ('ws_server_cpu_s', 'WebSocket: server CPU s'),
+    ('rest_published_rate', 'run events / s published'),
 ]
 
 

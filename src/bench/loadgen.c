@@ -4,6 +4,7 @@
  *   loadgen --port P --thread T --conns N [--host 127.0.0.1] [--sources a,b,…]
  *           [--expect N] [--duration S] [--channels tasks] [--threads K]
  *           [--path /threads/%s/stream] [--subscribe 1] [--hold S] [--command JSON]
+ *           [--gaps 1] [--sse-get PATH [--last-event-id ID]]
  *
  * --threads K spreads the connections over threads T-0 … T-(K-1) (connection
  * i watches T-(i mod K)). --path is the request path, %s the thread (nchan:
@@ -26,6 +27,24 @@
  * accepts, each connection inflates its compressed frames (its own zlib
  * context, kept across messages). "wire_bytes" sums the event frames as
  * they came (headers and compressed payloads), "event_bytes" their JSON.
+ *
+ * --gaps 1: the subscriptions filter the thread's events, so seqs need only
+ * rise (a seq not above the last one is a "duplicate"); with --expect, what
+ * a connection still lacks at the end is "missing".
+ *
+ * --sse-get PATH reads Server-Sent Events instead of WebSockets: each
+ * connection sends GET PATH (%s the thread, as --path), with
+ * "Last-Event-ID: ID" when --last-event-id is given, and reads the stream
+ * (a 200 answer counts as upgraded) until the server ends it. Every block
+ * with data is a unit ("received"; "event_bytes" sums its data, "wire_bytes"
+ * the stream's bytes); its id must be above the one before on that
+ * connection (else, or without an id, a "duplicate"); an "event: error"
+ * unit counts in "errors"; data with "t":<ns> gives a latency. Stops when
+ * every stream ended (or --duration passed): "ended" counts the streams the
+ * server ended, "complete" those that ended with --expect units (without
+ * --expect, all that ended), "missing" the units they lacked.
+ * "min_received" / "max_received" are the fewest and most events or units
+ * one connection received.
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -44,17 +63,20 @@ struct conn {
 	bool upgraded;
 	uint64_t last_seq, received;
 	z_stream *zs; /* permessage-deflate accepted: the inflater */
+	/* --sse-get: the stream ended; the last unit's id; the block being read */
+	bool ended, has_last_id, blk_data, blk_id, blk_error;
+	uint64_t last_id, blk_idv;
 };
 
 static struct {
-	const char *host, *thread, *channels, *path, *commands[64];
-	int port, nconns, nsources, nthreads, subscribe, ncommands, deflate;
+	const char *host, *thread, *channels, *path, *commands[64], *sse_path, *last_event_id;
+	int port, nconns, nsources, nthreads, subscribe, ncommands, deflate, gaps;
 	double hold;
 	char **sources;
 	uint64_t expect;
 	double duration;
 	struct conn *conns;
-	uint64_t missing, dups, received, done, connected, failed, replies, errors, event_bytes, wire_bytes;
+	uint64_t missing, dups, received, done, connected, failed, replies, errors, event_bytes, wire_bytes, ended;
 	uint32_t *lat_us;
 	size_t nlat, caplat;
 	uint64_t t_start, t_connected;
@@ -164,6 +186,22 @@ static void settled(void)
 	fflush(stdout);
 }
 
+/* The delivery latency of an event or unit whose data carries "t":<ns since epoch>. */
+static void latency(const char *p, size_t n)
+{
+	const char *t = memmem(p, n, "\"t\":", 4);
+	if (!t)
+		return;
+	/* A number a translator re-printed may come as 1.7957060095250992e+18: read as a double
+	 * (to 256 ns near today's time, plenty for a latency in µs). */
+	uint64_t sent = (uint64_t)strtod(t + 4, NULL), now = now_ns();
+	if (g.nlat == g.caplat) {
+		g.caplat = g.caplat ? g.caplat * 2 : 1 << 20;
+		g.lat_us = realloc(g.lat_us, g.caplat * sizeof(*g.lat_us));
+	}
+	g.lat_us[g.nlat++] = now > sent ? (uint32_t)((now - sent) / 1000) : 0;
+}
+
 static void on_event(struct conn *c, const char *p, size_t n)
 {
 	const char *s = memmem(p, n < 120 ? n : 120, "\"seq\":", 6);
@@ -173,24 +211,82 @@ static void on_event(struct conn *c, const char *p, size_t n)
 	if (c->last_seq && seq != c->last_seq + 1) {
 		if (seq <= c->last_seq)
 			g.dups++;
-		else
+		else if (!g.gaps)
 			g.missing += seq - c->last_seq - 1;
 	}
 	if (seq > c->last_seq)
 		c->last_seq = seq;
 	c->received++;
 	g.received++;
-	const char *t = memmem(p, n, "\"t\":", 4);
-	if (t) {
-		uint64_t sent = strtoull(t + 4, NULL, 10), now = now_ns();
-		if (g.nlat == g.caplat) {
-			g.caplat = g.caplat ? g.caplat * 2 : 1 << 20;
-			g.lat_us = realloc(g.lat_us, g.caplat * sizeof(*g.lat_us));
-		}
-		g.lat_us[g.nlat++] = now > sent ? (uint32_t)((now - sent) / 1000) : 0;
-	}
+	latency(p, n);
 	if (g.expect && c->received == g.expect && ++g.done == (uint64_t)g.nconns)
 		finish();
+}
+
+/* ---- --sse-get: Server-Sent Events -------------------------------------------------- */
+
+/* Every stream ended or failed: done. */
+static void sse_settled(void)
+{
+	if (g.ended + g.failed == (uint64_t)g.nconns)
+		finish();
+}
+
+/* One line of the stream (its end of line left off); an empty one ends a block. */
+static void sse_line(struct conn *c, const char *p, size_t n)
+{
+	if (n && p[n - 1] == '\r')
+		n--;
+	if (!n) {
+		if (!c->blk_data) {
+			c->blk_id = c->blk_error = false;
+			return;
+		}
+		/* A unit: its id must be above the one before. */
+		if (!c->blk_id || (c->has_last_id && c->blk_idv <= c->last_id))
+			g.dups++;
+		if (c->blk_id) {
+			c->last_id = c->blk_idv;
+			c->has_last_id = true;
+		}
+		g.errors += c->blk_error;
+		c->received++;
+		g.received++;
+		c->blk_data = c->blk_id = c->blk_error = false;
+		return;
+	}
+	if (n >= 3 && !memcmp(p, "id:", 3)) {
+		char num[32];
+		size_t k = n - 3 < sizeof(num) - 1 ? n - 3 : sizeof(num) - 1;
+		memcpy(num, p + 3, k);
+		num[k] = '\0';
+		char *end;
+		c->blk_idv = strtoull(num, &end, 10);
+		c->blk_id = end != num;
+	} else if (n >= 6 && !memcmp(p, "event:", 6)) {
+		const char *v = p + 6;
+		size_t vn = n - 6;
+		if (vn && *v == ' ')
+			v++, vn--;
+		c->blk_error = vn == 5 && !memcmp(v, "error", 5);
+	} else if (n >= 5 && !memcmp(p, "data:", 5)) {
+		if (!c->blk_data) /* one latency per unit */
+			latency(p + 5, n - 5);
+		c->blk_data = true;
+		g.event_bytes += n - 5;
+	}
+	/* ":" comments (heartbeats) and other fields are read past. */
+}
+
+/* The stream's bytes from off on: whole lines are read, the rest waits. Returns where it stopped. */
+static size_t sse_body(struct conn *c, size_t off)
+{
+	char *nl;
+	while ((nl = memchr(c->buf + off, '\n', c->len - off))) {
+		sse_line(c, c->buf + off, (size_t)(nl - (c->buf + off)));
+		off = (size_t)(nl + 1 - c->buf);
+	}
+	return off;
 }
 
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
@@ -201,23 +297,36 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
 		if (!c->upgraded) { /* closed before the upgrade: the server gave up on it */
 			g.failed++; /* once: no read callback follows uv_read_stop */
 			settled();
+			if (g.sse_path)
+				sse_settled();
+		} else if (g.sse_path) { /* the server ended the stream */
+			c->ended = true;
+			g.ended++;
+			sse_settled();
 		}
 		return;
 	}
+	size_t off = 0, before = c->len;
 	c->len += (size_t)nread;
-	size_t off = 0;
 	if (!c->upgraded) {
 		char *end = memmem(c->buf, c->len, "\r\n\r\n", 4);
 		if (!end)
 			return;
-		if (strncmp(c->buf, "HTTP/1.1 101", 12)) {
+		off = (size_t)(end + 4 - c->buf);
+		/* A stream is read as it comes: a chunked one would need decoding. */
+		bool chunked = memmem(c->buf, off, "chunked", 7) != NULL;
+		if (strncmp(c->buf, g.sse_path ? "HTTP/1.1 200" : "HTTP/1.1 101", 12) || (g.sse_path && chunked)) {
+			if (!g.failed)
+				fprintf(stderr, "loadgen: answered %.*s\n", (int)strcspn(c->buf, "\r\n"), c->buf);
 			g.failed++;
 			settled();
 			uv_read_stop(s);
+			if (g.sse_path)
+				sse_settled();
 			return;
 		}
 		c->upgraded = true;
-		off = (size_t)(end + 4 - c->buf);
+		before = off;
 		if (g.deflate && memmem(c->buf, off, "permessage-deflate", 18)) {
 			c->zs = calloc(1, sizeof(*c->zs));
 			if (inflateInit2(c->zs, -15) != Z_OK)
@@ -225,7 +334,9 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
 		}
 		if (++g.connected == (uint64_t)g.nconns)
 			g.t_connected = uv_hrtime();
-		if (g.ncommands) {
+		if (g.sse_path) {
+			/* nothing to send: the stream is the answer */
+		} else if (g.ncommands) {
 			for (int i = 0; i < g.ncommands; i++)
 				send_frame(c, 1, g.commands[i], strlen(g.commands[i]));
 		} else if (g.subscribe) {
@@ -237,6 +348,13 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
 			send_frame(c, 1, sub, (size_t)n);
 		}
 		settled();
+	}
+	if (g.sse_path) {
+		g.wire_bytes += c->len - before;
+		off = sse_body(c, off);
+		memmove(c->buf, c->buf + off, c->len - off);
+		c->len -= off;
+		return;
 	}
 	for (;;) {
 		unsigned char *p = (unsigned char *)c->buf + off;
@@ -300,19 +418,29 @@ static void on_connect(uv_connect_t *req, int status)
 	if (status) {
 		g.failed++;
 		settled();
+		if (g.sse_path)
+			sse_settled();
 		return;
 	}
-	char hello[768], thread[256], path[300];
+	char hello[1536], thread[256], path[1024];
 	if (g.nthreads > 1)
 		snprintf(thread, sizeof(thread), "%s-%ld", g.thread, (long)(c - g.conns) % g.nthreads);
 	else
 		snprintf(thread, sizeof(thread), "%s", g.thread);
-	snprintf(path, sizeof(path), g.path, thread);
-	int n = snprintf(hello, sizeof(hello),
-			 "GET %s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-			 "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n%s\r\n",
-			 path, g.host,
-			 g.deflate ? "Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits\r\n" : "");
+	snprintf(path, sizeof(path), g.sse_path ? g.sse_path : g.path, thread);
+	int n;
+	if (g.sse_path)
+		n = snprintf(hello, sizeof(hello),
+			     "GET %s HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\n%s%s%s\r\n", path, g.host,
+			     g.last_event_id ? "Last-Event-ID: " : "", g.last_event_id ? g.last_event_id : "",
+			     g.last_event_id ? "\r\n" : "");
+	else
+		n = snprintf(hello, sizeof(hello),
+			     "GET %s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+			     "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n%s\r\n",
+			     path, g.host,
+			     g.deflate ? "Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits\r\n"
+				       : "");
 	send_raw(c, hello, (size_t)n);
 	uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, on_read);
 }
@@ -336,16 +464,30 @@ static void finish(void)
 		qsort(g.lat_us, g.nlat, sizeof(*g.lat_us), cmp_u32);
 	uint32_t p50 = g.nlat ? g.lat_us[g.nlat / 2] : 0, p99 = g.nlat ? g.lat_us[g.nlat * 99 / 100] : 0;
 	uint32_t mx = g.nlat ? g.lat_us[g.nlat - 1] : 0;
+	uint64_t lo = UINT64_MAX, hi = 0;
+	for (int i = 0; i < g.nconns; i++) {
+		struct conn *c = &g.conns[i];
+		if (!c->upgraded)
+			continue;
+		lo = c->received < lo ? c->received : lo;
+		hi = c->received > hi ? c->received : hi;
+		/* A filtered or SSE stream shows what it lacks only by its count. */
+		if ((g.gaps || g.sse_path) && g.expect && c->received < g.expect)
+			g.missing += g.expect - c->received;
+		if (g.sse_path && c->ended && (!g.expect || c->received == g.expect))
+			g.done++;
+	}
 	printf("{\"conns\":%d,\"connected\":%llu,\"failed\":%llu,\"received\":%llu,\"missing\":%llu,"
 	       "\"duplicates\":%llu,\"complete\":%llu,\"replies\":%llu,\"errors\":%llu,\"event_bytes\":%llu,"
-	       "\"wire_bytes\":%llu,"
+	       "\"wire_bytes\":%llu,\"ended\":%llu,\"min_received\":%llu,\"max_received\":%llu,"
 	       "\"seconds\":%.3f,\"connect_seconds\":%.3f,"
 	       "\"latency_us\":{\"p50\":%u,\"p99\":%u,\"max\":%u,\"samples\":%zu}}\n",
 	       g.nconns, (unsigned long long)g.connected, (unsigned long long)g.failed, (unsigned long long)g.received,
 	       (unsigned long long)g.missing, (unsigned long long)g.dups, (unsigned long long)g.done,
 	       (unsigned long long)g.replies, (unsigned long long)g.errors, (unsigned long long)g.event_bytes,
-	       (unsigned long long)g.wire_bytes, secs, g.t_connected ? (double)(g.t_connected - g.t_start) / 1e9 : -1.0,
-	       p50, p99, mx, g.nlat);
+	       (unsigned long long)g.wire_bytes, (unsigned long long)g.ended, (unsigned long long)(hi ? lo : 0),
+	       (unsigned long long)hi, secs, g.t_connected ? (double)(g.t_connected - g.t_start) / 1e9 : -1.0, p50, p99,
+	       mx, g.nlat);
 	fflush(stdout);
 	uv_walk(g.loop, close_all, NULL);
 }
@@ -388,6 +530,12 @@ int main(int argc, char **argv)
 			g.hold = atof(v);
 		else if (!strcmp(k, "--deflate"))
 			g.deflate = atoi(v);
+		else if (!strcmp(k, "--gaps"))
+			g.gaps = atoi(v);
+		else if (!strcmp(k, "--sse-get"))
+			g.sse_path = v;
+		else if (!strcmp(k, "--last-event-id"))
+			g.last_event_id = v;
 		else if (!strcmp(k, "--command")) {
 			if (g.ncommands == 64) {
 				fprintf(stderr, "loadgen: at most 64 --command\n");
@@ -435,6 +583,8 @@ int main(int argc, char **argv)
 	settled();
 	uv_timer_init(g.loop, &g.stop_timer);
 	uv_timer_start(&g.stop_timer, on_stop, (uint64_t)(g.duration * 1000), 0);
+	if (g.sse_path)
+		sse_settled(); /* every connection may have failed already */
 	uv_run(g.loop, UV_RUN_DEFAULT);
 	uv_run(g.loop, UV_RUN_DEFAULT); /* the close callbacks */
 	uv_loop_close(g.loop);

@@ -27,6 +27,22 @@
  * field names (eventId, or 0.0.21's event_id), so the same load generator
  * reads every system and the frames are the same size. Prints the achieved
  * rate as JSON.
+ *
+ * --run ID appends one agent run of one thread instead, as a worker streams
+ * it through the producer contract: the root lifecycle "started" naming run
+ * ID (and appended with RUN ID), then turns of a model call (in node
+ * "model": message-start, a text block of TURN_WORDS one-word text deltas,
+ * a tool call block streamed in three chunks, message-finish), its tool's
+ * tool-started / tool-finished (node "tools"), and per node an updates,
+ * values and checkpoints event, then the root "completed". --count is
+ * rounded up to whole turns. Every event carries "t" (ns since the epoch,
+ * when it is sent) in its data, and in updates' values too, so a reader
+ * of a run stream (whose values and updates units pass data through) can
+ * measure latency. With --rest 1 the run is reported to threadcast_rest as
+ * a REST worker reports it: run.started before its first event, then
+ * run.finished (success). --dry-run 1 prints what the run would be without
+ * connecting. Both print "kinds": events per kind ("messages/…/text-delta",
+ * "values", …), so a reader knows what each kind of viewer must get.
  */
 #include <arpa/inet.h>
 #include <hiredis/hiredis.h>
@@ -129,14 +145,256 @@ static const char *const WORDS[] = {
 	"sources", "and",    "a",     "short",   "summary.",
 };
 
+/* ---- --run: an agent run's events ---------------------------------------------------- */
+
+#define TURN_WORDS 40                 /* text deltas per model call */
+#define TURN_EVENTS (TURN_WORDS + 17) /* events per turn (see run_event) */
+#define NWORDS (sizeof(WORDS) / sizeof(WORDS[0]))
+
+/* What an event of a run is: publish --run counts them ("kinds" in its output). */
+enum kind {
+	K_STARTED,
+	K_COMPLETED,
+	K_MSG_START,
+	K_TEXT_START,
+	K_TEXT_DELTA,
+	K_TEXT_FINISH,
+	K_TOOL_START,
+	K_TOOL_DELTA,
+	K_TOOL_FINISH,
+	K_MSG_FINISH,
+	K_TOOL_STARTED,
+	K_TOOL_FINISHED,
+	K_UPDATES,
+	K_VALUES,
+	K_CHECKPOINTS,
+	NKINDS
+};
+static const char *const KIND_NAMES[NKINDS] = {
+	"lifecycle/started",
+	"lifecycle/completed",
+	"messages/message-start",
+	"messages/content-block-start/text",
+	"messages/content-block-delta/text-delta",
+	"messages/content-block-finish/text",
+	"messages/content-block-start/tool_call_chunk",
+	"messages/content-block-delta/tool_call_chunk",
+	"messages/content-block-finish/tool_call",
+	"messages/message-finish",
+	"tools/tool-started",
+	"tools/tool-finished",
+	"updates",
+	"values",
+	"checkpoints",
+};
+
+/* Events in a run of about count: the two lifecycle events and whole turns. */
+static long run_length(long count)
+{
+	long turns = count > 2 ? (count - 2 + TURN_EVENTS - 1) / TURN_EVENTS : 1;
+	return 2 + turns * TURN_EVENTS;
+}
+
+/* Word w of turn's text, with the space before it (none before the first). */
+static const char *turn_word(long turn, int w, char *buf, size_t cap)
+{
+	snprintf(buf, cap, "%s%s", w ? " " : "", WORDS[(size_t)(turn * TURN_WORDS + w) * 7919 % NWORDS]);
+	return buf;
+}
+
+/* The whole text of a turn's message. */
+static void turn_text(long turn, char *out, size_t cap)
+{
+	size_t n = 0;
+	char word[32];
+	out[0] = '\0';
+	for (int w = 0; w < TURN_WORDS && n < cap; w++)
+		n += (size_t)snprintf(out + n, cap - n, "%s", turn_word(turn, w, word, sizeof(word)));
+}
+
+/*
+ * What event k (from 0) of a turn is: message-start, the text block (start,
+ * TURN_WORDS deltas, finish), the tool call block (start, three deltas
+ * carrying the arguments so far, finish), message-finish, tool-started,
+ * tool-finished, then for the model's step and the tools' each updates,
+ * values and a checkpoint.
+ */
+static enum kind turn_kind(int k)
+{
+	static const enum kind tail[] = {
+		K_TEXT_FINISH, K_TOOL_START,  K_TOOL_DELTA,   K_TOOL_DELTA,    K_TOOL_DELTA,
+		K_TOOL_FINISH, K_MSG_FINISH,  K_TOOL_STARTED, K_TOOL_FINISHED, K_UPDATES,
+		K_VALUES,      K_CHECKPOINTS, K_UPDATES,      K_VALUES,        K_CHECKPOINTS
+	};
+	_Static_assert(2 + TURN_WORDS + sizeof(tail) / sizeof(tail[0]) == TURN_EVENTS, "a turn's events");
+	return k == 0               ? K_MSG_START
+	       : k == 1             ? K_TEXT_START
+	       : k < 2 + TURN_WORDS ? K_TEXT_DELTA
+				    : tail[k - 2 - TURN_WORDS];
+}
+
+/* Event i of a run of n events (run_length), sent at t, into out; returns its kind. */
+static enum kind run_event(char *out, size_t cap, long i, long n, const char *run_id, uint64_t t)
+{
+	static const char args[] = "{\"query\":\"sea otters tool use\"}";
+	char text[TURN_WORDS * 24], word[32], data[TURN_WORDS * 24 + 768], ns[96], tool_msg[128] = "";
+	const unsigned long long ts = t / 1000000, tn = t;
+	if (i == 0 || i == n - 1) {
+		snprintf(out, cap,
+			 "{\"method\":\"lifecycle\",\"params\":{\"namespace\":[],\"timestamp\":%llu,\"data\":"
+			 "{\"event\":\"%s\",\"run_id\":\"%s\",\"graph_name\":\"agent\",\"t\":%llu}}}",
+			 ts, i ? "completed" : "started", run_id, tn);
+		return i ? K_COMPLETED : K_STARTED;
+	}
+	long turn = (i - 1) / TURN_EVENTS;
+	int k = (int)((i - 1) % TURN_EVENTS);
+	enum kind kd = turn_kind(k);
+	const char *method = kd == K_TOOL_STARTED || kd == K_TOOL_FINISHED ? "tools" : "messages";
+	/* Each step a task of its own, as LangGraph's: the namespace names it, the node is its name. */
+	bool tools = kd == K_TOOL_STARTED || kd == K_TOOL_FINISHED || k >= TURN_EVENTS - 3;
+	snprintf(ns, sizeof(ns), "\"namespace\":[\"%s:9938e864-5005-5501-a6bf-%012lx\"],\"node\":\"%s\"",
+		 tools ? "tools" : "model", turn * 2 + tools, tools ? "tools" : "model");
+	turn_text(turn, text, sizeof(text));
+	switch (kd) {
+	case K_MSG_START:
+		snprintf(data, sizeof(data), "\"event\":\"message-start\",\"role\":\"ai\",\"id\":\"msg-%s-%ld\"",
+			 run_id, turn);
+		break;
+	case K_TEXT_START:
+		snprintf(data, sizeof(data),
+			 "\"event\":\"content-block-start\",\"index\":0,\"content\":"
+			 "{\"type\":\"text\",\"text\":\"\"}");
+		break;
+	case K_TEXT_DELTA:
+		snprintf(data, sizeof(data),
+			 "\"event\":\"content-block-delta\",\"index\":0,\"delta\":"
+			 "{\"type\":\"text-delta\",\"text\":\"%s\"}",
+			 turn_word(turn, k - 2, word, sizeof(word)));
+		break;
+	case K_TEXT_FINISH:
+		snprintf(data, sizeof(data),
+			 "\"event\":\"content-block-finish\",\"index\":0,\"content\":"
+			 "{\"type\":\"text\",\"text\":\"%s\"}",
+			 text);
+		break;
+	case K_TOOL_START:
+		snprintf(data, sizeof(data),
+			 "\"event\":\"content-block-start\",\"index\":1,\"content\":"
+			 "{\"type\":\"tool_call_chunk\",\"id\":\"call-%ld\",\"name\":\"search\",\"args\":\"\"}",
+			 turn);
+		break;
+	case K_TOOL_DELTA: {
+		/* A block-delta shallow-merges its fields: each carries the arguments so far, escaped. */
+		int d = k - (TURN_WORDS + 4), part = (int)sizeof(args) / 3 + 1;
+		int upto = (d + 1) * part < (int)sizeof(args) - 1 ? (d + 1) * part : (int)sizeof(args) - 1;
+		char so_far[64], *p = so_far;
+		for (int c = 0; c < upto; c++) {
+			if (args[c] == '"')
+				*p++ = '\\';
+			*p++ = args[c];
+		}
+		*p = '\0';
+		snprintf(data, sizeof(data),
+			 "\"event\":\"content-block-delta\",\"index\":1,\"delta\":"
+			 "{\"type\":\"block-delta\",\"fields\":{\"type\":\"tool_call_chunk\",\"args\":\"%s\"}}",
+			 so_far);
+		break;
+	}
+	case K_TOOL_FINISH:
+		snprintf(data, sizeof(data),
+			 "\"event\":\"content-block-finish\",\"index\":1,\"content\":"
+			 "{\"type\":\"tool_call\",\"id\":\"call-%ld\",\"name\":\"search\",\"args\":%s}",
+			 turn, args);
+		break;
+	case K_MSG_FINISH:
+		snprintf(data, sizeof(data),
+			 "\"event\":\"message-finish\",\"reason\":\"tool_use\",\"usage\":"
+			 "{\"input_tokens\":%ld,\"output_tokens\":%d,\"total_tokens\":%ld}",
+			 120 + turn * 60, TURN_WORDS + 8, 168 + turn * 60 + TURN_WORDS);
+		break;
+	case K_TOOL_STARTED:
+		snprintf(data, sizeof(data),
+			 "\"event\":\"tool-started\",\"tool_call_id\":\"call-%ld\",\"tool_name\":"
+			 "\"search\",\"input\":{\"query\":\"sea otters tool use\"}",
+			 turn);
+		break;
+	case K_TOOL_FINISHED:
+		snprintf(data, sizeof(data),
+			 "\"event\":\"tool-finished\",\"tool_call_id\":\"call-%ld\",\"tool_name\":"
+			 "\"search\",\"output\":{\"content\":\"Found 2 results about sea otters.\",\"type\":\"tool\"}",
+			 turn);
+		break;
+	default: {
+		/* A step's updates, values and checkpoint, at the root. The state: the question and
+		 * the turn's messages (a window, not the whole transcript). */
+		long step = turn * 2 + tools + 1;
+		if (tools)
+			snprintf(tool_msg, sizeof(tool_msg),
+				 ",{\"type\":\"tool\",\"tool_call_id\":\"call-%ld\","
+				 "\"content\":\"Found 2 results about sea otters.\"}",
+				 turn);
+		char state[TURN_WORDS * 24 + 512];
+		snprintf(state, sizeof(state),
+			 "\"messages\":[{\"type\":\"human\",\"content\":\"How do sea otters use "
+			 "tools?\"},{\"type\":\"ai\",\"id\":\"msg-%s-%ld\",\"content\":\"%s\",\"tool_calls\":[{\"id\":"
+			 "\"call-%ld\",\"name\":\"search\",\"args\":%s}]}%s]",
+			 run_id, turn, text, turn, args, tool_msg);
+		if (kd == K_UPDATES)
+			snprintf(data, sizeof(data), "\"node\":\"%s\",\"values\":{%s,\"t\":%llu}",
+				 tools ? "tools" : "model", state, tn);
+		else if (kd == K_VALUES)
+			snprintf(data, sizeof(data), "%s,\"step\":%ld", state, step);
+		else
+			snprintf(data, sizeof(data),
+				 "\"id\":\"ck-%s-%ld\",\"parent_id\":\"ck-%s-%ld\",\"step\":%ld,"
+				 "\"source\":\"loop\"",
+				 run_id, step, run_id, step - 1, step);
+		method = kd == K_UPDATES ? "updates" : kd == K_VALUES ? "values" : "checkpoints";
+		snprintf(ns, sizeof(ns), "\"namespace\":[]");
+	}
+	}
+	snprintf(out, cap, "{\"method\":\"%s\",\"params\":{%s,\"timestamp\":%llu,\"data\":{%s,\"t\":%llu}}}", method,
+		 ns, ts, data, tn);
+	return kd;
+}
+
+/* "kinds":{…} of a run: its events per kind. */
+static void print_kinds(const long kinds[NKINDS])
+{
+	printf(",\"kinds\":{");
+	for (int k = 0; k < NKINDS; k++)
+		printf("%s\"%s\":%ld", k ? "," : "", KIND_NAMES[k], kinds[k]);
+	printf("}");
+}
+
+/* FCALL threadcast_rest 1 {tc:commands} <op> <args>, as a REST worker reports its run; 0 when accepted. */
+static int rest_report(redisContext *c, const char *op, const char *args)
+{
+	struct tc_store_cmd cmd;
+	tc_store_rest_call(&cmd, false, op, args);
+	redisReply *r = redisCommandArgv(c, cmd.argc, cmd.argv, NULL);
+	bool answered =
+		r && r->type == REDIS_REPLY_ARRAY && r->elements >= 2 && r->element[0]->type == REDIS_REPLY_INTEGER;
+	long long status = answered ? r->element[0]->integer : 0;
+	if (status < 200 || status > 299)
+		fprintf(stderr, "publish: threadcast_rest %s: %s\n", op,
+			!r                                                      ? "no reply"
+			: r->type == REDIS_REPLY_ERROR                          ? r->str
+			: answered && r->element[1]->type == REDIS_REPLY_STRING ? r->element[1]->str
+										: "refused");
+	freeReplyObject(r);
+	return status >= 200 && status <= 299 ? 0 : -1;
+}
+
 int main(int argc, char **argv)
 {
 	const char *url = "redis://127.0.0.1:6379", *threads = NULL, *nchan = NULL, *spelling = "seed";
-	const char *floor_fn = NULL;
+	const char *floor_fn = NULL, *run_id = NULL;
 	const char *methods[16] = { "tasks" };
 	int nmethods = 1;
 	char *method_list = NULL;
-	long count = 0, size = 100, nthreads = 0, batch = 1, xadd = 0, tokens = 0;
+	long count = 0, size = 100, nthreads = 0, batch = 1, xadd = 0, tokens = 0, rest = 0, dry_run = 0;
+	long kinds[NKINDS] = { 0 };
 	double rate = 0;
 	for (int i = 1; i + 1 < argc; i += 2) {
 		if (!strcmp(argv[i], "--redis-url"))
@@ -175,6 +433,12 @@ int main(int argc, char **argv)
 			xadd = atol(argv[i + 1]);
 		else if (!strcmp(argv[i], "--floor"))
 			floor_fn = argv[i + 1];
+		else if (!strcmp(argv[i], "--run"))
+			run_id = argv[i + 1];
+		else if (!strcmp(argv[i], "--rest"))
+			rest = atol(argv[i + 1]);
+		else if (!strcmp(argv[i], "--dry-run"))
+			dry_run = atol(argv[i + 1]);
 		else {
 			fprintf(stderr, "publish: unknown option %s\n", argv[i]);
 			free(method_list);
@@ -183,6 +447,18 @@ int main(int argc, char **argv)
 	}
 	if (batch < 1 || batch > TC_STORE_BATCH_MAX || (xadd && batch != 1)) {
 		fprintf(stderr, "publish: --batch must be 1 to %d (1 with --xadd)\n", TC_STORE_BATCH_MAX);
+		free(method_list);
+		return 2;
+	}
+	if ((rest || dry_run) && !run_id) {
+		fprintf(stderr, "publish: --rest and --dry-run go with --run\n");
+		free(method_list);
+		return 2;
+	}
+	if (run_id &&
+	    (batch != 1 || xadd || floor_fn || nchan || nthreads || tokens || (threads && strchr(threads, ',')))) {
+		fprintf(stderr,
+			"publish: --run appends one thread's run, one event per call, through threadcast_append\n");
 		free(method_list);
 		return 2;
 	}
@@ -234,6 +510,20 @@ int main(int argc, char **argv)
 		goto done;
 	}
 	seqs = calloc((size_t)nt, sizeof(*seqs));
+	if (run_id) {
+		count = run_length(count);
+		if (dry_run) {
+			char *buf = malloc(16384);
+			for (long i = 0; i < count; i++)
+				kinds[run_event(buf, 16384, i, count, run_id, 0)]++;
+			free(buf);
+			printf("{\"published\":0,\"events\":%ld", count);
+			print_kinds(kinds);
+			printf("}\n");
+			rc = 0;
+			goto done;
+		}
+	}
 	if (nchan) {
 		if (http_connect(&h, nchan)) {
 			perror("publish: connect to nchan");
@@ -249,8 +539,20 @@ int main(int argc, char **argv)
 	pad = malloc((size_t)size + 1);
 	memset(pad, 'x', (size_t)size);
 	pad[size] = '\0';
-	ev = malloc((size_t)size + 300);
-	evs = malloc((size_t)batch * ((size_t)size + 300));
+	/* Room for one event: its padding and envelope, or a run's largest (a values event). */
+	size_t slot = run_id ? 16384 : (size_t)size + 300;
+	ev = malloc(slot);
+	evs = malloc((size_t)batch * slot);
+	if (rest) {
+		/* As a worker: the run starts after the thread's seq now. */
+		redisReply *r = redisCommand(c, "HGET tc:{%s}:meta seq", tv[0]);
+		char args[300];
+		snprintf(args, sizeof(args), "{\"run_id\":\"%s\",\"after_seq\":%s}", run_id,
+			 r && r->type == REDIS_REPLY_STRING ? r->str : "0");
+		freeReplyObject(r);
+		if (rest_report(c, "run.started", args))
+			goto done;
+	}
 	uint64_t start = now_ns();
 	long sent = 0, acked = 0, inflight = 0, calls = 0;
 	while (acked < count) {
@@ -262,7 +564,7 @@ int main(int argc, char **argv)
 				uint64_t t = now_ns();
 				/* The event id as long as threadcast's: a 13-digit epoch, ':', the seq. */
 				int n = snprintf(
-					ev, (size_t)size + 300,
+					ev, slot,
 					"{\"type\":\"event\",\"%s\":\"6b04c1a2d9e1f:%llu\",\"seq\":%llu,\"method\":\"%s\","
 					"\"params\":{\"namespace\":[],\"timestamp\":%llu,\"data\":{\"t\":%llu,\"p\":\"%s\"}}}",
 					snake ? "event_id" : "eventId", (unsigned long long)seqs[k] + 1,
@@ -280,27 +582,33 @@ int main(int argc, char **argv)
 				long n = 0;
 				k = (int)(calls % nt);
 				while (n < batch && sent + n < count && sent + n < due) {
-					json[n] = evs + (size_t)n * ((size_t)size + 300);
+					json[n] = evs + (size_t)n * slot;
 					uint64_t t = now_ns();
-					if (tokens) /* what a model streams: a message's text deltas, a word each */
+					if (run_id) {
+						kinds[run_event((char *)json[n], slot, sent + n, count, run_id, t)]++;
+					} else if (tokens) {
+						/* what a model streams: a message's text deltas, a word each */
 						snprintf(
-							(char *)json[n], (size_t)size + 300,
+							(char *)json[n], slot,
 							"{\"method\":\"messages\",\"params\":{\"namespace\":[\"model:9938e864-5005-"
 							"5501-a6bf-dac20bfa3bd6\"],\"timestamp\":%llu,\"node\":\"model\",\"data\":"
 							"{\"t\":%llu,\"event\":\"content-block-delta\",\"index\":0,\"delta\":"
 							"{\"type\":\"text-delta\",\"text\":\"%s \"}}}}",
 							(unsigned long long)(t / 1000000), (unsigned long long)t,
 							WORDS[(sent + n) * 7919 % (sizeof(WORDS) / sizeof(WORDS[0]))]);
-					else
+					} else {
 						snprintf(
-							(char *)json[n], (size_t)size + 300,
+							(char *)json[n], slot,
 							"{\"method\":\"%s\",\"params\":{\"namespace\":[],\"timestamp\":%llu,"
 							"\"data\":{\"t\":%llu,\"p\":\"%s\"}}}",
 							methods[(sent + n) % nmethods],
 							(unsigned long long)(t / 1000000), (unsigned long long)t, pad);
+					}
 					n++;
 				}
-				const struct tc_store_append_opts ao = { .maxlen = "1000000" };
+				/* A run's first event names it. */
+				const struct tc_store_append_opts ao = { .maxlen = "1000000",
+									 .run = run_id && sent == 0 ? run_id : NULL };
 				if (xadd) {
 					char key[TC_STORE_KEY_MAX + 8];
 					snprintf(key, sizeof(key), "tc:{%s}:plain", tv[k]);
@@ -368,7 +676,17 @@ int main(int argc, char **argv)
 		}
 	}
 	double secs = (double)(now_ns() - start) / 1e9;
-	printf("{\"published\":%ld,\"seconds\":%.3f,\"rate\":%.0f}\n", count, secs, (double)count / secs);
+	if (rest) {
+		char args[300];
+		snprintf(args, sizeof(args), "{\"run_id\":\"%s\",\"status\":\"success\",\"values\":{\"step\":%ld}}",
+			 run_id, (count - 2) / TURN_EVENTS * 2);
+		if (rest_report(c, "run.finished", args))
+			goto done;
+	}
+	printf("{\"published\":%ld,\"seconds\":%.3f,\"rate\":%.0f", count, secs, (double)count / secs);
+	if (run_id)
+		print_kinds(kinds);
+	printf("}\n");
 	rc = 0;
 done:
 	if (c)

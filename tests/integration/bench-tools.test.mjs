@@ -3,7 +3,9 @@
 // events over the threads, and the replay scenario's reconnect is accepted;
 // the blaster control delivers what it is POSTed to every subscriber; the
 // SDK scenario's several subscriptions per connection are all answered; the
-// storm reports every client upgraded.
+// storm reports every client upgraded; publish --run streams a REST run as a
+// worker does, and loadgen --sse-get reads run streams, counting every unit
+// and catching what a stream lacks, repeats or sends out of order.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -38,7 +40,8 @@ function run(name, args, env = process.env) {
     p.stdout.on('data', (d) => { out += d; });
     p.stderr.on('data', (d) => { err += d; });
     p.on('error', reject);
-    p.on('exit', (code) => resolve({ code, lines: out.split('\n').filter(Boolean).map((l) => JSON.parse(l)), err }));
+    // JSON lines (scripts/bench.py's table is left out)
+    p.on('exit', (code) => resolve({ code, lines: out.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l)), err }));
   });
 }
 
@@ -195,7 +198,9 @@ test('the SDK scenario: four subscriptions per connection, each answered, each e
 test('publish refuses what it does not know, precisely', async () => {
   for (const [args, msg] of [[['--bogus', '1'], /unknown option --bogus/],
     [['--spelling', 'camel'], /--spelling must be seed or 0.0.21/],
-    [['--methods', Array.from({ length: 17 }, () => 'tasks').join(',')], /at most 16 methods/]]) {
+    [['--methods', Array.from({ length: 17 }, () => 'tasks').join(',')], /at most 16 methods/],
+    [['--rest', '1'], /--rest and --dry-run go with --run/],
+    [['--run', 'r1', '--batch', '2'], /--run appends one thread's run, one event per call/]]) {
     const r = await run('publish', ['--redis-url', redis.url, '--threads', 'x', '--count', '1', ...args]);
     assert.equal(r.code, 2);
     assert.match(r.err, msg);
@@ -218,4 +223,149 @@ test('the storm scenario reports every client upgraded, with the server\'s user 
   const bad = await run('python3', [path.join(repoRoot, 'scripts/bench.py'), '--only', 'a,nope'], env);
   assert.equal(bad.code, 2);
   assert.match(bad.err, /unknown scenario nope/);
+});
+
+// What a run stream in the modes values, messages-tuple and updates makes of a
+// publish --run run (scripts/bench.py rest_units): its metadata, each text
+// delta, each tool call chunk (the block's start and deltas), each tool's
+// result, each updates and values event.
+const restUnits = (k) => 1 + k['messages/content-block-delta/text-delta'] + k['messages/content-block-start/tool_call_chunk']
+  + k['messages/content-block-delta/tool_call_chunk'] + k['tools/tool-finished'] + k.updates + k.values;
+
+test('the REST scenario: publish --run streams a REST run, every SSE viewer and every SDK WebSocket gets all of it once', async () => {
+  const thread = 'brest';
+  await rc.cmd('FCALL', 'threadcast_register', 2, '{tc:commands}:w:bench', '{tc:commands}:assistants', 'bench', 'bench-worker', 600000);
+  const post = (p, body) => tc.http(p, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  assert.equal((await post('/threads', { thread_id: thread })).status, 200);
+  const created = await post(`/threads/${thread}/runs`, { assistant_id: 'bench', input: { messages: [{ role: 'user', content: 'otters?' }] } });
+  assert.equal(created.status, 200);
+  const runId = (await created.json()).run_id;
+
+  const dry = await run('publish', ['--redis-url', redis.url, '--threads', thread, '--run', runId, '--count', '150', '--dry-run', '1']);
+  assert.equal(dry.code, 0, dry.err);
+  const { events, kinds } = dry.lines[0];
+  assert.equal(events, 2 + 3 * 57, 'rounded up to whole turns of 57 events');
+  assert.equal(Object.values(kinds).reduce((a, b) => a + b, 0), events);
+  assert.deepEqual([kinds['messages/content-block-delta/text-delta'], kinds.updates, kinds.values], [120, 6, 6]);
+  const units = restUnits(kinds);
+
+  const stream = `/threads/%s/runs/${runId}/stream?stream_mode=values&stream_mode=messages-tuple&stream_mode=updates`;
+  const sse = run('loadgen', ['--port', tc.port, '--thread', thread, '--conns', '6', '--sse-get', stream,
+    '--last-event-id', '-1', '--expect', String(units), '--duration', '60', '--hold', '60']);
+  const ws = run('loadgen', ['--port', tc.port, '--thread', thread, '--conns', '5', '--path', '/threads/%s/stream/events',
+    '--gaps', '1', '--expect', String(events - kinds.updates), '--duration', '60', '--hold', '60', ...sdkCommands]);
+  await waitUntil(async () => /threadcast_connections\{transport="sse"\} 6\b/.test(await (await tc.http('/metrics')).text())
+    && Number(await rc.cmd('PUBSUB', 'SHARDNUMSUB', `tc:{${thread}}:live`).then((x) => x[1])) > 0, 10000, 'viewers attached');
+  await new Promise((r) => setTimeout(r, 500)); // the WebSockets' subscribes answered
+  const pub = await run('publish', ['--redis-url', redis.url, '--threads', thread, '--run', runId, '--rest', '1',
+    '--count', '150', '--rate', '2000']);
+  assert.equal(pub.code, 0, pub.err);
+  assert.equal(pub.lines[0].published, events);
+  assert.deepEqual(pub.lines[0].kinds, kinds, 'the run is the one --dry-run described');
+
+  const r = await sse;
+  assert.equal(r.code, 0, r.err);
+  const res = r.lines.at(-1);
+  assert.deepEqual(r.lines[0], { ready: 6, failed: 0 });
+  assert.deepEqual([res.connected, res.ended, res.complete, res.min_received, res.max_received],
+    [6, 6, 6, units, units], 'every stream ended after every unit of the run');
+  assert.deepEqual([res.received, res.missing, res.duplicates, res.errors], [6 * units, 0, 0, 0]);
+  assert.equal(res.latency_us.samples, 6 * (kinds.updates + kinds.values), 'updates and values carry their send time');
+  assert.ok(res.latency_us.p50 > 0 && res.latency_us.p50 < 10e6, `latency ${res.latency_us.p50} µs`);
+  assert.ok(res.wire_bytes > res.event_bytes && res.event_bytes > 6 * units * 100, 'bytes counted');
+
+  const w = await ws;
+  assert.equal(w.code, 0, w.err);
+  const wres = w.lines.at(-1);
+  assert.deepEqual([wres.replies, wres.errors], [20, 0]);
+  assert.deepEqual([wres.received, wres.missing, wres.duplicates, wres.complete, wres.min_received],
+    [5 * (events - kinds.updates), 0, 0, 5, events - kinds.updates], 'every event but updates (no SDK subscription has them)');
+  assert.equal(wres.latency_us.samples, wres.received);
+
+  const rec = await (await tc.http(`/threads/${thread}/runs/${runId}`)).json();
+  assert.equal(rec.status, 'success', 'run.finished was reported');
+  const rows = await rc.cmd('XRANGE', `tc:{${thread}}:events`, '-', '+');
+  const first = JSON.parse(rows[0][1][rows[0][1].indexOf('e') + 1]);
+  const last = JSON.parse(rows.at(-1)[1][rows.at(-1)[1].indexOf('e') + 1]);
+  assert.deepEqual([rows.length, first.method, first.params.data.event, first.params.data.run_id, last.params.data.event],
+    [events, 'lifecycle', 'started', runId, 'completed']);
+});
+
+test('loadgen --sse-get counts the units a stream lacks, repeats or sends out of order', async () => {
+  const net = await import('node:net');
+  const requests = [];
+  const now = () => `${BigInt(Date.now()) * 1000000n}`;
+  const srv = net.createServer((s) => {
+    let req = '';
+    s.on('data', async (d) => {
+      req += d;
+      if (!req.includes('\r\n\r\n')) return;
+      requests.push(req);
+      if (req.startsWith('GET /missing')) {
+        s.end('HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n');
+        return;
+      }
+      const parts = ['HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n',
+        'id: 10\nevent: metadata\ndata: {}\n\n', ': heartbeat\n\n', 'id: 30\nevent: val', `ues\ndata: {"t":${now()}}\n\n`,
+        'id: 20\r\ndata: {}\r\n\r\n', // a step back (CRLF lines)
+        'data: {}\n\n', // no id
+        'id: 40\nevent: error\ndata: {"error":"Error"}\n', '\n', 'id: 50\n\n'];
+      for (const p of parts) {
+        s.write(p);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      s.end();
+    });
+  });
+  await new Promise((r) => srv.listen(0, '127.0.0.1', r));
+  try {
+    const port = String(srv.address().port);
+    const r = await run('loadgen', ['--port', port, '--thread', 'x', '--conns', '2', '--sse-get', '/runs/%s/stream',
+      '--last-event-id', '7', '--expect', '6', '--duration', '20']);
+    assert.equal(r.code, 1, 'what is wrong fails the run');
+    const res = r.lines.at(-1);
+    assert.deepEqual([res.connected, res.ended, res.received, res.min_received, res.max_received], [2, 2, 10, 5, 5]);
+    assert.deepEqual([res.duplicates, res.missing, res.errors, res.complete], [4, 2, 2, 0],
+      'per stream: a step back and a unit without id, one unit short of 6, one error event; none complete');
+    assert.equal(res.latency_us.samples, 2);
+    assert.match(requests[0], /^GET \/runs\/x\/stream HTTP\/1\.1\r\n/);
+    assert.match(requests[0], /\r\nLast-Event-ID: 7\r\n/);
+    const ok = await run('loadgen', ['--port', port, '--thread', 'x', '--conns', '3', '--sse-get', '/runs/%s', '--duration', '20']);
+    assert.deepEqual([ok.code, ok.lines.at(-1).complete, ok.lines.at(-1).ended], [1, 3, 3], 'without --expect, every stream that ended is complete');
+    const refused = await run('loadgen', ['--port', port, '--thread', 'x', '--conns', '2', '--sse-get', '/missing/%s', '--duration', '20']);
+    assert.deepEqual([refused.lines.at(-1).failed, refused.lines.at(-1).connected], [2, 0]);
+    assert.match(refused.err, /answered HTTP\/1\.1 404 Not Found/);
+  } finally {
+    srv.close();
+  }
+});
+
+test('the rest scenario measures both sides of one run and checks every viewer got all of it', async () => {
+  const os = await import('node:os');
+  const fs = await import('node:fs');
+  const out = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-rest-'));
+  const env = { ...process.env, TC_BENCH_BUILD: path.dirname(threadcastBin) };
+  try {
+    const r = await run('python3', [path.join(repoRoot, 'scripts/bench.py'), '--only', 'rest', '--runs', '1',
+      '--rest-viewers', '4', '--rest-events', '200', '--rest-rate', '500', '--out', out], env);
+    assert.equal(r.code, 0, r.err);
+    const file = fs.readdirSync(out).find((f) => f.endsWith('.json'));
+    const [res] = JSON.parse(fs.readFileSync(path.join(out, file))).rest.threadcast;
+    assert.equal(res.error, undefined, res.error);
+    const events = 2 + 4 * 57; // 200 rounded up to whole turns
+    assert.deepEqual([res.rest_events, res.ws_events, res.rest_viewers, res.ws_viewers], [events, events, 4, 4]);
+    // Per turn: 40 text deltas, 4 tool call chunks, a tool result, 2 updates, 2 values; and the metadata.
+    assert.deepEqual([res.rest_expected_per_viewer, res.rest_delivered], [1 + 4 * 49, 4 * 4 * 49]);
+    assert.deepEqual([res.ws_expected_per_viewer, res.ws_delivered], [events - 8, 4 * (events - 8)]);
+    assert.deepEqual([res.rest_lost, res.ws_lost], [0, 0]);
+    assert.equal(res.rest_events_translated, events, 'one feed translated the run once for the four viewers');
+    assert.ok(res.rest_bytes_out > 0 && res.ws_bytes_out > 0);
+    for (const k of ['us_per_delivered', 'us_per_event_viewer']) {
+      assert.ok(res[`rest_${k}`] > 0 && res[`ws_${k}`] > 0, k);
+      assert.equal(res[`rest_vs_ws_${k}`], res[`rest_${k}`] / res[`ws_${k}`]);
+    }
+    assert.equal(res.first, 'rest');
+  } finally {
+    fs.rmSync(out, { recursive: true, force: true });
+  }
 });
