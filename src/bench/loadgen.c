@@ -41,7 +41,9 @@
  * connection (else, or without an id, a "duplicate"); an "event: error"
  * unit counts in "errors"; data with "t":<ns> gives a latency. Stops when
  * every stream ended (or --duration passed): "ended" counts the streams the
- * server ended, "complete" those that ended with --expect units (without
+ * server ended (a chunked one, a run's to HTTP/1.1, is decoded; cut before
+ * its last chunk it also counts as a "duplicate", a fault), "complete"
+ * those that ended with --expect units (without
  * --expect, all that ended), "missing" the units they lacked.
  * "min_received" / "max_received" are the fewest and most events or units
  * one connection received.
@@ -66,6 +68,12 @@ struct conn {
 	/* --sse-get: the stream ended; the last unit's id; the block being read */
 	bool ended, has_last_id, blk_data, blk_id, blk_error;
 	uint64_t last_id, blk_idv;
+	/* --sse-get, a chunked body (a run's stream to HTTP/1.1): the body decoded, and where a chunk stands */
+	bool chunked;
+	char *body;
+	size_t body_len, body_cap;
+	uint64_t chunk_left; /* data bytes of the current chunk still to come */
+	int chunk_state;     /* 0: its size line, 1: its data, 2: the CRLF after it */
 };
 
 static struct {
@@ -289,6 +297,70 @@ static size_t sse_body(struct conn *c, size_t off)
 	return off;
 }
 
+/* The stream ended: counted once (by its last chunk, or its connection's end). */
+static void sse_ended(struct conn *c)
+{
+	if (c->ended)
+		return;
+	c->ended = true;
+	g.ended++;
+	sse_settled();
+}
+
+/*
+ * Decodes a chunked body's bytes buf[off..len) onto c->body (RFC 9112 7.1),
+ * keeping a size line that is not whole; the last chunk ends the stream.
+ * Returns where it stopped.
+ */
+static size_t dechunk(struct conn *c, size_t off)
+{
+	while (off < c->len && !c->ended) {
+		if (c->chunk_state == 0) {
+			char *nl = memchr(c->buf + off, '\n', c->len - off);
+			if (!nl)
+				break;
+			c->chunk_left = strtoull(c->buf + off, NULL, 16);
+			off = (size_t)(nl + 1 - c->buf);
+			c->chunk_state = c->chunk_left ? 1 : 3;
+			if (c->chunk_state == 3)
+				sse_ended(c);
+		} else if (c->chunk_state == 1) {
+			size_t n = c->len - off < c->chunk_left ? c->len - off : (size_t)c->chunk_left;
+			if (c->body_len + n > c->body_cap) {
+				c->body_cap = (c->body_len + n) * 2;
+				c->body = realloc(c->body, c->body_cap);
+				if (!c->body)
+					abort();
+			}
+			memcpy(c->body + c->body_len, c->buf + off, n);
+			c->body_len += n;
+			off += n;
+			if (!(c->chunk_left -= n))
+				c->chunk_state = 2;
+		} else {
+			char *nl = memchr(c->buf + off, '\n', c->len - off);
+			if (!nl)
+				break;
+			off = (size_t)(nl + 1 - c->buf);
+			c->chunk_state = 0;
+		}
+	}
+	return off;
+}
+
+/* The decoded body's whole lines, read; the rest waits. */
+static void sse_chunked_body(struct conn *c)
+{
+	size_t off = 0;
+	char *nl;
+	while ((nl = memchr(c->body + off, '\n', c->body_len - off))) {
+		sse_line(c, c->body + off, (size_t)(nl - (c->body + off)));
+		off = (size_t)(nl + 1 - c->body);
+	}
+	memmove(c->body, c->body + off, c->body_len - off);
+	c->body_len -= off;
+}
+
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
 {
 	struct conn *c = s->data;
@@ -299,10 +371,10 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
 			settled();
 			if (g.sse_path)
 				sse_settled();
-		} else if (g.sse_path) { /* the server ended the stream */
-			c->ended = true;
-			g.ended++;
-			sse_settled();
+		} else if (g.sse_path) { /* the server ended the stream (chunked: the last chunk did) */
+			if (c->chunked && !c->ended)
+				g.dups++; /* cut before its last chunk: counted as a fault */
+			sse_ended(c);
 		}
 		return;
 	}
@@ -313,9 +385,9 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
 		if (!end)
 			return;
 		off = (size_t)(end + 4 - c->buf);
-		/* A stream is read as it comes: a chunked one would need decoding. */
-		bool chunked = memmem(c->buf, off, "chunked", 7) != NULL;
-		if (strncmp(c->buf, g.sse_path ? "HTTP/1.1 200" : "HTTP/1.1 101", 12) || (g.sse_path && chunked)) {
+		/* A stream is read as it comes; a chunked one (a run's) is decoded first. */
+		c->chunked = g.sse_path && memmem(c->buf, off, "chunked", 7) != NULL;
+		if (strncmp(c->buf, g.sse_path ? "HTTP/1.1 200" : "HTTP/1.1 101", 12)) {
 			if (!g.failed)
 				fprintf(stderr, "loadgen: answered %.*s\n", (int)strcspn(c->buf, "\r\n"), c->buf);
 			g.failed++;
@@ -348,6 +420,14 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
 			send_frame(c, 1, sub, (size_t)n);
 		}
 		settled();
+	}
+	if (g.sse_path && c->chunked) {
+		g.wire_bytes += c->len - before;
+		off = dechunk(c, off);
+		sse_chunked_body(c);
+		memmove(c->buf, c->buf + off, c->len - off);
+		c->len -= off;
+		return;
 	}
 	if (g.sse_path) {
 		g.wire_bytes += c->len - before;
@@ -588,8 +668,10 @@ int main(int argc, char **argv)
 	uv_run(g.loop, UV_RUN_DEFAULT);
 	uv_run(g.loop, UV_RUN_DEFAULT); /* the close callbacks */
 	uv_loop_close(g.loop);
-	for (int i = 0; i < g.nconns; i++)
+	for (int i = 0; i < g.nconns; i++) {
 		free(g.conns[i].buf);
+		free(g.conns[i].body);
+	}
 	free(g.conns);
 	free(g.lat_us);
 	if (g.nsources)
