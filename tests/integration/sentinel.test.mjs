@@ -14,9 +14,11 @@ import { mix } from './lib/events.mjs';
 const ALL = ['messages', 'tools', 'lifecycle', 'values', 'custom:progress', 'updates'];
 let primary, replica, sentinels = [], tc;
 
+// A node's role; null while it cannot be asked (a Sentinel promoting a replica
+// kills its clients' connections: ECONNRESET mid-question).
 async function role(port) {
   const rc = redisClient(port);
-  try { return (await rc.cmd('ROLE'))[0]; } finally { rc.close(); }
+  try { return (await rc.cmd('ROLE'))[0]; } catch { return null; } finally { rc.close(); }
 }
 
 async function startSentinel(masterPort, dir) {

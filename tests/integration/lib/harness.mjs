@@ -406,10 +406,22 @@ export function redisClient(port) {
       waiters.shift()(r[0]);
     }
   });
-  const ready = new Promise((r) => sock.once('connect', r));
+  // A connection that fails (refused, reset by a Sentinel's failover) fails
+  // the commands waiting on it and those sent after, instead of throwing an
+  // 'error' event nobody listens to.
+  let failure = null;
+  const failed = [];
+  sock.on('error', (e) => {
+    failure = e;
+    for (const w of waiters.splice(0)) w(Promise.reject(e));
+    for (const f of failed.splice(0)) f(e);
+  });
+  const ready = new Promise((r, reject) => { sock.once('connect', r); failed.push(reject); });
+  ready.catch(() => {});
   return {
     async cmd(...args) {
       await ready;
+      if (failure) throw failure;
       const parts = [`*${args.length}\r\n`];
       for (const a of args) {
         const s = String(a);
