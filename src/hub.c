@@ -179,17 +179,19 @@ static void new_epoch(struct tc_thread *t, const char *why)
 static void on_fill(struct tc_redis *r, redisReply *reply, void *privdata)
 {
 	struct tc_thread *t = privdata;
+	const redisReply *got;
+	bool more;
 
 	t->filling = false;
 	if (thread_release(t))
 		return;
-	if (!reply || reply->type != REDIS_REPLY_ARRAY) {
+	if (!reply || tc_store_range_parse(reply, &got, &more)) {
 		/* Redis went away mid-fill; cmd_up resumes it. */
 		return;
 	}
-	for (size_t i = 0; i < reply->elements; i++) {
+	for (size_t i = 0; i < got->elements; i++) {
 		struct tc_stream_entry e;
-		if (tc_store_entry_parse(reply->element[i], &e) || e.seq <= t->head)
+		if (tc_store_entry_parse(got->element[i], &e) || e.seq <= t->head)
 			continue;
 		if (e.seq != t->head + 1) {
 			/* The stream was trimmed past events we never delivered. */
@@ -200,9 +202,9 @@ static void on_fill(struct tc_redis *r, redisReply *reply, void *privdata)
 		}
 		deliver(t, e.seq, e.method, e.method_len, e.ns, e.ns_len, e.json, e.json_len);
 	}
-	/* A short read reached the end of the stream: whatever is newer rings
-	 * its own doorbell. Only a doorbell during the read calls for another. */
-	bool again = reply->elements == FILL_BATCH || t->rang_while_filling;
+	/* The end of the stream was reached: whatever is newer rings its own
+	 * doorbell. Only a doorbell during the read calls for another. */
+	bool again = more || t->rang_while_filling;
 	t->rang_while_filling = false;
 	if (again)
 		fill(t);

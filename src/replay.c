@@ -152,6 +152,17 @@ static void command(struct tc_replay *rp, tc_redis_cb *cb, const struct tc_store
 }
 
 /* Common head of every reply callback: false when it must stop here. */
+/* Redis answered what no replay asks for: the client is told, the replay ends. */
+static void unexpected(struct tc_replay *rp, const redisReply *reply)
+{
+	tc_log(TC_LOG_ERROR, "unexpected Redis reply", TC_LS("thread", rp->thread),
+	       TC_LS("error", reply->type == REDIS_REPLY_ERROR ? reply->str : NULL));
+	if (!rp->answered)
+		fail(rp, TC_ERR_UNKNOWN_ERROR, "the event store answered unexpectedly");
+	else
+		close_client(rp, TC_CLOSE_INTERNAL, "internal error while replaying");
+}
+
 static bool take_reply(struct tc_replay *rp, redisReply *reply, int type)
 {
 	assert(rp->in_flight);
@@ -165,15 +176,21 @@ static bool take_reply(struct tc_replay *rp, redisReply *reply, int type)
 		return false;
 	}
 	if (reply->type != type) {
-		tc_log(TC_LOG_ERROR, "unexpected Redis reply", TC_LS("thread", rp->thread),
-		       TC_LS("error", reply->type == REDIS_REPLY_ERROR ? reply->str : NULL));
-		if (!rp->answered)
-			fail(rp, TC_ERR_UNKNOWN_ERROR, "the event store answered unexpectedly");
-		else
-			close_client(rp, TC_CLOSE_INTERNAL, "internal error while replaying");
+		unexpected(rp, reply);
 		return false;
 	}
 	return true;
+}
+
+/* take_reply() for a threadcast_range reply: its entries and whether more may follow. */
+static bool take_range(struct tc_replay *rp, redisReply *reply, const redisReply **got, bool *more)
+{
+	if (!take_reply(rp, reply, REDIS_REPLY_ARRAY))
+		return false;
+	if (!tc_store_range_parse(reply, got, more))
+		return true;
+	unexpected(rp, reply);
+	return false;
 }
 
 /* ==== matching and pacing ============================================================================ */
@@ -506,13 +523,15 @@ static void counted_all(struct tc_replay *rp)
 static void on_count(struct tc_redis *r, redisReply *reply, void *priv)
 {
 	struct tc_replay *rp = priv;
+	const redisReply *got;
+	bool more;
 
-	if (!take_reply(rp, reply, REDIS_REPLY_ARRAY))
+	if (!take_range(rp, reply, &got, &more))
 		return;
-	for (size_t i = 0; i < reply->elements; i++) {
+	for (size_t i = 0; i < got->elements; i++) {
 		struct tc_stream_entry e;
 		struct tc_event_key key;
-		if (tc_store_entry_parse(reply->element[i], &e) || e.seq > rp->end)
+		if (tc_store_entry_parse(got->element[i], &e) || e.seq > rp->end)
 			continue;
 		rp->pos = e.seq;
 		if (tc_event_key_init(&key, e.method, e.method_len, e.ns, e.ns_len))
@@ -525,7 +544,7 @@ static void on_count(struct tc_redis *r, redisReply *reply, void *priv)
 		}
 		if (!rp->prefetch_ok || !wanted)
 			continue;
-		if (rp->prefetch.bytes + e.json_len > PREFETCH_BYTES || reply->elements == SCAN_BATCH) {
+		if (rp->prefetch.bytes + e.json_len > PREFETCH_BYTES || more) {
 			/* Too big to hold: the sending pass reads it again. */
 			tc_bufq_clear(&rp->prefetch);
 			rp->prefetch_ok = false;
@@ -533,7 +552,7 @@ static void on_count(struct tc_redis *r, redisReply *reply, void *priv)
 		}
 		tc_bufq_push(&rp->prefetch, replay_frame(rp, e.seq, e.method, e.method_len, e.json, e.json_len));
 	}
-	if (reply->elements == SCAN_BATCH && rp->pos < rp->end) {
+	if (more && rp->pos < rp->end) {
 		advance(rp); /* more to count */
 		return;
 	}
@@ -544,21 +563,22 @@ static void on_scan(struct tc_redis *r, redisReply *reply, void *priv)
 {
 	struct tc_replay *rp = priv;
 	const size_t budget = (size_t)rp->cfg->max_queue_bytes / 2;
-	bool stopped = false;
+	bool stopped = false, more;
+	const redisReply *got;
 
-	if (!take_reply(rp, reply, REDIS_REPLY_ARRAY))
+	if (!take_range(rp, reply, &got, &more))
 		return;
-	if (!rp->epoch[0] && reply->elements) {
+	if (!rp->epoch[0] && got->elements) {
 		/* The thread had no history when meta was read: learn the epoch
 		 * of the one that began since, then read this batch again. */
 		rp->step = ST_EPOCH;
 		advance(rp);
 		return;
 	}
-	for (size_t i = 0; i < reply->elements; i++) {
+	for (size_t i = 0; i < got->elements; i++) {
 		struct tc_stream_entry e;
 		struct tc_event_key key;
-		if (tc_store_entry_parse(reply->element[i], &e) || e.seq <= rp->pos)
+		if (tc_store_entry_parse(got->element[i], &e) || e.seq <= rp->pos)
 			continue;
 		if (rp->out.bytes >= budget) {
 			stopped = true; /* the rest is read again after the client drains */
@@ -570,7 +590,7 @@ static void on_scan(struct tc_redis *r, redisReply *reply, void *priv)
 		if (!tc_event_key_init(&key, e.method, e.method_len, e.ns, e.ns_len) && wants(rp, &key, e.seq))
 			queue_frame(rp, replay_frame(rp, e.seq, e.method, e.method_len, e.json, e.json_len));
 	}
-	if (!stopped && reply->elements < SCAN_BATCH)
+	if (!stopped && !more)
 		rp->step = ST_LIVE;
 	advance(rp);
 }

@@ -104,15 +104,23 @@ void tc_store_read_epoch(struct tc_store_cmd *c, const char *thread)
 
 void tc_store_read_range(struct tc_store_cmd *c, const char *thread, uint64_t after, uint64_t through, unsigned count)
 {
-	/* "<after>-1" starts just past entry <after>-0, whatever exists. */
-	snprintf(c->num[0], sizeof(c->num[0]), "%llu-1", (unsigned long long)after);
-	if (through)
-		snprintf(c->num[1], sizeof(c->num[1]), "%llu-0", (unsigned long long)through);
-	else
-		snprintf(c->num[1], sizeof(c->num[1]), "+");
+	snprintf(c->num[0], sizeof(c->num[0]), "%llu", (unsigned long long)after);
+	snprintf(c->num[1], sizeof(c->num[1]), "%llu", (unsigned long long)through);
 	snprintf(c->num[2], sizeof(c->num[2]), "%u", count);
-	set_argv(c, (const char *[]){ "XRANGE", tc_store_key(c->key, thread, TC_KEY_EVENTS), c->num[0], c->num[1],
-				      "COUNT", c->num[2], NULL });
+	/* The key is the thread id itself: the slot of its {thread} keys, as threadcast_append's. */
+	snprintf(c->key, sizeof(c->key), "%s", thread);
+	set_argv(c, (const char *[]){ "FCALL_RO", "threadcast_range", "1", c->key, c->num[0], c->num[1], c->num[2],
+				      TC_STORE_RANGE_BYTES_S, NULL });
+}
+
+int tc_store_range_parse(const redisReply *r, const redisReply **entries, bool *more)
+{
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[0]->type != REDIS_REPLY_ARRAY ||
+	    r->element[1]->type != REDIS_REPLY_INTEGER)
+		return -1;
+	*entries = r->element[0];
+	*more = r->element[1]->integer != 0;
+	return 0;
 }
 
 void tc_store_read_first(struct tc_store_cmd *c, const char *thread)

@@ -127,11 +127,22 @@ void tc_store_read_status(struct tc_store_cmd *c, const char *thread);
 void tc_store_read_root_values(struct tc_store_cmd *c, const char *thread);
 /** HGET meta epoch. */
 void tc_store_read_epoch(struct tc_store_cmd *c, const char *thread);
+/** Bytes of events one range read stops after (TC_STORE_RANGE_BYTES_S is it as text). */
+#define TC_STORE_RANGE_BYTES 1048576
+#define TC_STORE_RANGE_BYTES_S "1048576"
 /**
- * XRANGE of the events after seq `after`, up to seq `through` (0: to the
- * end), at most count entries.
+ * FCALL_RO threadcast_range: the events after seq `after`, up to seq
+ * `through` (0: to the end), at most count entries and no more once
+ * TC_STORE_RANGE_BYTES were read (events may be 16 MiB). Its reply is read
+ * with tc_store_range_parse().
  */
 void tc_store_read_range(struct tc_store_cmd *c, const char *thread, uint64_t after, uint64_t through, unsigned count);
+/**
+ * A range reply: *entries the XRANGE-shaped array of entries, *more whether
+ * more may follow (count or bytes reached; false at the range's end).
+ * 0, or -1 when the reply is not one.
+ */
+int tc_store_range_parse(const redisReply *r, const redisReply **entries, bool *more);
 /** XRANGE events - + COUNT 1: the oldest event still kept. */
 void tc_store_read_first(struct tc_store_cmd *c, const char *thread);
 /** HGETALL of an index (TC_KEY_TREE, TC_KEY_VALUES or TC_KEY_INTERRUPTS). */

@@ -571,6 +571,48 @@ local function append_batch(KEYS, args)
   return store(KEYS[1], events, o, now)
 end
 
+-- ==== reading a thread's events: threadcast_range =======================================
+--
+--   FCALL_RO threadcast_range 1 <thread_id> <after seq> <through seq, 0: the end> <count> <max bytes>
+--     -> { entries, more }
+--
+-- The events after <after> (at most through <through>) as XRANGE gives them,
+-- at most <count>, and no more once <max bytes> of fields were read: events
+-- may be 16 MiB, and a plain XRANGE of 512 could make a reply of gigabytes.
+-- more is 1 when more may follow (count or bytes reached), 0 at the range's
+-- end. At least one event is returned when there is one.
+
+-- Entries read per XRANGE: from 1, doubling to RANGE_CHUNK while they are
+-- small, so that a big event is never read with others it cannot go with.
+local RANGE_CHUNK = 32
+
+local function range(KEYS, args)
+  check_thread(KEYS[1])
+  local after, through = args[1], args[2]
+  local count, budget = tonumber(args[3]), tonumber(args[4])
+  if not (after and string.match(after, '^%d+$') and through and string.match(through, '^%d+$')) or
+      not count or count < 1 or count ~= math.floor(count) or not budget or budget < 1 then
+    fail('usage: FCALL_RO threadcast_range 1 <thread_id> <after seq> <through seq or 0> <count> <max bytes>')
+  end
+  local k = keys.thread(KEYS[1]) .. keys.EVENTS
+  local from, to = after .. '-1', through == '0' and '+' or (through .. '-0')
+  local out, n, bytes, chunk = {}, 0, 0, 1
+  while n < count do
+    local want = math.min(chunk, count - n)
+    chunk = math.min(chunk * 2, RANGE_CHUNK)
+    local got = redis.call('XRANGE', k, from, to, 'COUNT', want)
+    for _, e in ipairs(got) do
+      n = n + 1
+      out[n] = e
+      for _, f in ipairs(e[2]) do bytes = bytes + #f end
+      from = '(' .. e[1]
+      if bytes >= budget then return { out, 1 } end
+    end
+    if #got < want then return { out, 0 } end
+  end
+  return { out, 1 }
+end
+
 -- ==== the command bridge: threadcast_register, threadcast_submit ========================
 --
 -- Workers register the assistants (graphs) they serve; a gateway sends a
@@ -630,3 +672,4 @@ redis.register_function('threadcast_append', guarded(append))
 redis.register_function('threadcast_append_batch', guarded(append_batch))
 redis.register_function('threadcast_register', guarded(register))
 redis.register_function('threadcast_submit', guarded(submit))
+redis.register_function{ function_name = 'threadcast_range', callback = guarded(range), flags = { 'no-writes' } }

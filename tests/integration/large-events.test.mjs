@@ -94,9 +94,12 @@ describe('big events', () => {
     const thread = 'big-stalled';
     const c = await connect(tc.url(thread), { perMessageDeflate: false });
     assert.equal((await c.request({ id: 1, method: 'subscription.subscribe', params: FILTER })).type, 'success');
+    const cuts = async () => Number(/^threadcast_slow_consumer_cuts_total (\d+)$/m.exec(await (await tc.http('/metrics')).text())[1]);
+    const before = await cuts();
     c.ws._socket.pause(); // the kernel's buffers fill, then the gateway's queue
     const sent = [START, ...Array.from({ length: 24 }, (_, i) => bigValues(4 * MiB, `s${i}`))];
     await produce(redis.url, thread, sent);
+    await waitUntil(async () => (await cuts()) > before, 30000, 'the gateway cuts the client off');
     c.ws._socket.resume();
     const closed = await c.closed;
     assert.equal(closed.code, 1013);

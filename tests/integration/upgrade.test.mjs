@@ -40,7 +40,7 @@ async function libraries() {
   return out;
 }
 const current = {
-  threadcast: ['threadcast_append', 'threadcast_append_batch', 'threadcast_register', 'threadcast_submit'],
+  threadcast: ['threadcast_append', 'threadcast_append_batch', 'threadcast_range', 'threadcast_register', 'threadcast_submit'],
   threadcast_store: ['threadcast_store'],
   threadcast_rest: ['threadcast_rest'],
 };

@@ -94,6 +94,7 @@ static char *doorbell(const char *epoch, uint64_t seq)
 	return buf;
 }
 
+/* A threadcast_range reply of the entries from..to, the end of the range. */
 static redisReply *entries(uint64_t from, uint64_t to)
 {
 	redisReply *r = rr_arr(0);
@@ -101,7 +102,7 @@ static redisReply *entries(uint64_t from, uint64_t to)
 	r->element = tc_xcalloc(r->elements, sizeof(*r->element));
 	for (uint64_t s = from; s <= to; s++)
 		r->element[s - from] = rr_entry(s, "messages", "", "{\"method\":\"messages\",\"params\":{}}");
-	return r;
+	return rr_arr(2, r, rr_int(0));
 }
 
 /* Attaches a member, confirms the doorbell and answers the sync with
@@ -147,14 +148,14 @@ static void skipped_seqs_are_filled_in_order(void **state)
 	attach_live(fx, &fx->a, 3, "e1");
 	fake_push(fx->redis, "smessage", CH, doorbell("e1", 6));
 	assert_int_equal(fx->a.nsent, 0); /* 4 and 5 first */
-	assert_string_equal(fake_peek(fx->redis), "XRANGE tc:{t1}:events 3-1 + COUNT 512");
+	assert_string_equal(fake_peek(fx->redis), "FCALL_RO threadcast_range 1 t1 3 0 512 1048576");
 	/* A doorbell during the fill waits for it too. */
 	fake_push(fx->redis, "smessage", CH, doorbell("e1", 7));
 	assert_int_equal(fx->a.nsent, 0);
 	fake_reply(fx->redis, entries(4, 6));
 	assert_int_equal(fx->a.nsent, 3);
 	/* Seq 7 rang during the read: another read gets it. */
-	assert_string_equal(fake_peek(fx->redis), "XRANGE tc:{t1}:events 6-1 + COUNT 512");
+	assert_string_equal(fake_peek(fx->redis), "FCALL_RO threadcast_range 1 t1 6 0 512 1048576");
 	fake_reply(fx->redis, entries(7, 7));
 	assert_int_equal(fx->a.nsent, 4);
 	for (int i = 0; i < 4; i++)
@@ -173,7 +174,7 @@ static void thin_doorbell_reads_the_stream(void **state)
 	attach_live(fx, &fx->a, 3, "e1");
 	fake_push(fx->redis, "smessage", CH, "#e1\n5\n");
 	assert_int_equal(fx->a.nsent, 0);
-	assert_string_equal(fake_peek(fx->redis), "XRANGE tc:{t1}:events 3-1 + COUNT 512");
+	assert_string_equal(fake_peek(fx->redis), "FCALL_RO threadcast_range 1 t1 3 0 512 1048576");
 	fake_reply(fx->redis, entries(4, 5));
 	assert_int_equal(fx->a.nsent, 2);
 	assert_int_equal(fx->a.seqs[1], 5);
@@ -186,7 +187,7 @@ static void thin_doorbell_reads_the_stream(void **state)
 	/* The very next seq, thin, is read too: the doorbell has nothing to deliver. */
 	fake_push(fx->redis, "smessage", CH, "#e1\n7\n");
 	assert_int_equal(fx->a.nsent, 3);
-	assert_string_equal(fake_peek(fx->redis), "XRANGE tc:{t1}:events 6-1 + COUNT 512");
+	assert_string_equal(fake_peek(fx->redis), "FCALL_RO threadcast_range 1 t1 6 0 512 1048576");
 	fake_reply(fx->redis, entries(7, 7));
 	assert_int_equal(fx->a.nsent, 4);
 	fake_push(fx->redis, "smessage", CH, "#e2\n1\n");
@@ -236,7 +237,7 @@ static void resync_after_link_loss_fills_the_gap(void **state)
 	assert_string_equal(fake_take_sub(fx->redis), "SSUBSCRIBE " CH);
 	fake_push(fx->redis, "ssubscribe", CH, NULL);
 	fake_reply(fx->redis, rr_arr(2, rr_str("5"), rr_str("e1")));
-	assert_string_equal(fake_peek(fx->redis), "XRANGE tc:{t1}:events 3-1 + COUNT 512");
+	assert_string_equal(fake_peek(fx->redis), "FCALL_RO threadcast_range 1 t1 3 0 512 1048576");
 	fake_reply(fx->redis, entries(4, 5));
 	assert_int_equal(fx->a.nsent, 2);
 	assert_int_equal(fx->a.seqs[0], 4);
@@ -421,7 +422,7 @@ static void batch_doorbells(void **state)
 		 ev);
 	fake_push(fx->redis, "smessage", CH, bell);
 	assert_int_equal(fx->a.nsent, 4);
-	assert_string_equal(fake_peek(fx->redis), "XRANGE tc:{t1}:events 7-1 + COUNT 512");
+	assert_string_equal(fake_peek(fx->redis), "FCALL_RO threadcast_range 1 t1 7 0 512 1048576");
 	fake_reply(fx->redis, entries(8, 11));
 	assert_int_equal(fx->a.nsent, 8);
 	for (int i = 0; i < 8; i++)

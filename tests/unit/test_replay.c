@@ -271,6 +271,12 @@ static redisReply *entries(uint64_t from, uint64_t to)
 	return r;
 }
 
+/* A threadcast_range reply of the entries from..to: more may follow when it is a full batch of 512. */
+static redisReply *range(uint64_t from, uint64_t to)
+{
+	return rr_arr(2, entries(from, to), rr_int(to >= from && to - from + 1 == 512));
+}
+
 static redisReply *meta_status(const char *seq, const char *epoch, const char *run_seq, const char *status)
 {
 	return rr_arr(5, seq ? rr_str(seq) : rr_nil(), epoch ? rr_str(epoch) : rr_nil(),
@@ -324,13 +330,13 @@ static void subscribe_replays_baseline_and_run(void **state)
 	start(fx, false, NULL);
 	expect(fx, "HMGET tc:{t1}:meta seq epoch run_seq run_id run_status", meta("6", "e1", "3"));
 	expect(fx, "HGETALL tc:{t1}:values", rr_arr(2, rr_str(""), rr_str("2\n{\"method\":\"values\",\"params\":{}}")));
-	expect(fx, "XRANGE tc:{t1}:events 2-1 6-0 COUNT 512", entries(3, 6));
+	expect(fx, "FCALL_RO threadcast_range 1 t1 2 6 512 1048576", range(3, 6));
 	assert_true(fx->c.answered);
 	assert_int_equal(fx->c.answer.replayed, 5); /* the baseline and 3..6 */
 	assert_int_equal(fx->c.answer.applied, 6);
 	assert_false(fx->c.answer.has_missed);
 	assert_seqs(&fx->c, 5, 2, 3, 4, 5, 6); /* prefetched: no second read of 3..6 */
-	expect(fx, "XRANGE tc:{t1}:events 6-1 + COUNT 512", entries(1, 0));
+	expect(fx, "FCALL_RO threadcast_range 1 t1 6 0 512 1048576", range(1, 0));
 	assert_false(fx->c.done); /* the hub is not ready yet */
 	hub_synced(fx, "6", "e1");
 	assert_true(fx->c.done);
@@ -347,7 +353,7 @@ static void subscribe_filters(void **state)
 	start(fx, false, NULL);
 	expect(fx, "HMGET tc:{t1}:meta seq epoch run_seq run_id run_status", meta("6", "e1", "1"));
 	expect(fx, "HGETALL tc:{t1}:values", rr_arr(0));
-	expect(fx, "XRANGE tc:{t1}:events 0-1 6-0 COUNT 512", entries(1, 6));
+	expect(fx, "FCALL_RO threadcast_range 1 t1 0 6 512 1048576", range(1, 6));
 	assert_int_equal(fx->c.answer.replayed, 3);
 	assert_seqs(&fx->c, 3, 1, 3, 5);
 }
@@ -363,10 +369,10 @@ static void subscribe_catches_up_with_the_hub(void **state)
 	hub_sync(fx, "2", "e1");
 	expect(fx, "HGETALL tc:{t1}:values", rr_arr(0));
 	fake_push(fx->redis, "smessage", CH, "e1\n3\nmessages\n\n{\"method\":\"messages\",\"params\":{}}");
-	expect(fx, "XRANGE tc:{t1}:events 0-1 2-0 COUNT 512", entries(1, 2));
-	expect(fx, "XRANGE tc:{t1}:events 2-1 + COUNT 512", entries(1, 0));
+	expect(fx, "FCALL_RO threadcast_range 1 t1 0 2 512 1048576", range(1, 2));
+	expect(fx, "FCALL_RO threadcast_range 1 t1 2 0 512 1048576", range(1, 0));
 	/* Seq 3 went out from the hub meanwhile (to nobody live): read it. */
-	expect(fx, "XRANGE tc:{t1}:events 2-1 + COUNT 512", entries(3, 3));
+	expect(fx, "FCALL_RO threadcast_range 1 t1 2 0 512 1048576", range(3, 3));
 	assert_true(fx->c.done);
 	assert_seqs(&fx->c, 3, 1, 2, 3);
 }
@@ -379,7 +385,7 @@ static void subscribe_capped(void **state)
 	start(fx, false, NULL);
 	expect(fx, "HMGET tc:{t1}:meta seq epoch run_seq run_id run_status", meta("10", "e1", "1"));
 	expect(fx, "HGETALL tc:{t1}:values", rr_arr(0));
-	expect(fx, "XRANGE tc:{t1}:events 7-1 10-0 COUNT 512", entries(8, 10));
+	expect(fx, "FCALL_RO threadcast_range 1 t1 7 10 512 1048576", range(8, 10));
 	assert_true(fx->c.answer.has_missed);
 	assert_int_equal(fx->c.answer.missed, 7);
 	assert_seqs(&fx->c, 3, 8, 9, 10);
@@ -401,7 +407,7 @@ static void reconnect_restored(void **state)
 	assert_int_equal(fx->c.answer.applied, 7);
 	assert_string_equal(fx->c.namespaces, "[{\"namespace\":[],\"status\":\"running\"},"
 					      "{\"namespace\":[\"researcher\"],\"status\":\"running\"}]");
-	expect(fx, "XRANGE tc:{t1}:events 4-1 + COUNT 512", entries(5, 7));
+	expect(fx, "FCALL_RO threadcast_range 1 t1 4 0 512 1048576", range(5, 7));
 	assert_seqs(&fx->c, 3, 5, 6, 7);
 }
 
@@ -418,7 +424,7 @@ static void reconnect_trimmed(void **state)
 	assert_false(fx->c.answer.restored);
 	assert_true(fx->c.answer.has_missed);
 	assert_int_equal(fx->c.answer.missed, 3); /* 3, 4, 5 */
-	expect(fx, "XRANGE tc:{t1}:events 5-1 + COUNT 512", entries(6, 8));
+	expect(fx, "FCALL_RO threadcast_range 1 t1 5 0 512 1048576", range(6, 8));
 	assert_seqs(&fx->c, 3, 6, 7, 8);
 }
 
@@ -434,7 +440,7 @@ static void reconnect_new_epoch(void **state)
 	expect(fx, "HGETALL tc:{t1}:tree", rr_arr(0));
 	assert_false(fx->c.answer.restored);
 	assert_false(fx->c.answer.has_missed);
-	expect(fx, "XRANGE tc:{t1}:events 0-1 + COUNT 512", entries(1, 3));
+	expect(fx, "FCALL_RO threadcast_range 1 t1 0 0 512 1048576", range(1, 3));
 	assert_seqs(&fx->c, 3, 1, 2, 3);
 }
 
@@ -451,7 +457,7 @@ static void reconnect_capped(void **state)
 	assert_false(fx->c.answer.restored);
 	assert_true(fx->c.answer.has_missed);
 	assert_int_equal(fx->c.answer.missed, 5); /* 3..7 */
-	expect(fx, "XRANGE tc:{t1}:events 7-1 + COUNT 512", entries(8, 10));
+	expect(fx, "FCALL_RO threadcast_range 1 t1 7 0 512 1048576", range(8, 10));
 	assert_seqs(&fx->c, 3, 8, 9, 10);
 }
 
@@ -469,7 +475,7 @@ static void reconnect_at_the_head_goes_live(void **state)
 	expect(fx, "XRANGE tc:{t1}:events - + COUNT 1", entries(1, 1));
 	expect(fx, "HGETALL tc:{t1}:tree", rr_arr(0));
 	assert_true(fx->c.answer.restored);
-	expect(fx, "XRANGE tc:{t1}:events 5-1 + COUNT 512", entries(1, 0));
+	expect(fx, "FCALL_RO threadcast_range 1 t1 5 0 512 1048576", range(1, 0));
 	assert_true(fx->c.done);
 	assert_int_equal(fake_pending(fx->redis), 0);
 	assert_int_equal(fx->c.nframes, 0);
@@ -488,7 +494,7 @@ static void stream_since_any_epoch(void **state)
 	expect(fx, "XRANGE tc:{t1}:events - + COUNT 1", entries(1, 1));
 	expect(fx, "HGETALL tc:{t1}:tree", rr_arr(0));
 	assert_true(fx->c.answer.restored);
-	expect(fx, "XRANGE tc:{t1}:events 1-1 + COUNT 512", entries(2, 3));
+	expect(fx, "FCALL_RO threadcast_range 1 t1 1 0 512 1048576", range(2, 3));
 	assert_seqs(&fx->c, 2, 2, 3);
 }
 
@@ -503,8 +509,8 @@ static void late_subscription_gets_only_its_own(void **state)
 	expect(fx, "HMGET tc:{t1}:meta seq epoch run_seq run_id run_status", meta("4", "e1", "1"));
 	hub_sync(fx, "4", "e1");
 	expect(fx, "HGETALL tc:{t1}:values", rr_arr(0));
-	expect(fx, "XRANGE tc:{t1}:events 0-1 4-0 COUNT 512", entries(1, 4));
-	expect(fx, "XRANGE tc:{t1}:events 4-1 + COUNT 512", entries(1, 0));
+	expect(fx, "FCALL_RO threadcast_range 1 t1 0 4 512 1048576", range(1, 4));
+	expect(fx, "FCALL_RO threadcast_range 1 t1 4 0 512 1048576", range(1, 0));
 	assert_true(fx->c.done);
 	assert_seqs(&fx->c, 2, 1, 3);
 	/* Now the connection subscribes to values and messages. */
@@ -515,12 +521,12 @@ static void late_subscription_gets_only_its_own(void **state)
 	start(fx, false, NULL);
 	expect(fx, "HMGET tc:{t1}:meta seq epoch run_seq run_id run_status", meta("4", "e1", "1"));
 	expect(fx, "HGETALL tc:{t1}:values", rr_arr(0));
-	expect(fx, "XRANGE tc:{t1}:events 0-1 4-0 COUNT 512", entries(1, 4));
+	expect(fx, "FCALL_RO threadcast_range 1 t1 0 4 512 1048576", range(1, 4));
 	assert_int_equal(fx->c.answer.replayed, 2);
 	/* Only the values events, below the connection's position: the
 	 * messages were sent already, for the older subscription. */
 	assert_seqs(&fx->c, 2, 2, 4);
-	expect(fx, "XRANGE tc:{t1}:events 4-1 + COUNT 512", entries(1, 0));
+	expect(fx, "FCALL_RO threadcast_range 1 t1 4 0 512 1048576", range(1, 0));
 	assert_true(fx->c.done);
 }
 
@@ -546,7 +552,7 @@ static void redis_loss_before_and_after_answer(void **state)
 	fake_cmd_link(fx->redis, true);
 	/* The connection had joined the thread with the first command (its
 	 * cursor is 0): seq 1 is read too, and left out as owed to nobody. */
-	expect(fx, "XRANGE tc:{t1}:events 0-1 + COUNT 512", entries(1, 3));
+	expect(fx, "FCALL_RO threadcast_range 1 t1 0 0 512 1048576", range(1, 3));
 	assert_seqs(&fx->c, 2, 2, 3);
 }
 
@@ -575,16 +581,33 @@ static void paced_by_the_client(void **state)
 	expect(fx, "XRANGE tc:{t1}:events - + COUNT 1", entries(1, 1));
 	expect(fx, "HGETALL tc:{t1}:tree", rr_arr(0));
 	fx->c.queued = (size_t)fx->cfg.max_queue_bytes; /* the client reads nothing */
-	expect(fx, "XRANGE tc:{t1}:events 0-1 + COUNT 512", entries(1, 512));
+	expect(fx, "FCALL_RO threadcast_range 1 t1 0 0 512 1048576", range(1, 512));
 	assert_int_equal(fx->c.nframes, 0);
 	assert_int_equal(fake_pending(fx->redis), 0); /* waiting for the client */
 	fx->c.queued = 0;
 	tc_replay_drained(fx->c.rp);
 	assert_int_equal(fx->c.nframes, 512);
-	expect(fx, "XRANGE tc:{t1}:events 512-1 + COUNT 512", entries(513, 1024));
+	expect(fx, "FCALL_RO threadcast_range 1 t1 512 0 512 1048576", range(513, 1024));
 	assert_int_equal(fx->c.nframes, 1024);
 	for (int i = 0; i < 1024; i++)
 		assert_int_equal(fx->c.seqs[i], i + 1);
+}
+
+/* A range read that stopped at its byte bound says more may follow: the replay reads on, not going live early. */
+static void a_short_read_with_more_reads_on(void **state)
+{
+	struct fixture *fx = *state;
+	struct tc_replay_from from = { .seq = 0, .epoch = "e1" };
+	fx->c.fresh = filter("{\"channels\":[\"messages\",\"values\"]}");
+	start(fx, true, &from);
+	expect(fx, "HMGET tc:{t1}:meta seq epoch run_seq run_id run_status", meta("5", "e1", "1"));
+	expect(fx, "XRANGE tc:{t1}:events - + COUNT 1", entries(1, 1));
+	expect(fx, "HGETALL tc:{t1}:tree", rr_arr(0));
+	expect(fx, "FCALL_RO threadcast_range 1 t1 0 0 512 1048576", rr_arr(2, entries(1, 2), rr_int(1)));
+	assert_int_equal(fx->c.nframes, 2);
+	expect(fx, "FCALL_RO threadcast_range 1 t1 2 0 512 1048576", range(3, 5));
+	assert_int_equal(fx->c.nframes, 5);
+	assert_int_equal(fake_pending(fx->redis), 0);
 }
 
 /* A subscribe counted over a run (seqs 1..4) whose root lifecycle is at status. */
@@ -593,7 +616,7 @@ static void count_run(struct fixture *fx, const char *status)
 	start(fx, false, NULL);
 	expect(fx, "HMGET tc:{t1}:meta seq epoch run_seq run_id run_status", meta_status("4", "e1", "1", status));
 	expect(fx, "HGETALL tc:{t1}:values", rr_arr(0));
-	expect(fx, "XRANGE tc:{t1}:events 0-1 4-0 COUNT 512", entries(1, 4));
+	expect(fx, "FCALL_RO threadcast_range 1 t1 0 4 512 1048576", range(1, 4));
 }
 
 /* A subscribe of the held kind, counted over a run that is over: held. */
@@ -629,7 +652,7 @@ static void nudged_hold_gathers_then_answers(void **state)
 	/* Counted again, for both (count_run's reads, without a second start). */
 	expect(fx, "HMGET tc:{t1}:meta seq epoch run_seq run_id run_status", meta_status("4", "e1", "1", "completed"));
 	expect(fx, "HGETALL tc:{t1}:values", rr_arr(0));
-	expect(fx, "XRANGE tc:{t1}:events 0-1 4-0 COUNT 512", entries(1, 4));
+	expect(fx, "FCALL_RO threadcast_range 1 t1 0 4 512 1048576", range(1, 4));
 	assert_false(fx->c.answered); /* held again: more may follow */
 	fx->c.may_hold = false;       /* a frame that does not join: answer now */
 	tc_replay_nudge(fx->c.rp);
@@ -646,7 +669,7 @@ static void not_held_while_running_or_busy(void **state)
 	fx->c.may_hold = true;
 	count_run(fx, "running");
 	assert_true(fx->c.answered);
-	expect(fx, "XRANGE tc:{t1}:events 4-1 + COUNT 512", entries(1, 0));
+	expect(fx, "FCALL_RO threadcast_range 1 t1 4 0 512 1048576", range(1, 0));
 	tc_replay_free(fx->c.rp); /* waiting for the hub */
 	fx->c.rp = NULL;
 
@@ -695,6 +718,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(redis_loss_before_and_after_answer, setup, teardown),
 		cmocka_unit_test_setup_teardown(cancelled_while_in_flight, setup, teardown),
 		cmocka_unit_test_setup_teardown(paced_by_the_client, setup, teardown),
+		cmocka_unit_test_setup_teardown(a_short_read_with_more_reads_on, setup, teardown),
 		cmocka_unit_test_setup_teardown(held_until_quiet_when_the_run_is_over, setup_holds, teardown),
 		cmocka_unit_test_setup_teardown(nudged_hold_gathers_then_answers, setup_holds, teardown),
 		cmocka_unit_test_setup_teardown(not_held_while_running_or_busy, setup_holds, teardown),

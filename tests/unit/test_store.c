@@ -71,9 +71,9 @@ static void command_builders(void **state)
 	tc_store_read_head(&c, "t1");
 	assert_string_equal(words(&c), "HMGET tc:{t1}:meta seq epoch");
 	tc_store_read_range(&c, "t1", 7, 0, 512);
-	assert_string_equal(words(&c), "XRANGE tc:{t1}:events 7-1 + COUNT 512");
+	assert_string_equal(words(&c), "FCALL_RO threadcast_range 1 t1 7 0 512 1048576");
 	tc_store_read_range(&c, "t1", 0, 9, 3);
-	assert_string_equal(words(&c), "XRANGE tc:{t1}:events 0-1 9-0 COUNT 3");
+	assert_string_equal(words(&c), "FCALL_RO threadcast_range 1 t1 0 9 3 1048576");
 	tc_store_read_first(&c, "t1");
 	assert_string_equal(words(&c), "XRANGE tc:{t1}:events - + COUNT 1");
 	tc_store_read_index(&c, "t1", TC_KEY_TREE);
@@ -295,6 +295,38 @@ static void batch_doorbells(void **state)
 	}
 }
 
+static redisReply *rinteger(long long v)
+{
+	redisReply *r = tc_xcalloc(1, sizeof(*r));
+	r->type = REDIS_REPLY_INTEGER;
+	r->integer = v;
+	return r;
+}
+
+/* A threadcast_range reply: [entries, more]; anything else is refused. */
+static void range_replies(void **state)
+{
+	const redisReply *got;
+	bool more = false;
+	redisReply *r = rarr(2, (redisReply *[]){ rarr(1, (redisReply *[]){ rstr("x") }), rinteger(1) });
+	assert_int_equal(tc_store_range_parse(r, &got, &more), 0);
+	assert_int_equal(got->elements, 1);
+	assert_true(more);
+	freeReplyObject(r);
+	r = rarr(2, (redisReply *[]){ rarr(0, NULL), rinteger(0) });
+	assert_int_equal(tc_store_range_parse(r, &got, &more), 0);
+	assert_false(more);
+	freeReplyObject(r);
+	redisReply *bad[] = { rarr(0, NULL), rarr(1, (redisReply *[]){ rarr(0, NULL) }),
+			      rarr(2, (redisReply *[]){ rinteger(1), rinteger(1) }),
+			      rarr(2, (redisReply *[]){ rarr(0, NULL), rstr("1") }), rstr("ERR") };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		if (tc_store_range_parse(bad[i], &got, &more) != -1)
+			fail_msg("accepted range reply %zu", i);
+		freeReplyObject(bad[i]);
+	}
+}
+
 /* A thin doorbell names only the call's last seq: its events are read from the stream. */
 static void thin_doorbells(void **state)
 {
@@ -390,11 +422,12 @@ int main(void)
 {
 	tc_cjson_init();
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(keys_and_channels), cmocka_unit_test(numbers),
-		cmocka_unit_test(command_builders),  cmocka_unit_test(replies),
-		cmocka_unit_test(doorbells),         cmocka_unit_test(batch_doorbells),
-		cmocka_unit_test(thin_doorbells),    cmocka_unit_test(index_values),
-		cmocka_unit_test(agent_tree),        cmocka_unit_test(function_libraries),
+		cmocka_unit_test(keys_and_channels),  cmocka_unit_test(numbers),
+		cmocka_unit_test(command_builders),   cmocka_unit_test(replies),
+		cmocka_unit_test(doorbells),          cmocka_unit_test(batch_doorbells),
+		cmocka_unit_test(thin_doorbells),     cmocka_unit_test(range_replies),
+		cmocka_unit_test(index_values),       cmocka_unit_test(agent_tree),
+		cmocka_unit_test(function_libraries),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
