@@ -118,6 +118,12 @@ struct tc_http_body;
 struct tc_pss {
 	struct tc_conn *conn;      /**< once the request is accepted as a connection */
 	struct tc_http_body *body; /**< a request body being read (http.c), else NULL */
+	/**
+	 * The request's body came without a length (chunked, or none at all):
+	 * lws 4.1 then waits for 100 MiB of it, so the connection cannot carry
+	 * another request: the answer says connection: close, then hangs up.
+	 */
+	bool close_after;
 };
 
 /**
