@@ -58,8 +58,8 @@ function servePage(dir) {
 
 describe('useStream (@langchain/langgraph-sdk/react) in Chromium against threadcast', () => {
   let s, dir, server, browser, page, origin;
-  const problems = []; // page errors and failed console.error lines
-  const requests = []; // the page's requests to the API: {method, url, lastEventId}
+  const problems = []; // errors the page threw
+  const requests = []; // the page's requests to the API: {method, url, lastEventId, status}
 
   before(async () => {
     dir = await buildPage();
