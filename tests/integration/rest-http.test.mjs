@@ -94,11 +94,12 @@ describe('the Agent Protocol REST API as raw HTTP', () => {
     assert.match(item.created_at, ISO);
     const del = await s.http('/store/items', { method: 'DELETE', json: { namespace: ['user_profiles'], key: 'profile_jane_doe' } });
     assert.equal(del.status, 204);
-    await errorResponse(await get('/store/items?key=profile_jane_doe&namespace=user_profiles'), 404);
+    assert.equal(await jsonResponse(await get('/store/items?key=profile_jane_doe&namespace=user_profiles')), null,
+      'a missing item is 200 null (as the reference server; issue 26)');
 
     assert.equal((await s.http('/store/items', { method: 'PUT', json: { namespace: ['team', 'alpha'], key: 'k 1', value: { n: 1 } } })).status, 204);
     assert.deepEqual((await jsonResponse(await get('/store/items?namespace=team.alpha&key=k%201'))).namespace, ['team', 'alpha']);
-    await errorResponse(await get('/store/items?namespace=team&key=k%201'), 404);
+    assert.equal(await jsonResponse(await get('/store/items?namespace=team&key=k%201')), null);
     await errorResponse(await get('/store/items?namespace=team.alpha'), 422, /key/);
     await errorResponse(await s.http('/store/items', { method: 'PUT', json: { namespace: ['a.b'], key: 'k', value: {} } }), 422, /namespace/);
     await errorResponse(await s.http('/store/items', { method: 'PUT', json: { namespace: ['a'], value: {} } }), 422, /key/);
