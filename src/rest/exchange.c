@@ -61,11 +61,13 @@ bool tc__rest_truthy(const cJSON *v)
 
 /* ==== the connection ======================================================================== */
 
-/* The headers every answer has: where the run is, where it streams. */
+/* The headers an answer may have: where the run is, where it streams; a search's page. */
+#define HDR(v) ((v)[0] ? (v) : NULL)
 #define EXTRA_HEADERS(r)                                                                                               \
 	{                                                                                                              \
-		"location:", (r)->location[0] ? (r)->location : NULL,                                                  \
-			"content-location:", (r)->content_location[0] ? (r)->content_location : NULL, NULL             \
+		"location:", HDR((r)->location), "content-location:", HDR((r)->content_location),                      \
+			"x-pagination-total:", HDR((r)->pagination_total),                                             \
+			"x-pagination-next:", HDR((r)->pagination_next), NULL                                          \
 	}
 
 static int rest_writeable(struct tc_conn *c)
@@ -266,6 +268,7 @@ static char *args_json(struct tc_rest *r)
 	cJSON *ids = cJSON_AddObjectToObject(a, "ids");
 	cJSON_AddStringToObject(ids, "run_id", r->fresh_run);
 	cJSON_AddStringToObject(ids, "thread_id", r->fresh_thread);
+	cJSON_AddStringToObject(ids, "assistant_id", r->fresh_thread); /* an exchange makes one or the other */
 	cJSON_AddNumberToObject(a, "after_seq", (double)r->after_seq);
 	if (stateless)
 		cJSON_AddTrueToObject(a, "stateless");
@@ -302,11 +305,28 @@ int tc__rest_parse_answer(struct tc_rest *r, redisReply *reply, unsigned *status
 	return 0;
 }
 
+/* A search's extra: the page headers the reference server sends. */
+static void pagination(struct tc_rest *r, const redisReply *reply)
+{
+	if (reply->elements < 3 || reply->element[2]->type != REDIS_REPLY_STRING)
+		return;
+	cJSON *x = cJSON_ParseWithLength(reply->element[2]->str, reply->element[2]->len);
+	const cJSON *total = cJSON_GetObjectItemCaseSensitive(x, "pagination_total"),
+		    *next = cJSON_GetObjectItemCaseSensitive(x, "pagination_next");
+	if (cJSON_IsNumber(total))
+		snprintf(r->pagination_total, sizeof(r->pagination_total), "%.0f", total->valuedouble);
+	if (cJSON_IsNumber(next))
+		snprintf(r->pagination_next, sizeof(r->pagination_next), "%.0f", next->valuedouble);
+	cJSON_Delete(x);
+}
+
 void tc__rest_lua_answered(struct tc_rest *r, redisReply *reply)
 {
 	unsigned status;
 	const char *body;
 	size_t len;
-	if (!tc__rest_parse_answer(r, reply, &status, &body, &len))
-		tc__rest_answer(r, status, body, len);
+	if (tc__rest_parse_answer(r, reply, &status, &body, &len))
+		return;
+	pagination(r, reply);
+	tc__rest_answer(r, status, body, len);
 }

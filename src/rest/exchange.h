@@ -70,6 +70,7 @@ struct tc_rest {
 	enum tc_rest_out out;
 	unsigned status;
 	char location[320], content_location[320];
+	char pagination_total[24], pagination_next[24]; /**< X-Pagination-Total / -Next, "" when none */
 	struct tc_buf *saved; /**< K_CANCEL / K_COPY: the body to answer once the rest is done */
 	unsigned saved_status;
 	enum tc_rest_fmt fk;                    /**< how a run's stream is written */

@@ -135,10 +135,18 @@ static void thread_checked(struct tc_rest *r, redisReply *reply)
 		return;
 	}
 	cJSON *t = cJSON_ParseWithLength(body, len);
+	const char *tstatus = tc_run_str(t, "status");
+	if (r->route == TC_ROUTE_R_STATE_UPDATE && tstatus && !strcmp(tstatus, "busy")) {
+		/* A run is pending or in flight: the reference server's refusal. */
+		tc__rest_answer_detail(r, 409, "Thread is busy");
+		cJSON_Delete(t);
+		return;
+	}
+	/* The graph the thread runs picks the workers (its assistant's, for threads of older runs). */
 	const cJSON *meta = cJSON_GetObjectItemCaseSensitive(t, "metadata");
-	const char *assistant = tc_run_str(meta, "assistant_id");
+	const char *assistant = tc_run_str(meta, "graph_id");
 	if (!assistant)
-		assistant = tc_run_str(meta, "graph_id");
+		assistant = tc_run_str(meta, "assistant_id");
 	if (r->op->kind == K_COPY) { /* the new thread (ids.thread_id), answered once its checkpoints are copied */
 		r->saved = tc_buf_copy(body, len);
 		r->saved_status = status;

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { stopAll } from './lib/harness.mjs';
 import {
   restStack, question, transcript, expectedTranscript, randomUUID, UUID, ISO,
-  errorResponse, jsonResponse, openSse, assertFraming, holder, sleep, waitUntil,
+  errorResponse, jsonResponse, openSse, assertFraming, holder, sleep, waitUntil, systemAssistantId,
 } from './lib/rest.mjs';
 
 after(stopAll);
@@ -313,12 +313,13 @@ describe('the Agent Protocol REST API as raw HTTP', () => {
 
   test('assistants: POST /assistants/search, GET /assistants/:id', async () => {
     const all = await jsonResponse(await post('/assistants/search', { limit: 10, offset: 0 }));
-    assert.deepEqual(all.map((a) => a.assistant_id).sort(), ['agent', 'reporter']);
+    assert.deepEqual(all.map((a) => a.assistant_id).sort(), [systemAssistantId('agent'), systemAssistantId('reporter')].sort());
     const agent = await jsonResponse(await get('/assistants/agent'));
     assert.equal(agent.graph_id, 'agent');
+    assert.equal(agent.assistant_id, systemAssistantId('agent'));
     assert.match(agent.created_at, ISO);
-    assert.deepEqual((await jsonResponse(await post('/assistants/search', { graph_id: 'agent' }))).map((a) => a.assistant_id), ['agent']);
-    await errorResponse(await get('/assistants/nobody'), 404, /nobody/);
+    assert.deepEqual((await jsonResponse(await post('/assistants/search', { graph_id: 'agent' }))).map((a) => a.assistant_id), [systemAssistantId('agent')]);
+    await errorResponse(await get('/assistants/nobody'), 404, /^Assistant not found$/);
   });
 
   test('bodies are bounded; non-JSON bodies get precise errors', async () => {

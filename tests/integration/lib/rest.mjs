@@ -5,7 +5,7 @@
 // by PID (done(), stopAll()).
 import assert from 'node:assert/strict';
 import path from 'node:path';
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { Client } from '@langchain/langgraph-sdk';
 import { startRedis, startThreadcast, startWorker, startHaproxy, redisClient, waitUntil, sleep } from './harness.mjs';
@@ -87,6 +87,18 @@ export const transcript = (values) => (values?.messages ?? []).filter((m) => isA
 export const expectedTranscript = (q) => [q, lines.searching, lines.answer(q), lines.summary];
 
 export const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+/**
+ * The id of graph g's system assistant, as the reference server makes it:
+ * the version 5 (SHA-1) UUID of g in the namespace 6ba7b821-9dad-11d1-80b4-00c04fd430c8.
+ */
+export function systemAssistantId(g) {
+  const h = createHash('sha1').update(Buffer.from('6ba7b8219dad11d180b400c04fd430c8', 'hex')).update(g).digest();
+  h[6] = (h[6] & 0x0f) | 0x50;
+  h[8] = (h[8] & 0x3f) | 0x80;
+  const x = h.subarray(0, 16).toString('hex');
+  return `${x.slice(0, 8)}-${x.slice(8, 12)}-${x.slice(12, 16)}-${x.slice(16, 20)}-${x.slice(20)}`;
+}
 export const ISO = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$/;
 
 /* ---- errors ---------------------------------------------------------------------------- */
