@@ -342,6 +342,29 @@ end
 
 -- ---- threads --------------------------------------------------------------------------
 
+-- A create's supersteps ([{updates: [{values?, command?, as_node?}, …]}, …]), checked: the
+-- graph (metadata.graph_id) whose state they update, or nil when there are none.
+local function supersteps_graph(c, tid)
+  local steps = c.body.supersteps
+  if absent(steps) or (type(steps) == 'table' and next(steps) == nil) then return nil end
+  if type(steps) ~= 'table' or steps[1] == nil then http(422, 'supersteps must be an array of {"updates": [...]}') end
+  for i, step in ipairs(steps) do
+    if not is_object(step) or type(step.updates) ~= 'table' or (next(step.updates) ~= nil and step.updates[1] == nil) then
+      http(422, 'supersteps[' .. (i - 1) .. '].updates must be an array')
+    end
+    for j, u in ipairs(step.updates) do
+      if not is_object(u) or (not absent(u.as_node) and type(u.as_node) ~= 'string') then
+        http(422, 'supersteps[' .. (i - 1) .. '].updates[' .. (j - 1) .. '] must be {values?, command?, as_node?}')
+      end
+    end
+  end
+  local md = c.body.metadata
+  local graph = is_object(md) and md.graph_id
+  if type(graph) ~= 'string' then http(400, 'Thread ' .. tid .. ' has no graph ID') end
+  if not is_graph(graph) and not router.live(keys.workers('*'), c.clock) then http(404, 'Graph "' .. graph .. '" not found') end
+  return graph
+end
+
 local function threads_create(c)
   if not c.nobody then body_object(c) end
   local b = c.body
@@ -351,15 +374,13 @@ local function threads_create(c)
   if absent(if_exists) then if_exists = 'raise' end
   if if_exists ~= 'raise' and if_exists ~= 'do_nothing' then http(422, 'if_exists must be "raise" or "do_nothing"') end
   local ttl = check_ttl(c)
-  if not absent(b.supersteps) and (type(b.supersteps) ~= 'table' or next(b.supersteps) ~= nil) then
-    http(422, 'supersteps is not supported: create the thread, then update its state')
-  end
+  local graph = supersteps_graph(c, tid)
   local t = thread_record(tid)
-  if t then
-    if if_exists == 'raise' then http(409, 'thread "' .. tid .. '" already exists') end
-    return { 200, thread_json(t) }
-  end
-  return { 200, thread_json(new_thread(tid, c.now, metadata, ttl)) }
+  if t and if_exists == 'raise' then http(409, 'thread "' .. tid .. '" already exists') end
+  t = t or new_thread(tid, c.now, metadata, ttl)
+  -- State updates to make: the gateway has a worker of the graph apply them (rest.state.bulk).
+  if graph then return { 200, thread_json(t), '{"supersteps":true,"graph_id":' .. jstr(graph) .. '}' } end
+  return { 200, thread_json(t) }
 end
 
 local function threads_get(c)

@@ -32,6 +32,7 @@ enum tc_rest_kind {
 	K_STATE,  /**< threads.get, then a worker; a thread without a record: from its events */
 	K_STATUS, /**< a run's record: seed 004's stream status */
 	K_AGENT,  /**< seed 002: a request becomes runs.create (threads.get first for a threadId) */
+	K_THREAD, /**< threads.create, then (supersteps) a worker of its graph applies them */
 };
 
 /** What an exchange answers with. */

@@ -74,6 +74,9 @@ static void begin(struct tc_rest *r)
 	case K_COPY:
 		tc__rest_worker_begin(r);
 		return;
+	case K_THREAD:
+		tc__rest_thread_begin(r);
+		return;
 	case K_AGENT:
 		tc__rest_agent_begin(r);
 		return;

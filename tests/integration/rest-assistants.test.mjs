@@ -4,12 +4,13 @@
 // and count, the graph, schemas and subgraphs their workers registered, and
 // runs that take an assistant's config and context. With them the thread
 // records' rules of the reference server: POST /threads/count, a failed run
-// leaves its thread "error", a state update while a run is in flight is 409.
-// Two gateways behind HAProxy, two LangGraph workers (lib/rest-graphs.mjs:
-// "agent", with its "researcher" subgraph, and "reporter").
+// leaves its thread "error", a state update while a run is in flight is 409;
+// and a thread made with supersteps. Two gateways behind HAProxy, two
+// LangGraph workers (lib/rest-graphs.mjs: "agent", with its "researcher"
+// subgraph, and "reporter").
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { stopAll, waitUntil } from './lib/harness.mjs';
+import { startRedis, startThreadcast, stopAll, waitUntil, redisClient } from './lib/harness.mjs';
 import {
   restStack, question, randomUUID, ISO, UUID, rejectsWith, errorResponse, jsonResponse, runReaches, systemAssistantId,
 } from './lib/rest.mjs';
@@ -219,5 +220,49 @@ describe('assistants through the SDK and raw HTTP', () => {
     await runReaches(client, busy.thread_id, slow.run_id, ['success']);
     const update = await client.threads.updateState(busy.thread_id, { values: { approved: 'late' } });
     assert.ok(update.checkpoint.checkpoint_id, 'once the run is over the update goes through');
+  });
+});
+
+describe('POST /threads with supersteps: the gateway has a worker of the graph make the state', () => {
+  test('rest.state.bulk goes to the graph\'s workers with the supersteps; the thread is answered once they answer', async () => {
+    const redis = await startRedis();
+    const tc = await startThreadcast({ redisUrl: redis.url });
+    const rc = redisClient(redis.port);
+    try {
+      await tc.ready();
+      // A scripted worker of graph "bulk": it registers, reads its stream and answers what it is asked.
+      const K = '{tc:commands}';
+      await rc.cmd('FCALL', 'threadcast_register', 2, `${K}:w:bulk`, `${K}:assistants`, 'bulk', 'scripted', 60000);
+      await rc.cmd('XGROUP', 'CREATE', `${K}:a:bulk`, 'workers', '0', 'MKSTREAM');
+      const asked = [];
+      const serving = (async () => {
+        for (let i = 0; i < 2; i++) {
+          const got = await rc.cmd('XREADGROUP', 'GROUP', 'workers', 'scripted', 'COUNT', 1, 'BLOCK', 10000, 'STREAMS', `${K}:a:bulk`, '>');
+          const [, [[, f]]] = got[0];
+          const e = {};
+          for (let j = 0; j < f.length; j += 2) e[f[j]] = f[j + 1];
+          asked.push({ thread: e.thread, method: e.method, params: JSON.parse(e.params) });
+          const answer = i === 0 ? { type: 'success', result: { checkpoint: { checkpoint_id: 'c1' } } }
+            : { type: 'error', error: 'unknown_command', message: 'this worker does not handle rest.state.bulk' };
+          await rc.cmd('SPUBLISH', e.reply, JSON.stringify({ corr: e.corr, ...answer }));
+        }
+      })();
+      const create = (json) => tc.http('/threads', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(json) });
+      const supersteps = [{ updates: [{ values: { n: 1 }, as_node: '__input__' }] }, { updates: [{ values: { n: 2 }, as_node: 'step' }] }];
+      const made = await jsonResponse(await create({ thread_id: 'bulk-1', metadata: { graph_id: 'bulk' }, supersteps }));
+      assert.deepEqual([made.thread_id, made.metadata], ['bulk-1', { graph_id: 'bulk' }]);
+      assert.deepEqual(asked[0], { thread: 'bulk-1', method: 'rest.state.bulk',
+        params: { thread_id: 'bulk-1', metadata: { graph_id: 'bulk' }, supersteps } });
+      // A worker that cannot: 501 with its words; the thread is there (as the reference server leaves it).
+      await errorResponse(await create({ thread_id: 'bulk-2', metadata: { graph_id: 'bulk' }, supersteps }), 501, /does not handle rest\.state\.bulk/);
+      assert.equal((await tc.http('/threads/bulk-2')).status, 200);
+      await serving;
+      await errorResponse(await create({ supersteps }), 400, /^Thread [0-9a-f-]{36} has no graph ID$/);
+      assert.deepEqual(tc.sanitizerReports(), []);
+    } finally {
+      rc.close();
+      await tc.stop();
+      await redis.cleanup();
+    }
   });
 });

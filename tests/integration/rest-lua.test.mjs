@@ -161,9 +161,13 @@ test('bad input gets 422 naming the field', async () => {
     [{ ttl: -1 }, /^ttl must be a number of minutes above 0/],
     [{ ttl: { ttl: 5, strategy: 'keep_latest' } }, /^ttl\.strategy must be "delete"$/],
     [{ ttl: { strategy: 'delete' } }, /^ttl\.ttl must be a number of minutes/],
-    [{ supersteps: [{ updates: [] }] }, /^supersteps is not supported/],
+    [{ supersteps: 'x' }, /^supersteps must be an array of \{"updates": \[\.\.\.\]\}$/],
+    [{ supersteps: [{ updates: 3 }] }, /^supersteps\[0\]\.updates must be an array$/],
+    [{ supersteps: [{ updates: [] }, { updates: [{ as_node: 1 }] }] }, /^supersteps\[1\]\.updates\[0\] must be \{values\?, command\?, as_node\?\}$/],
   ];
   for (const [body, re] of bad) await refused('threads.create', { body, ids }, 422, re);
+  await refused('threads.create', { body: { supersteps: [{ updates: [] }] }, ids }, 400, new RegExp(`^Thread ${ids.thread_id} has no graph ID$`));
+  await refused('threads.create', { body: { supersteps: [{ updates: [] }], metadata: { graph_id: 'no-graph' } }, ids }, 404, /^Graph "no-graph" not found$/);
   await refused('threads.create', { body: [1, 2], ids }, 422, /^the request body must be a JSON object$/);
   await refused('threads.create', { body: 'x', ids }, 422, /^the request body must be a JSON object$/);
   assert.equal(await rc.cmd('EXISTS', `${K}:t:${ids.thread_id}`), 0, 'nothing was created');
@@ -226,6 +230,19 @@ test('bad input gets 422 naming the field', async () => {
   await refused('assistants.search', { body: { limit: 5000 } }, 422, /^limit must be an integer from 1 to 1000$/);
   await refused('assistants.search', { body: { sort_by: 'version' } }, 422, /^sort_by must be "assistant_id", "graph_id", "name", "created_at" or "updated_at"$/);
   await refused('assistants.search', { body: { graph_id: 1 } }, 422, /^graph_id must be a string$/);
+});
+
+test('threads.create with supersteps: the thread, and extra naming the graph a worker applies them with', async () => {
+  const g = uid('ssgraph');
+  await register(g);
+  const tid = uid('ss');
+  const supersteps = [{ updates: [{ values: { n: [] }, as_node: '__input__' }] }, { updates: [{ command: { resume: 1 } }] }];
+  const r = await call('threads.create', { body: { thread_id: tid, metadata: { graph_id: g }, supersteps }, ids: { thread_id: 'x' } });
+  assert.deepEqual([r.status, r.body.thread_id, r.body.metadata, r.extra], [200, tid, { graph_id: g }, { supersteps: true, graph_id: g }]);
+  const again = await call('threads.create', { body: { thread_id: tid, metadata: { graph_id: g }, supersteps, if_exists: 'do_nothing' }, ids: { thread_id: 'x' } });
+  assert.deepEqual(again.extra, { supersteps: true, graph_id: g }, 'an existing thread (do_nothing) gets them too, as the reference server');
+  const none = await call('threads.create', { body: { supersteps: [] }, ids: { thread_id: uid('ss') } });
+  assert.deepEqual([none.status, none.extra], [200, undefined], 'no supersteps: a plain create');
 });
 
 test('assistants: each graph the workers registered has a system assistant, with what they stored', async () => {
