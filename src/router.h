@@ -58,7 +58,8 @@ enum tc_http_method {
  * M(METHOD, KIND, "op", OUT, FLAGS) — how rest/routes.c serves it (KIND:
  * one function call LUA, a run's CREATE / JOIN / CANCEL / STATUS, a worker
  * answers WORKER / COPY / STATE / THREAD (a new thread's supersteps), seed
- * 002's AGENT), the Redis function's op
+ * 002's AGENT, the test-only TRUNCATE,
+ * served only with --test-truncate), the Redis function's op
  * (or the worker's method), the response (JSON, a run's STREAM, a WAIT for
  * its end), and flags: TC_REST_W the token's "commands" right is needed,
  * TC_REST_STORE the store's function, TC_REST_SL a run on a new, temporary
@@ -113,6 +114,7 @@ enum tc_http_method {
 	  M(GET, LUA, "assistants.subgraphs", JSON, 0))                                                                \
 	X(R_ASSISTANT_VERSIONS, "/assistants/:assistant_id/versions", M(POST, LUA, "assistants.versions", JSON, 0))    \
 	X(R_ASSISTANT_LATEST, "/assistants/:assistant_id/latest", M(POST, LUA, "assistants.latest", JSON, TC_REST_W))  \
+	X(R_TRUNCATE, "/internal/truncate", M(POST, TRUNCATE, "internal.truncate", JSON, TC_REST_W))                   \
 	X(R_AGENT_STREAM, "/v1/agents/:agent_name/stream", M(POST, AGENT, "runs.create", STREAM, TC_REST_W))           \
 	X(R_AGENT_RUN_STREAM, "/v1/agents/:agent_name/threads/:thread_id/runs/:run_id/stream",                         \
 	  M(GET, JOIN, NULL, STREAM, 0))

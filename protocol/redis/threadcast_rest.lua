@@ -1307,6 +1307,43 @@ local function assistants_subgraphs(c)
   return { 200, object(out, vals) }
 end
 
+-- ---- the reference suite's wipe ----------------------------------------------------------
+
+-- POST /internal/truncate {runs?, threads?, assistants?}: what the reference
+-- server's test suite wipes between tests. A gateway serves the route only
+-- with --test-truncate. Threads go with their runs; assistants but the
+-- system ones; active runs are cancelled.
+local function internal_truncate(c)
+  if not c.nobody then body_object(c) end
+  local b = c.body
+  for _, f in ipairs({ 'runs', 'threads', 'assistants', 'store', 'checkpointer', 'checkpoint' }) do
+    if not absent(b[f]) and type(b[f]) ~= 'boolean' then http(422, f .. ' must be true or false') end
+  end
+  if b.runs or b.threads then
+    for _, tid in ipairs(redis.call('ZRANGE', keys.REST_THREADS, 0, -1)) do
+      local r = active_run(tid)
+      if r then send_cancel(r, 'interrupt') end
+      if b.threads then
+        delete_thread(tid)
+      else
+        for _, rid in ipairs(redis.call('ZRANGE', keys.rest_runs(tid), 0, -1)) do redis.call('DEL', keys.rest_run(rid)) end
+        redis.call('DEL', keys.rest_runs(tid), keys.rest_queue(tid), keys.rest_active(tid))
+      end
+    end
+  end
+  if b.assistants then
+    for _, id in ipairs(redis.call('ZRANGE', keys.REST_ASSISTANTS, 0, -1)) do
+      local a = assistant_record(id)
+      local md = a and cjson.decode(a.metadata or '{}')
+      if not (a and type(md) == 'table' and md.created_by == 'system' and id == uuid5(GRAPH_NAMESPACE, a.graph_id)) then
+        redis.call('DEL', keys.rest_assistant(id), keys.rest_assistant_versions(id))
+        redis.call('ZREM', keys.REST_ASSISTANTS, id)
+      end
+    end
+  end
+  return { 200, '{"ok":true}' }
+end
+
 local REST_OPS = {
   ['threads.create'] = threads_create, ['threads.get'] = threads_get, ['threads.patch'] = threads_patch,
   ['threads.delete'] = threads_delete, ['threads.search'] = threads_search, ['threads.copy'] = threads_copy,
@@ -1320,6 +1357,7 @@ local REST_OPS = {
   ['assistants.versions'] = assistants_versions, ['assistants.latest'] = assistants_latest,
   ['assistants.graph'] = assistants_graph, ['assistants.schemas'] = assistants_schemas,
   ['assistants.subgraphs'] = assistants_subgraphs,
+  ['internal.truncate'] = internal_truncate,
 }
 
 local function rest(KEYS, args)

@@ -23,16 +23,17 @@
 
 /** How a route and method is served (router.h's M(…, KIND, …)). */
 enum tc_rest_kind {
-	K_LUA,    /**< one FCALL; its answer is the response */
-	K_CREATE, /**< runs.create, then the response, a stream or a wait (out) */
-	K_JOIN,   /**< an existing run: a stream or a wait (out) */
-	K_CANCEL, /**< runs.cancel, then (wait=1) the run's end */
-	K_WORKER, /**< threads.get, then a worker answers (op: its method) */
-	K_COPY,   /**< threads.copy, then a worker copies the checkpoints */
-	K_STATE,  /**< threads.get, then a worker; a thread without a record: from its events */
-	K_STATUS, /**< a run's record: seed 004's stream status */
-	K_AGENT,  /**< seed 002: a request becomes runs.create (threads.get first for a threadId) */
-	K_THREAD, /**< threads.create, then (supersteps) a worker of its graph applies them */
+	K_LUA,      /**< one FCALL; its answer is the response */
+	K_CREATE,   /**< runs.create, then the response, a stream or a wait (out) */
+	K_JOIN,     /**< an existing run: a stream or a wait (out) */
+	K_CANCEL,   /**< runs.cancel, then (wait=1) the run's end */
+	K_WORKER,   /**< threads.get, then a worker answers (op: its method) */
+	K_COPY,     /**< threads.copy, then a worker copies the checkpoints */
+	K_STATE,    /**< threads.get, then a worker; a thread without a record: from its events */
+	K_STATUS,   /**< a run's record: seed 004's stream status */
+	K_AGENT,    /**< seed 002: a request becomes runs.create (threads.get first for a threadId) */
+	K_THREAD,   /**< threads.create, then (supersteps) a worker of its graph applies them */
+	K_TRUNCATE, /**< the test-only wipe (--test-truncate): the records', then the store's */
 };
 
 /** What an exchange answers with. */

@@ -5,9 +5,10 @@
 // runs that take an assistant's config and context. With them the thread
 // records' rules of the reference server: POST /threads/count, a failed run
 // leaves its thread "error", a state update while a run is in flight is 409;
-// and a thread made with supersteps. Two gateways behind HAProxy, two
-// LangGraph workers (lib/rest-graphs.mjs: "agent", with its "researcher"
-// subgraph, and "reporter").
+// a thread made with supersteps; and the test-only wipe, POST
+// /internal/truncate, there only with --test-truncate. Two gateways behind
+// HAProxy, two LangGraph workers (lib/rest-graphs.mjs: "agent", with its
+// "researcher" subgraph, and "reporter").
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startRedis, startThreadcast, stopAll, waitUntil, redisClient } from './lib/harness.mjs';
@@ -197,6 +198,8 @@ describe('assistants through the SDK and raw HTTP', () => {
     assert.equal((await s.http(`/assistants/${made.assistant_id}`, { method: 'PUT', json: {} })).status, 405);
     assert.deepEqual(await jsonResponse(await s.http(`/assistants/${made.assistant_id}?delete_threads=false`, { method: 'DELETE' })), [made.assistant_id]);
     await errorResponse(await s.http(`/assistants/${made.assistant_id}`), 404, /^Assistant not found$/);
+    const wipe = await post('/internal/truncate', { threads: true });
+    assert.deepEqual([wipe.status, (await wipe.json()).error], [404, 'not_found'], 'no wipe without --test-truncate');
   });
 
   test('threads: count, a failed run leaves its thread "error", a state update while a run is in flight is 409', async () => {
@@ -262,6 +265,34 @@ describe('POST /threads with supersteps: the gateway has a worker of the graph m
     } finally {
       rc.close();
       await tc.stop();
+      await redis.cleanup();
+    }
+  });
+});
+
+describe('POST /internal/truncate', () => {
+  test('only with --test-truncate: wipes threads, runs, assistants (but the system ones) and the store', async () => {
+    const redis = await startRedis();
+    const off = await startThreadcast({ redisUrl: redis.url });
+    const on = await startThreadcast({ redisUrl: redis.url, env: { THREADCAST_TEST_TRUNCATE: '1' } });
+    try {
+      await Promise.all([off.ready(), on.ready()]);
+      const call = (g, p, json) => g.http(p, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(json) });
+      const off404 = await call(off, '/internal/truncate', { threads: true });
+      assert.equal(off404.status, 404, 'no such route without the setting');
+      assert.equal((await off404.json()).error, 'not_found');
+      const thread = await (await call(on, '/threads', { metadata: { doomed: true } })).json();
+      assert.equal((await on.http('/store/items', { method: 'PUT', headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ namespace: ['t'], key: 'k', value: { v: 1 } }) })).status, 204);
+      const r = await call(on, '/internal/truncate', { runs: true, threads: true, assistants: true, store: true, checkpoint: true });
+      assert.deepEqual([r.status, await r.json()], [200, { ok: true }]);
+      assert.equal((await on.http(`/threads/${thread.thread_id}`)).status, 404);
+      assert.equal(await (await on.http('/store/items?namespace=t&key=k')).json(), null);
+      assert.equal(await (await call(on, '/threads/count', {})).json(), 0);
+      assert.deepEqual(on.sanitizerReports(), []);
+    } finally {
+      await off.stop();
+      await on.stop();
       await redis.cleanup();
     }
   });

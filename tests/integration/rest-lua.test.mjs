@@ -904,3 +904,22 @@ test('threads.count: the search\'s filters, every thread', async () => {
   assert.ok(await count(null) >= 5);
   await refused('threads.count', { body: { status: 'sleeping' } }, 422, /^status must be/);
 });
+
+test('internal.truncate: threads with their runs, runs alone, assistants but the system ones', async () => {
+  const g = uid('tgraph');
+  await register(g);
+  const t = (await createThread()).thread_id;
+  const r = (await createRun(t, { assistant_id: g })).body.run_id;
+  const a = (await call('assistants.create', { body: { graph_id: g }, ids: { assistant_id: uid('as') } })).body.assistant_id;
+  assert.deepEqual((await call('internal.truncate', { body: { runs: true } })).body, { ok: true });
+  assert.equal(await rc.cmd('EXISTS', `${K}:r:${r}`), 0);
+  assert.equal((await call('threads.get', { path: { thread_id: t } })).status, 200, 'runs only: the thread stays');
+  const [cancel] = await forRun(`${K}:a:${g}`, r, 'rest.cancel');
+  assert.equal(cancel.params.action, 'interrupt', 'its active run is told to stop');
+  await call('internal.truncate', { body: { threads: true, assistants: true } });
+  assert.equal(await rc.cmd('ZCARD', `${K}:threads`), 0);
+  await refused('threads.get', { path: { thread_id: t } }, 404, /not found/);
+  await refused('assistants.get', { path: { assistant_id: a } }, 404, /^Assistant not found$/);
+  assert.equal((await call('assistants.get', { path: { assistant_id: g } })).status, 200, 'the system assistants stay');
+  await refused('internal.truncate', { body: { threads: 'yes' } }, 422, /^threads must be true or false$/);
+});

@@ -376,6 +376,17 @@ test('search examines at most 10,000 items of its prefix', async () => {
   assert.deepEqual((await namespaces({ prefix: ['big'] }))[1].namespaces, [['big']]);
 });
 
+test('store.truncate (the test-only wipe) takes every item and index, however many', async () => {
+  await put(['wipe', 'x'], 'k', { v: 1 }, { ttl: 5 });
+  assert.ok(await rc.cmd('ZCARD', '{tc:store}:items') > 10000, 'the items of the test before are still there');
+  assert.deepEqual((await call('store.truncate', { query: {}, body: null })).slice(1), [{ ok: true }, '{"ok":true}']);
+  assert.deepEqual(await rc.cmd('KEYS', '{tc:store}:*'), []);
+  assert.deepEqual((await search({ namespace_prefix: [] }))[1], { items: [] });
+  assert.deepEqual((await namespaces({}))[1], { namespaces: [] });
+  assert.equal((await put(['wipe'], 'again', { v: 2 }))[0], 204, 'the store works on');
+  assert.deepEqual((await namespaces({}))[1], { namespaces: [['wipe']] });
+});
+
 test('the SDK Client.store through a gateway: put, get, search, listNamespaces, delete, and its errors', async () => {
   const { Client } = await import('@langchain/langgraph-sdk');
   const tc = await startThreadcast({ redisUrl: redis.url });

@@ -215,6 +215,8 @@ static void assistant_routes(void **state)
 	assert_int_equal(route(TC_HTTP_GET, "/assistants/a|b/subgraphs", &m), TC_MATCH_BAD_PARAM);
 	assert_int_equal(route(TC_HTTP_POST, "/threads/count", &m), TC_MATCH_FOUND);
 	assert_int_equal(m.id, TC_ROUTE_R_THREADS_COUNT);
+	assert_int_equal(route(TC_HTTP_POST, "/internal/truncate", &m), TC_MATCH_FOUND);
+	assert_int_equal(m.id, TC_ROUTE_R_TRUNCATE);
 }
 
 static void unknown_paths(void **state)
