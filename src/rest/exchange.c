@@ -89,7 +89,8 @@ static int rest_writeable(struct tc_conn *c)
 		return c->close_code ? -1 : 0;
 	int rc_ = -1;
 	bool empty = r->status == 204, head = tc__http_is_head(c->wsi);
-	if (!tc__http_head_x(c->wsi, r->status, "application/json", empty ? 0 : b->len, extra) &&
+	if (!tc__http_head_x(c->wsi, r->status, r->text ? TC_HTTP_TEXT : "application/json", empty ? 0 : b->len,
+			     extra) &&
 	    (empty || head || lws_write(c->wsi, tc_buf_data(b), b->len, LWS_WRITE_HTTP_FINAL) == (int)b->len))
 		rc_ = 0;
 	tc_buf_unref(b);
@@ -160,26 +161,38 @@ int tc__rest_connect(struct tc_rest *r, struct lws *wsi, struct tc_pss *pss)
 
 /* ==== answering ================================================================================== */
 
-void tc__rest_answer(struct tc_rest *r, unsigned status, const char *body, size_t len)
+/* Queues body as the answer, JSON or (an error's message) text. */
+static void answer(struct tc_rest *r, unsigned status, bool text, const char *body, size_t len)
 {
 	struct tc_conn *c = r->conn;
 	if (!c)
 		return;
 	r->status = status;
+	r->text = text;
 	r->out = OUT_JSON;
 	/* One whole answer, however large (a search's page): not subject to the stream queue's bound. */
 	tc_bufq_push(&c->out, tc_buf_copy(body, len));
 	tc__conn_request_write(c);
 }
 
+void tc__rest_answer(struct tc_rest *r, unsigned status, const char *body, size_t len)
+{
+	if (status >= 400) { /* {"detail": "<message>"} and nothing else: the message */
+		cJSON *o = cJSON_ParseWithLength(body, len);
+		const cJSON *d = cJSON_IsObject(o) && o->child && !o->child->next ? o->child : NULL;
+		bool detail = d && !strcmp(d->string, "detail") && cJSON_IsString(d);
+		if (detail)
+			tc__rest_answer_detail(r, status, d->valuestring);
+		cJSON_Delete(o);
+		if (detail)
+			return;
+	}
+	answer(r, status, false, body, len);
+}
+
 void tc__rest_answer_detail(struct tc_rest *r, unsigned status, const char *detail)
 {
-	cJSON *o = cJSON_CreateObject();
-	cJSON_AddStringToObject(o, "detail", detail);
-	char *s = cJSON_PrintUnformatted(o);
-	tc__rest_answer(r, status, s, strlen(s));
-	free(s);
-	cJSON_Delete(o);
+	answer(r, status, true, detail, strlen(detail));
 }
 
 void tc__rest_answer_json(struct tc_rest *r, unsigned status, const cJSON *body)

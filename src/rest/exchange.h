@@ -71,6 +71,7 @@ struct tc_rest {
 	/* the response */
 	enum tc_rest_out out;
 	unsigned status;
+	bool text; /**< the answer is an error's message (TC_HTTP_TEXT), not JSON */
 	char location[320], content_location[320];
 	char pagination_total[24], pagination_next[24]; /**< X-Pagination-Total / -Next, "" when none */
 	struct tc_buf *saved; /**< K_CANCEL / K_COPY: the body to answer once the rest is done */
@@ -105,9 +106,13 @@ void tc__rest_unref(struct tc_rest *r);
  */
 int tc__rest_connect(struct tc_rest *r, struct lws *wsi, struct tc_pss *pss);
 
-/** Queues the whole answer (JSON body of len bytes) with status. */
+/**
+ * Queues the whole answer (JSON body of len bytes) with status. An error's
+ * {"detail": "<message>"} (the REST functions' shape) goes out as
+ * tc__rest_answer_detail's.
+ */
 void tc__rest_answer(struct tc_rest *r, unsigned status, const char *body, size_t len);
-/** Answers {"detail": detail}. */
+/** Answers an error: its message as text, as the LangGraph reference server (its clients match the words). */
 void tc__rest_answer_detail(struct tc_rest *r, unsigned status, const char *detail);
 /** Answers body as JSON. */
 void tc__rest_answer_json(struct tc_rest *r, unsigned status, const cJSON *body);

@@ -2,7 +2,8 @@
 // rest-sdk.test.mjs with fetch, asserting what a client in any language has
 // to rely on — status codes, headers (Content-Type, Location,
 // Content-Location), the SSE framing of run streams (event:, data:, id:
-// lines), Last-Event-ID, bodies and the error shape {"detail": "..."}.
+// lines), Last-Event-ID, bodies and the errors: their message as text, as the
+// LangGraph reference server writes them.
 // Two gateways behind HAProxy, two LangGraph workers (lib/rest-graphs.mjs).
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
