@@ -85,7 +85,9 @@
 	X(deflate, "deflate", "DEFLATE", INT, "1", 0, 9,                                                                                                                                                            \
 	  "permessage-deflate for WebSockets whose client offers it: the zlib level (1 fastest … 9 smallest); 0: never negotiated")                                                                                 \
 	X(static_dir, "static-dir", "STATIC_DIR", STR, "", 0, 0,                                                                                                                                                    \
-	  "serve the files of this directory over HTTP (the demo page: protocol/js); empty: off")
+	  "serve the files of this directory over HTTP (the demo page: protocol/js); empty: off")                                                                                                                   \
+	X(test_truncate, "test-truncate", "TEST_TRUNCATE", INT, "0", 0, 1,                                                                                                                                          \
+	  "1: serve POST /internal/truncate, which deletes every REST thread, run, assistant and store item (the LangGraph reference server's test suite wipes with it); never in production")
 
 /** The parsed Redis location. */
 struct tc_redis_addr {

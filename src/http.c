@@ -490,6 +490,9 @@ int tc__http_request(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss,
 	if (rq.method == TC_HTTP_HEAD)
 		rq.method = TC_HTTP_GET;
 	enum tc_match found = tc_route_match(tc_routes, TC_ROUTE_COUNT, rq.method, path, &m);
+	/* The test-only wipe is no route at all unless asked for. */
+	if (found != TC_MATCH_NONE && m.id == TC_ROUTE_R_TRUNCATE && !srv->cfg->test_truncate)
+		found = TC_MATCH_NONE;
 
 	switch (found) {
 	case TC_MATCH_NONE:

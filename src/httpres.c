@@ -229,13 +229,7 @@ int tc__http_error(struct lws *wsi, unsigned status, const char *code, const cha
 
 int tc__http_detail(struct lws *wsi, unsigned status, const char *message)
 {
-	cJSON *o = cJSON_CreateObject();
-	cJSON_AddStringToObject(o, "detail", message);
-	char *body = cJSON_PrintUnformatted(o);
-	int rc = http_json(wsi, status, body);
-	free(body);
-	cJSON_Delete(o);
-	return rc;
+	return tc__http_send(wsi, status, TC_HTTP_TEXT, message);
 }
 
 int tc__http_done(struct lws *wsi)

@@ -58,7 +58,10 @@ int tc__http_send(struct lws *wsi, unsigned status, const char *type, const char
  */
 int tc__http_error(struct lws *wsi, unsigned status, const char *code, const char *message);
 
-/** Answers {"detail": message} (the REST API's errors) with status and completes the exchange. */
+/** The REST API's errors' type: their message as text, as the LangGraph reference server writes them. */
+#define TC_HTTP_TEXT "text/plain; charset=utf-8"
+
+/** Answers message as a REST API error (TC_HTTP_TEXT) with status and completes the exchange. */
 int tc__http_detail(struct lws *wsi, unsigned status, const char *message);
 
 /**

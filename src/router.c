@@ -18,6 +18,17 @@ const struct tc_route tc_routes[TC_ROUTE_COUNT] = { TC_CORE_ROUTE_MAP(TC__ROUTE_
  * threadcast takes in a path all use the thread id alphabet until a route
  * needs another.
  */
+/* A subgraph's namespace: its nodes' names joined by "|" ("parent|child"), any printable bytes. */
+static bool namespace_valid(const char *s, size_t len)
+{
+	if (len < 1 || len > TC_ROUTE_VALUE_MAX)
+		return false;
+	for (size_t i = 0; i < len; i++)
+		if ((unsigned char)s[i] < ' ' || s[i] == 0x7f)
+			return false;
+	return true;
+}
+
 static const struct param_rule {
 	const char *name;
 	bool (*valid)(const char *s, size_t len);
@@ -25,6 +36,8 @@ static const struct param_rule {
 } param_rules[] = {
 	{ "thread_id", tc_thread_id_valid, "invalid_thread_id",
 	  "a thread id is 1 to 128 characters of A-Z a-z 0-9 . _ : -" },
+	{ "namespace", namespace_valid, "invalid_argument",
+	  "a subgraph namespace is 1 to 128 printable characters (node names joined by |)" },
 	{ NULL, tc_thread_id_valid, "invalid_argument",
 	  "a path parameter is 1 to 128 characters of A-Z a-z 0-9 . _ : -" },
 };

@@ -57,7 +57,9 @@ enum tc_http_method {
  * one line a route, with what each method it serves does:
  * M(METHOD, KIND, "op", OUT, FLAGS) — how rest/routes.c serves it (KIND:
  * one function call LUA, a run's CREATE / JOIN / CANCEL / STATUS, a worker
- * answers WORKER / COPY / STATE, seed 002's AGENT), the Redis function's op
+ * answers WORKER / COPY / STATE / THREAD (a new thread's supersteps), seed
+ * 002's AGENT, the test-only TRUNCATE,
+ * served only with --test-truncate), the Redis function's op
  * (or the worker's method), the response (JSON, a run's STREAM, a WAIT for
  * its end), and flags: TC_REST_W the token's "commands" right is needed,
  * TC_REST_STORE the store's function, TC_REST_SL a run on a new, temporary
@@ -66,8 +68,9 @@ enum tc_http_method {
  */
 #define TC_REST_ROUTE_MAP(X, M)                                                                                        \
 	X(STATE, "/threads/:thread_id/state", M(GET, STATE, "rest.state.get", JSON, 0))                                \
-	X(R_THREADS, "/threads", M(POST, LUA, "threads.create", JSON, TC_REST_W))                                      \
+	X(R_THREADS, "/threads", M(POST, THREAD, "threads.create", JSON, TC_REST_W))                                   \
 	X(R_THREADS_SEARCH, "/threads/search", M(POST, LUA, "threads.search", JSON, 0))                                \
+	X(R_THREADS_COUNT, "/threads/count", M(POST, LUA, "threads.count", JSON, 0))                                   \
 	X(R_THREAD, "/threads/:thread_id",                                                                             \
 	  M(GET, LUA, "threads.get", JSON, 0) M(PATCH, LUA, "threads.patch", JSON, TC_REST_W)                          \
 		  M(DELETE, LUA, "threads.delete", JSON, TC_REST_W))                                                   \
@@ -98,10 +101,20 @@ enum tc_http_method {
 		  M(DELETE, LUA, "store.delete", JSON, TC_REST_STORE | TC_REST_W))                                     \
 	X(R_STORE_SEARCH, "/store/items/search", M(POST, LUA, "store.search", JSON, TC_REST_STORE))                    \
 	X(R_STORE_NS, "/store/namespaces", M(POST, LUA, "store.namespaces", JSON, TC_REST_STORE))                      \
+	X(R_ASSISTANTS, "/assistants", M(POST, LUA, "assistants.create", JSON, TC_REST_W))                             \
 	X(R_ASSISTANTS_SEARCH, "/assistants/search", M(POST, LUA, "assistants.search", JSON, 0))                       \
-	X(R_ASSISTANT, "/assistants/:assistant_id", M(GET, LUA, "assistants.get", JSON, 0))                            \
+	X(R_ASSISTANTS_COUNT, "/assistants/count", M(POST, LUA, "assistants.count", JSON, 0))                          \
+	X(R_ASSISTANT, "/assistants/:assistant_id",                                                                    \
+	  M(GET, LUA, "assistants.get", JSON, 0) M(PATCH, LUA, "assistants.patch", JSON, TC_REST_W)                    \
+		  M(DELETE, LUA, "assistants.delete", JSON, TC_REST_W))                                                \
 	X(R_ASSISTANT_GRAPH, "/assistants/:assistant_id/graph", M(GET, LUA, "assistants.graph", JSON, 0))              \
 	X(R_ASSISTANT_SCHEMAS, "/assistants/:assistant_id/schemas", M(GET, LUA, "assistants.schemas", JSON, 0))        \
+	X(R_ASSISTANT_SUBGRAPHS, "/assistants/:assistant_id/subgraphs", M(GET, LUA, "assistants.subgraphs", JSON, 0))  \
+	X(R_ASSISTANT_SUBGRAPH, "/assistants/:assistant_id/subgraphs/:namespace",                                      \
+	  M(GET, LUA, "assistants.subgraphs", JSON, 0))                                                                \
+	X(R_ASSISTANT_VERSIONS, "/assistants/:assistant_id/versions", M(POST, LUA, "assistants.versions", JSON, 0))    \
+	X(R_ASSISTANT_LATEST, "/assistants/:assistant_id/latest", M(POST, LUA, "assistants.latest", JSON, TC_REST_W))  \
+	X(R_TRUNCATE, "/internal/truncate", M(POST, TRUNCATE, "internal.truncate", JSON, TC_REST_W))                   \
 	X(R_AGENT_STREAM, "/v1/agents/:agent_name/stream", M(POST, AGENT, "runs.create", STREAM, TC_REST_W))           \
 	X(R_AGENT_RUN_STREAM, "/v1/agents/:agent_name/threads/:thread_id/runs/:run_id/stream",                         \
 	  M(GET, JOIN, NULL, STREAM, 0))

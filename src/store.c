@@ -216,7 +216,7 @@ void tc_store_read_rest_run(struct tc_store_cmd *c, const char *run_id)
 {
 	snprintf(c->key, sizeof(c->key), TC_STORE_BRIDGE ":r:%s", run_id);
 	set_argv(c, (const char *[]){ "HMGET", c->key, "thread_id", "after_seq", "kwargs", "status", "assistant_id",
-				      NULL });
+				      "graph_id", NULL });
 }
 
 void tc_store_rest_call(struct tc_store_cmd *c, bool store, const char *op, const char *args)
@@ -293,11 +293,11 @@ int tc_store_rest_run_parse(const redisReply *r, struct tc_store_rest_run *out)
 {
 	memset(out, 0, sizeof(*out));
 	out->status = "";
-	if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 5)
+	if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 6)
 		return -1;
 	/* In tc_store_read_rest_run's order. */
 	const redisReply *thread = field(r, 0), *after = field(r, 1), *kwargs = field(r, 2), *status = field(r, 3),
-			 *assistant = field(r, 4);
+			 *assistant = field(r, 4), *graph = field(r, 5);
 	if (thread) {
 		out->thread_id = thread->str;
 		out->thread_id_len = thread->len;
@@ -317,6 +317,10 @@ int tc_store_rest_run_parse(const redisReply *r, struct tc_store_rest_run *out)
 	if (assistant) {
 		out->assistant_id = assistant->str;
 		out->assistant_id_len = assistant->len;
+	}
+	if (graph) {
+		out->graph_id = graph->str;
+		out->graph_id_len = graph->len;
 	}
 	return 0;
 }

@@ -124,6 +124,11 @@ function keys.rest_runs(tid) return keys.rest_thread(tid) .. ':runs' end
 function keys.rest_queue(tid) return keys.rest_thread(tid) .. ':queue' end
 function keys.rest_active(tid) return keys.rest_thread(tid) .. ':active' end
 function keys.rest_run(rid) return keys.BRIDGE .. ':r:' .. rid end
+-- The assistants: each one's record and its versions, and the index of
+-- assistants by creation ("-" cannot follow the record prefix's ":").
+function keys.rest_assistant(id) return keys.BRIDGE .. ':as:' .. id end
+function keys.rest_assistant_versions(id) return keys.BRIDGE .. ':av:' .. id end
+keys.REST_ASSISTANTS = keys.BRIDGE .. ':as-index'
 
 -- The store, all under the hash tag {tc:store}: one slot. An item's member
 -- is <encoded namespace> "\n" <key>.
@@ -628,7 +633,9 @@ end
 --   FCALL threadcast_submit 4 tc:commands {tc:commands}:w:* {tc:commands}:w:<a> {tc:commands}:a:<a>
 --         <a> <thread> <method> <params> <corr> <reply> <deadline>   -> the stream it went to
 --     <a> may be "" (a thread that has not run): the wildcard workers, else
---     the one assistant that has live workers, if there is just one.
+--     the one assistant that has live workers, if there is just one. An <a>
+--     no worker serves that is an assistant of the REST API's records goes
+--     to its graph's workers.
 
 local function register(KEYS, args)
   local assistant, worker, live = args[1], args[2], tonumber(args[3])
@@ -652,6 +659,11 @@ local function submit(KEYS, args)
   if not args[7] then fail('usage: FCALL threadcast_submit 4 <keys> <assistant> <thread> <method> <params> <corr> <reply> <deadline>') end
   local now = now_ms()
   local stream = router.stream(assistant, now)
+  if assistant ~= '' and #assistant <= 128 and stream ~= keys.stream(assistant) then
+    -- An assistant the REST API made (POST /assistants): its graph's workers.
+    local graph = redis.call('HGET', keys.rest_assistant(assistant), 'graph_id')
+    if graph then stream = router.stream(graph, now) or stream end
+  end
   if not stream then
     local live = router.live_assistants(now)
     if assistant == '' and #live == 1 then

@@ -154,6 +154,16 @@ local function fresh_id(c, name)
   return v
 end
 
+-- The id a create names in body member field (1 to 128 of A-Z a-z 0-9 . _ : -), else the fresh one.
+local function body_id(c, field)
+  local id = c.body[field]
+  if absent(id) then return fresh_id(c, field) end
+  if type(id) ~= 'string' or #id > 128 or not string.match(id, ID_PATTERN) then
+    http(422, field .. ' must be 1 to 128 characters of A-Z a-z 0-9 . _ : -')
+  end
+  return id
+end
+
 local function check_metadata(c, field)
   local v = c.body[field]
   if absent(v) then return nil end
@@ -187,9 +197,14 @@ end
 local function thread_record(tid) return record(tid, keys.rest_thread) end
 local function run_record(rid) return record(rid, keys.rest_run) end
 
+-- Whether a worker has registered graph g (the wildcard is none).
+local function is_graph(g)
+  return type(g) == 'string' and g ~= '*' and #g <= 128 and redis.call('SISMEMBER', keys.ASSISTANTS, g) == 1
+end
+
 local function thread_or_404(tid)
   local t = thread_record(tid)
-  if not t then http(404, 'thread "' .. tid .. '" not found') end
+  if not t then http(404, 'Thread with ID ' .. tid .. ' not found') end -- the reference server's words
   return t
 end
 
@@ -244,12 +259,13 @@ end
 local function dispatch(r, now)
   -- A queued run whose workers have gone waits on its assistant's stream
   -- (the consumer group keeps it for the next worker that serves it).
-  local stream = router.stream(r.assistant_id, now) or keys.stream(r.assistant_id)
+  local graph = r.graph_id or r.assistant_id
+  local stream = router.stream(graph, now) or keys.stream(graph)
   local kw = r.kwargs or '{}'
   local inner = string.sub(kw, 2, -2)
   local params = table.concat({
     '{"run_id":', jstr(r.run_id), ',"thread_id":', jstr(r.thread_id),
-    ',"assistant_id":', jstr(r.assistant_id), ',"metadata":', r.metadata or '{}',
+    ',"assistant_id":', jstr(r.assistant_id), ',"graph_id":', jstr(graph), ',"metadata":', r.metadata or '{}',
     ',"on_completion":', jstr(r.on_completion or 'keep'),
     ',"temporary":', r.temporary == '1' and 'true' or 'false',
     ',"after_seconds":', r.after_seconds or '0',
@@ -263,7 +279,8 @@ end
 
 -- Asks the worker running r to stop it (a rest.cancel entry).
 local function send_cancel(r, action)
-  local stream = r.stream or router.stream(r.assistant_id, now_ms()) or keys.stream(r.assistant_id)
+  local graph = r.graph_id or r.assistant_id
+  local stream = r.stream or router.stream(graph, now_ms()) or keys.stream(graph)
   router.send(stream, r.thread_id, 'rest.cancel',
               '{"run_id":' .. jstr(r.run_id) .. ',"thread_id":' .. jstr(r.thread_id) .. ',"action":' .. jstr(action) .. '}',
               r.run_id, '', '0')
@@ -325,29 +342,45 @@ end
 
 -- ---- threads --------------------------------------------------------------------------
 
+-- A create's supersteps ([{updates: [{values?, command?, as_node?}, …]}, …]), checked: the
+-- graph (metadata.graph_id) whose state they update, or nil when there are none.
+local function supersteps_graph(c, tid)
+  local steps = c.body.supersteps
+  if absent(steps) or (type(steps) == 'table' and next(steps) == nil) then return nil end
+  if type(steps) ~= 'table' or steps[1] == nil then http(422, 'supersteps must be an array of {"updates": [...]}') end
+  for i, step in ipairs(steps) do
+    if not is_object(step) or type(step.updates) ~= 'table' or (next(step.updates) ~= nil and step.updates[1] == nil) then
+      http(422, 'supersteps[' .. (i - 1) .. '].updates must be an array')
+    end
+    for j, u in ipairs(step.updates) do
+      if not is_object(u) or (not absent(u.as_node) and type(u.as_node) ~= 'string') then
+        http(422, 'supersteps[' .. (i - 1) .. '].updates[' .. (j - 1) .. '] must be {values?, command?, as_node?}')
+      end
+    end
+  end
+  local md = c.body.metadata
+  local graph = is_object(md) and md.graph_id
+  if type(graph) ~= 'string' then http(400, 'Thread ' .. tid .. ' has no graph ID') end
+  if not is_graph(graph) and not router.live(keys.workers('*'), c.clock) then http(404, 'Graph "' .. graph .. '" not found') end
+  return graph
+end
+
 local function threads_create(c)
   if not c.nobody then body_object(c) end
   local b = c.body
-  local tid = b.thread_id
-  if absent(tid) then
-    tid = fresh_id(c, 'thread_id')
-  elseif type(tid) ~= 'string' or #tid > 128 or not string.match(tid, ID_PATTERN) then
-    http(422, 'thread_id must be 1 to 128 characters of A-Z a-z 0-9 . _ : -')
-  end
+  local tid = body_id(c, 'thread_id')
   local metadata = check_metadata(c, 'metadata')
   local if_exists = b.if_exists
   if absent(if_exists) then if_exists = 'raise' end
   if if_exists ~= 'raise' and if_exists ~= 'do_nothing' then http(422, 'if_exists must be "raise" or "do_nothing"') end
   local ttl = check_ttl(c)
-  if not absent(b.supersteps) and (type(b.supersteps) ~= 'table' or next(b.supersteps) ~= nil) then
-    http(422, 'supersteps is not supported: create the thread, then update its state')
-  end
+  local graph = supersteps_graph(c, tid)
   local t = thread_record(tid)
-  if t then
-    if if_exists == 'raise' then http(409, 'thread "' .. tid .. '" already exists') end
-    return { 200, thread_json(t) }
-  end
-  return { 200, thread_json(new_thread(tid, c.now, metadata, ttl)) }
+  if t and if_exists == 'raise' then http(409, 'thread "' .. tid .. '" already exists') end
+  t = t or new_thread(tid, c.now, metadata, ttl)
+  -- State updates to make: the gateway has a worker of the graph apply them (rest.state.bulk).
+  if graph then return { 200, thread_json(t), '{"supersteps":true,"graph_id":' .. jstr(graph) .. '}' } end
+  return { 200, thread_json(t) }
 end
 
 local function threads_get(c)
@@ -416,9 +449,10 @@ local function sorting(b, allowed, names)
   return sort_by, order
 end
 
-local function threads_search(c)
-  if not c.nobody then body_object(c) end
-  local b = c.body
+-- A search's or count's filters (metadata, values, status) as a test of a
+-- thread record. As the reference server: containment for metadata and
+-- values, and a thread without values passes any values filter.
+local function thread_filter(b)
   local mfilter, vfilter = b.metadata, b.values
   if not absent(mfilter) and not is_object(mfilter) then http(422, 'metadata must be an object') end
   if not absent(vfilter) and not is_object(vfilter) then http(422, 'values must be an object') end
@@ -426,6 +460,17 @@ local function threads_search(c)
   if absent(status) then status = nil elseif not THREAD_STATUSES[status] then
     http(422, 'status must be "idle", "busy", "interrupted" or "error"')
   end
+  return function(t)
+    return (not status or t.status == status)
+      and (absent(mfilter) or contains(cjson.decode(t.metadata or '{}'), mfilter))
+      and (absent(vfilter) or not t.values or contains(cjson.decode(t.values), vfilter))
+  end
+end
+
+local function threads_search(c)
+  if not c.nobody then body_object(c) end
+  local b = c.body
+  local matches = thread_filter(b)
   local limit, offset = paging(b)
   local sort_by, order = sorting(b, THREAD_SORTS, '"thread_id", "status", "created_at" or "updated_at"')
   if not absent(b.extract) then http(422, 'extract is not supported') end
@@ -433,6 +478,7 @@ local function threads_search(c)
   if not absent(ids) then
     if not is_strings(ids) then http(422, 'ids must be an array of strings') end
     if #ids > MAX_IDS then http(422, 'ids has ' .. #ids .. ' entries; at most ' .. MAX_IDS) end
+    if #ids == 0 then ids = nil end -- no ids: every thread, as the reference server
   else
     ids = nil
   end
@@ -454,9 +500,7 @@ local function threads_search(c)
     local t = thread_record(tid)
     if not t then
       if not ids then redis.call('ZREM', keys.REST_THREADS, tid) end -- expired (TTL)
-    elseif (not status or t.status == status)
-        and (absent(mfilter) or contains(cjson.decode(t.metadata or '{}'), mfilter))
-        and (absent(vfilter) or (t.values and contains(cjson.decode(t.values), vfilter))) then
+    elseif matches(t) then
       found[#found + 1] = t
       if by_created and #found >= want then break end
     end
@@ -479,6 +523,22 @@ local function threads_search(c)
   return { 200, '[' .. table.concat(out, ',') .. ']' }
 end
 
+-- POST /threads/count: how many threads pass the filters, among the newest MAX_EXAMINE.
+local function threads_count(c)
+  if not c.nobody then body_object(c) end
+  local matches = thread_filter(c.body)
+  local n = 0
+  for _, tid in ipairs(redis.call('ZREVRANGE', keys.REST_THREADS, 0, MAX_EXAMINE - 1)) do
+    local t = thread_record(tid)
+    if not t then
+      redis.call('ZREM', keys.REST_THREADS, tid) -- expired (TTL)
+    elseif matches(t) then
+      n = n + 1
+    end
+  end
+  return { 200, tostring(n) }
+end
+
 local function threads_copy(c)
   local tid = path_id(c, 'thread_id')
   local src = thread_or_404(tid)
@@ -494,6 +554,121 @@ local function threads_copy(c)
   end
   redis.call('HSET', keys.rest_thread(nid), unpack(f))
   return { 200, thread_json(t) }
+end
+
+-- ---- assistants: the records --------------------------------------------------------
+--
+-- An assistant is a graph (graph_id) with its own config, context, metadata,
+-- name and description, kept in versions: every PATCH makes the next one.
+-- Each graph the workers have registered has a system assistant, made here
+-- the first time it is needed (and again should it have been deleted, as
+-- the reference server makes them each time it starts), whose id is the
+-- reference server's: a version 5 UUID of the graph id.
+
+local GRAPH_NAMESPACE = '6ba7b821-9dad-11d1-80b4-00c04fd430c8'
+local ASSISTANT_FIELDS = { 'assistant_id', 'graph_id', 'name', 'config', 'context', 'metadata', 'version',
+                           'created_at', 'updated_at', 'description' }
+local VERSION_FIELDS = { 'assistant_id', 'version', 'graph_id', 'config', 'context', 'metadata', 'created_at',
+                         'name', 'description' }
+
+-- The version 5 (SHA-1) UUID of name in the namespace ns (a UUID's text).
+local function uuid5(ns, name)
+  local nsbytes = string.gsub(string.gsub(ns, '-', ''), '%x%x', function(x) return string.char(tonumber(x, 16)) end)
+  local h = redis.sha1hex(nsbytes .. name)
+  local b6 = tonumber(string.sub(h, 13, 14), 16) % 16 + 0x50 -- the version
+  local b8 = tonumber(string.sub(h, 17, 18), 16) % 64 + 0x80 -- the variant
+  return string.format('%s-%s-%02x%s-%02x%s-%s', string.sub(h, 1, 8), string.sub(h, 9, 12), b6, string.sub(h, 15, 16),
+                       b8, string.sub(h, 19, 20), string.sub(h, 21, 32))
+end
+
+-- The id an assistant is asked for by: a graph id means its system assistant (as the reference server).
+local function assistant_id_of(id)
+  if is_graph(id) then return uuid5(GRAPH_NAMESPACE, id) end
+  return id
+end
+
+local function assistant_record(id) return record(id, keys.rest_assistant) end
+
+-- The JSON text of a value a worker wrote, or nil when it is not JSON of the kind wanted.
+local function worker_json(text, want_object)
+  if type(text) ~= 'string' then return nil end
+  local ok, v = pcall(cjson.decode, text)
+  if not ok or (want_object and (type(v) ~= 'table' or not is_object_text(text))) then return nil end
+  return text
+end
+
+local function assistant_json(a, fields)
+  local vals = {
+    assistant_id = jstr(a.assistant_id), graph_id = jstr(a.graph_id), name = jstr(a.name or a.graph_id),
+    config = a.config or '{}', context = a.context or '{}', metadata = a.metadata or '{}', version = a.version or '1',
+    created_at = jstr(iso(a.created_at)), updated_at = jstr(iso(a.updated_at or a.created_at)),
+    description = a.description or 'null',
+  }
+  return object(fields or ASSISTANT_FIELDS, vals)
+end
+
+-- Version v of assistant a (as it is now), made at now.
+local function version_json(a, v, now)
+  return object(VERSION_FIELDS, {
+    assistant_id = jstr(a.assistant_id), version = v, graph_id = jstr(a.graph_id), config = a.config or '{}',
+    context = a.context or '{}', metadata = a.metadata or '{}', created_at = jstr(iso(now)), name = jstr(a.name),
+    description = a.description or 'null' })
+end
+
+-- Writes a's record (every field) and, when v is given, its version v.
+local function save_assistant(a, v, now)
+  local f = { 'assistant_id', a.assistant_id, 'graph_id', a.graph_id, 'name', a.name, 'config', a.config,
+              'context', a.context, 'metadata', a.metadata, 'version', a.version, 'versions', a.versions,
+              'created_at', a.created_at, 'updated_at', a.updated_at }
+  if a.description then f[#f + 1], f[#f + 2] = 'description', a.description end
+  redis.call('HSET', keys.rest_assistant(a.assistant_id), unpack(f))
+  if not a.description then redis.call('HDEL', keys.rest_assistant(a.assistant_id), 'description') end
+  if v then redis.call('HSET', keys.rest_assistant_versions(a.assistant_id), v, version_json(a, v, now)) end
+end
+
+-- A new assistant, version 1.
+local function new_assistant(a, now)
+  a.version, a.versions, a.created_at, a.updated_at = '1', '1', now, now
+  save_assistant(a, '1', now)
+  redis.call('ZADD', keys.REST_ASSISTANTS, now, a.assistant_id)
+  return a
+end
+
+-- Graph g's system assistant, made when it is missing: the config and
+-- context its workers registered (langgraph.json's env LANGGRAPH_CONFIG),
+-- metadata {"created_by": "system"}, named after the graph.
+local function system_assistant(g, now)
+  local id = uuid5(GRAPH_NAMESPACE, g)
+  local a = assistant_record(id)
+  if a then return a end
+  local info = redis.call('HMGET', keys.ainfo(g), 'config', 'context')
+  return new_assistant({ assistant_id = id, graph_id = g, name = g, config = worker_json(info[1], true) or '{}',
+                         context = worker_json(info[2], false) or '{}', metadata = '{"created_by":"system"}' }, now)
+end
+
+-- Makes the system assistants of every registered graph that lacks one.
+local function system_assistants(now)
+  for _, g in ipairs(redis.call('SMEMBERS', keys.ASSISTANTS)) do
+    if g ~= '*' and #g <= 128 then system_assistant(g, now) end
+  end
+end
+
+-- The assistant asked for by id (an assistant id or a graph id), or nil.
+local function find_assistant(id, now)
+  if is_graph(id) then return system_assistant(id, now) end
+  return assistant_record(id)
+end
+
+-- Object text b's members laid over a's, with their configurable objects
+-- merged the same way (how the reference server layers an assistant's,
+-- a thread's and a run's configs).
+local function merge_config(a, b)
+  if not a or a == '{}' then return b end
+  if not b or b == '{}' then return a end
+  local out = merge(a, b)
+  local ac, bc = members(a).configurable, members(b).configurable
+  if is_object_text(ac) and is_object_text(bc) then out = merge(out, '{"configurable":' .. merge(ac, bc) .. '}') end
+  return out
 end
 
 -- ---- runs -----------------------------------------------------------------------------
@@ -515,6 +690,15 @@ local function check_enum(b, field, allowed, default)
   return v
 end
 
+-- Checks the members of a config (a run's, an assistant's) that LangGraph reads.
+local function check_config(cfg)
+  if not absent(cfg.configurable) and not is_object(cfg.configurable) then http(422, 'config.configurable must be an object') end
+  if not absent(cfg.tags) and not is_strings(cfg.tags) then http(422, 'config.tags must be an array of strings') end
+  if not absent(cfg.recursion_limit) and not is_int(cfg.recursion_limit, 1, 1e9) then
+    http(422, 'config.recursion_limit must be a positive integer')
+  end
+end
+
 -- Checks a run's body; returns the run's fields (kwargs as JSON text).
 local function run_body(c)
   body_object(c)
@@ -527,14 +711,7 @@ local function run_body(c)
   for _, f in ipairs({ 'command', 'config', 'context', 'checkpoint' }) do
     if not absent(b[f]) and not is_object_text(raw[f]) then http(422, f .. ' must be an object') end
   end
-  local cfg = b.config
-  if is_object(cfg) then
-    if not absent(cfg.configurable) and not is_object(cfg.configurable) then http(422, 'config.configurable must be an object') end
-    if not absent(cfg.tags) and not is_strings(cfg.tags) then http(422, 'config.tags must be an array of strings') end
-    if not absent(cfg.recursion_limit) and not is_int(cfg.recursion_limit, 1, 1e9) then
-      http(422, 'config.recursion_limit must be a positive integer')
-    end
-  end
+  if is_object(b.config) then check_config(b.config) end
   local metadata = check_metadata(c, 'metadata')
   local sm = b.stream_mode
   local stream_mode
@@ -589,7 +766,7 @@ local function run_body(c)
     vals.checkpoint_id = jstr(b.checkpoint.checkpoint_id)
   end
   if absent(b.input) and raw.input then vals.input = 'null' end -- input: null, as sent
-  r.kwargs = object(KWARGS, vals)
+  r.vals = vals -- kwargs, once the assistant's config and context are in (runs_create)
   return r
 end
 
@@ -610,6 +787,25 @@ local function trim_runs(tid)
   http(409, 'thread "' .. tid .. '" has ' .. MAX_RUNS .. ' runs that have not finished')
 end
 
+-- The assistant a run asks for: its record (a graph id: the graph's system
+-- assistant); with a live wildcard worker, any other id is a graph of its
+-- own with nothing configured (threadcast-agent serves every graph).
+local function run_assistant(id, c)
+  local a = find_assistant(id, c.now)
+  if a then return a end
+  if router.live(keys.workers('*'), c.clock) then return { assistant_id = id, graph_id = id } end
+  http(404, 'No assistant found for "' .. id .. '". Make sure the assistant ID is for a valid assistant or a valid graph ID.')
+end
+
+-- A run's context: the assistant's object with the run's members over it
+-- (an assistant's context that is not an object wins, as the reference server).
+local function run_context(a, b)
+  if not a or a == '{}' or a == 'null' then return b end
+  if not is_object_text(a) then return a end
+  if not b then return a end
+  return merge(a, b)
+end
+
 local function runs_create(c)
   local r = run_body(c)
   local stateless = c.a.stateless == true
@@ -617,14 +813,20 @@ local function runs_create(c)
   local rid = fresh_id(c, 'run_id')
   local after_seq = c.a.after_seq
   if absent(after_seq) then after_seq = 0 elseif not is_int(after_seq, 0, 1e15) then fail('args.after_seq must be an integer') end
-  if not router.stream(r.assistant_id, c.clock) then
+  local asst = run_assistant(r.assistant_id, c)
+  r.assistant_id, r.graph_id = asst.assistant_id, asst.graph_id
+  if not router.stream(r.graph_id, c.clock) then
     local live = router.live_assistants(c.clock)
-    http(404, 'assistant "' .. r.assistant_id .. '" not found: no worker serves it' ..
+    http(404, 'no worker serves graph "' .. r.graph_id .. '" of assistant "' .. r.assistant_id .. '"' ..
          (#live == 0 and ' (no worker is running)' or (' (live: ' .. table.concat(live, ', ') .. ')')))
   end
+  -- The assistant's config and context under the run's (as the reference server).
+  r.vals.config = merge_config(asst.config, r.vals.config)
+  r.vals.context = run_context(asst.context, r.vals.context)
+  r.kwargs = object(KWARGS, r.vals)
   local t = thread_record(tid)
   if not t then
-    if not stateless and r.if_not_exists ~= 'create' then http(404, 'thread "' .. tid .. '" not found') end
+    if not stateless and r.if_not_exists ~= 'create' then http(404, 'Thread with ID ' .. tid .. ' not found') end
     if #tid > 128 or not string.match(tid, ID_PATTERN) then
       http(422, 'thread_id must be 1 to 128 characters of A-Z a-z 0-9 . _ : -')
     end
@@ -650,7 +852,8 @@ local function runs_create(c)
   r.after_seq = tostring(after_seq)
   r.temporary = (stateless and r.on_completion ~= 'keep') and '1' or '0'
   r.on_completion = r.on_completion or (stateless and 'delete' or 'keep')
-  redis.call('HSET', keys.rest_run(rid), 'run_id', rid, 'thread_id', tid, 'assistant_id', r.assistant_id, 'status', 'pending',
+  redis.call('HSET', keys.rest_run(rid), 'run_id', rid, 'thread_id', tid, 'assistant_id', r.assistant_id,
+             'graph_id', r.graph_id, 'status', 'pending',
              'created_at', c.now, 'updated_at', c.now, 'metadata', r.metadata, 'kwargs', r.kwargs,
              'multitask_strategy', r.multitask_strategy, 'after_seq', after_seq, 'on_completion', r.on_completion,
              'temporary', r.temporary, 'after_seconds', r.after_seconds)
@@ -667,8 +870,12 @@ local function runs_create(c)
 
   -- The thread runs this assistant now (LangGraph's metadata keys, so
   -- threads can be searched by graph).
-  t.metadata = merge(t.metadata or '{}', '{"graph_id":' .. jstr(r.assistant_id) .. ',"assistant_id":' .. jstr(r.assistant_id) .. '}')
+  t.metadata = merge(t.metadata or '{}', '{"graph_id":' .. jstr(r.graph_id) .. ',"assistant_id":' .. jstr(r.assistant_id) .. '}')
   redis.call('HSET', tk, 'metadata', t.metadata, 'status', 'busy', 'updated_at', c.now)
+  if not active then -- and its config: the assistant's, the thread's, the run's (as the reference server)
+    local cfg = merge_config(merge_config(asst.config, t.config), c.raw.config)
+    if cfg then redis.call('HSET', tk, 'config', cfg) end
+  end
   if r.temporary == '1' then redis.call('HSET', tk, 'temporary', '1') end
   if t.expires_at then
     apply_ttl(tid, t)
@@ -812,11 +1019,12 @@ local function run_finished(c)
     delete_thread(tid)
     return { 200, run_json(r), '{"thread_deleted":true}' }
   end
-  -- The thread's status: waiting for an answer, failed, or idle.
-  -- (interrupt_before/after stop with nodes to run and no interrupt values: `next`)
+  -- The thread's status, as the reference server sets it: failed (whatever
+  -- was left to run), else waiting for an answer (interrupt_before/after
+  -- stop with nodes to run and no interrupt values: `next`), else idle.
   local interrupted = (not absent(b.interrupts) and next(b.interrupts) ~= nil) or
                       (type(b.next) == 'table' and b.next[1] ~= nil)
-  local tstatus = interrupted and 'interrupted' or ((status == 'error' or status == 'timeout') and 'error' or 'idle')
+  local tstatus = (status == 'error' or status == 'timeout') and 'error' or (interrupted and 'interrupted' or 'idle')
   local f = { 'status', tstatus, 'updated_at', c.now }
   if not rollback then
     if not absent(b.values) then
@@ -843,70 +1051,297 @@ end
 
 -- ---- assistants -----------------------------------------------------------------------
 
--- The assistant's record as JSON text, or nil when no live worker serves it.
-local function assistant_json(a, now)
-  if not router.live(keys.workers(a), now) then return nil end
-  local info = redis.call('HMGET', keys.ainfo(a), 'name', 'created_at')
-  local name = info[1] or a
-  local at = info[2]
-  local created = at and (tonumber(at) and iso(at) or at) or iso(now)
-  return table.concat({
-    '{"assistant_id":', jstr(a), ',"graph_id":', jstr(a), ',"name":', jstr(name),
-    ',"config":{},"context":{},"metadata":{},"version":1,"created_at":', jstr(created),
-    ',"updated_at":', jstr(created), ',"description":null}' }), name, created
-end
-
-local function assistant_or_404(c)
-  local a = path_id(c, 'assistant_id')
-  local j = #a <= 128 and assistant_json(a, c.clock)
-  if not j then http(404, 'assistant "' .. a .. '" not found: no live worker serves it') end
-  return a, j
-end
-
 local ASSISTANT_SORTS = { assistant_id = true, graph_id = true, name = true, created_at = true, updated_at = true }
+local ASSISTANT_NOT_FOUND = 'Assistant not found'
 
-local function assistants_search(c)
-  if not c.nobody then body_object(c) end
+-- The assistant of the path (an assistant id or a graph id), or a 404.
+local function assistant_or_404(c)
+  local a = find_assistant(path_id(c, 'assistant_id'), c.now)
+  if not a then http(404, ASSISTANT_NOT_FOUND) end
+  return a
+end
+
+-- A graph an assistant may run: one the workers registered (or, with a
+-- live wildcard worker, any).
+local function check_graph(g)
+  if type(g) ~= 'string' or g == '' or #g > 128 or string.find(g, '[%c%s]') then
+    http(422, 'graph_id must be 1 to 128 printable characters, no spaces')
+  end
+  if not is_graph(g) and not router.live(keys.workers('*'), now_ms()) then http(404, 'Graph "' .. g .. '" not found') end
+  return g
+end
+
+-- The members an assistant's create and update take: the texts to store (nil when absent).
+local function assistant_body(c)
+  local b, raw = c.body, c.raw
+  local v = {}
+  if not absent(b.graph_id) then v.graph_id = check_graph(b.graph_id) end
+  if not absent(b.config) then
+    if not is_object_text(raw.config) then http(422, 'config must be an object') end
+    check_config(b.config)
+    v.config = raw.config
+  end
+  if not absent(b.context) then v.context = raw.context end
+  v.metadata = check_metadata(c, 'metadata')
+  for _, f in ipairs({ 'name', 'description' }) do
+    if not absent(b[f]) then
+      if type(b[f]) ~= 'string' then http(422, f .. ' must be a string') end
+      v[f] = b[f]
+    end
+  end
+  return v
+end
+
+-- POST /assistants
+local function assistants_create(c)
+  body_object(c)
   local b = c.body
-  local limit, offset = paging(b)
+  if absent(b.graph_id) then http(422, 'graph_id is required') end
+  local v = assistant_body(c)
+  local id = body_id(c, 'assistant_id')
+  local if_exists = check_enum(b, 'if_exists', { raise = true, do_nothing = true }, 'raise')
+  system_assistants(c.now)
+  local old = assistant_record(id)
+  if old then
+    if if_exists == 'raise' then http(409, 'Assistant already exists') end
+    return { 200, assistant_json(old) }
+  end
+  -- The reference server's defaults: "Untitled", or the graph id for an empty name.
+  local name = v.name or 'Untitled'
+  if name == '' then name = v.graph_id end
+  local a = new_assistant({ assistant_id = id, graph_id = v.graph_id, name = name, config = v.config or '{}',
+                            context = v.context or '{}', metadata = v.metadata or '{}',
+                            description = v.description and jstr(v.description) }, c.now)
+  return { 200, assistant_json(a) }
+end
+
+local function assistants_get(c)
+  return { 200, assistant_json(assistant_or_404(c)) }
+end
+
+-- PATCH /assistants/:id: what is given replaces (metadata: merged), as a new version.
+local function assistants_patch(c)
+  if not c.nobody then body_object(c) end
+  local v = assistant_body(c)
+  local a = assistant_or_404(c)
+  a.graph_id = v.graph_id or a.graph_id
+  a.config = v.config or a.config
+  a.context = v.context or a.context
+  a.name = v.name or a.name
+  if v.description then a.description = jstr(v.description) end
+  if v.metadata then a.metadata = merge(a.metadata or '{}', v.metadata) end
+  local n = string.format('%d', (tonumber(a.versions) or tonumber(a.version) or 1) + 1)
+  a.version, a.versions, a.updated_at = n, n, c.now
+  save_assistant(a, n, c.now)
+  return { 200, assistant_json(a) }
+end
+
+-- The threads whose metadata names assistant id (among the newest MAX_EXAMINE), deleted.
+local function delete_threads_of(id)
+  for _, tid in ipairs(redis.call('ZREVRANGE', keys.REST_THREADS, 0, MAX_EXAMINE - 1)) do
+    local t = thread_record(tid)
+    if t then
+      local ok, md = pcall(cjson.decode, t.metadata or '{}')
+      if ok and type(md) == 'table' and md.assistant_id == id then
+        local r = active_run(tid)
+        if r then send_cancel(r, 'interrupt') end
+        delete_thread(tid)
+      end
+    end
+  end
+end
+
+-- DELETE /assistants/:id[?delete_threads=true]: its record and versions (and its threads).
+local function assistants_delete(c)
+  local a = assistant_or_404(c)
+  local id = a.assistant_id
+  redis.call('DEL', keys.rest_assistant(id), keys.rest_assistant_versions(id))
+  redis.call('ZREM', keys.REST_ASSISTANTS, id)
+  if query1(c, 'delete_threads') == 'true' then delete_threads_of(id) end
+  return { 200, '[' .. jstr(id) .. ']' }
+end
+
+-- A search's or count's filters as a test of an assistant record.
+local function assistant_filter(b)
   for _, f in ipairs({ 'graph_id', 'name' }) do
     if not absent(b[f]) and type(b[f]) ~= 'string' then http(422, f .. ' must be a string') end
   end
   if not absent(b.metadata) and not is_object(b.metadata) then http(422, 'metadata must be an object') end
-  local sort_by, order = sorting(b, ASSISTANT_SORTS, '"assistant_id", "graph_id", "name", "created_at" or "updated_at"')
+  local name = not absent(b.name) and string.lower(b.name)
+  return function(a)
+    return (absent(b.graph_id) or a.graph_id == b.graph_id)
+      and (not name or string.find(string.lower(a.name or ''), name, 1, true) ~= nil)
+      and (absent(b.metadata) or contains(cjson.decode(a.metadata or '{}'), b.metadata))
+  end
+end
+
+-- Every assistant that passes matches (among the newest MAX_EXAMINE), the system ones made first.
+local function matching_assistants(c, matches)
+  system_assistants(c.now)
   local found = {}
-  local names = redis.call('SMEMBERS', keys.ASSISTANTS)
-  for i = 1, math.min(#names, MAX_EXAMINE) do
-    local a = names[i]
-    if a ~= '*' and (absent(b.graph_id) or b.graph_id == a) then
-      local j, name, created = assistant_json(a, c.clock)
-      if j and (absent(b.name) or string.find(string.lower(name), string.lower(b.name), 1, true))
-          and (absent(b.metadata) or contains({}, b.metadata)) then
-        local key = ({ assistant_id = a, graph_id = a, name = name, created_at = created, updated_at = created })[sort_by]
-        found[#found + 1] = { key = key, id = a, json = j }
-      end
+  for _, id in ipairs(redis.call('ZREVRANGE', keys.REST_ASSISTANTS, 0, MAX_EXAMINE - 1)) do
+    local a = assistant_record(id)
+    if not a then
+      redis.call('ZREM', keys.REST_ASSISTANTS, id)
+    elseif matches(a) then
+      found[#found + 1] = a
     end
   end
+  return found
+end
+
+-- POST /assistants/search. Extra: the reference server's X-Pagination-Total
+-- (and -Next when the count equals the limit).
+local function assistants_search(c)
+  if not c.nobody then body_object(c) end
+  local b = c.body
+  local limit, offset = paging(b)
+  local matches = assistant_filter(b)
+  local sort_by, order = sorting(b, ASSISTANT_SORTS, '"assistant_id", "graph_id", "name", "created_at" or "updated_at"')
+  local fields
+  if not absent(b.select) then
+    if not is_strings(b.select) then http(422, 'select must be an array of field names') end
+    local want = {}
+    for _, f in ipairs(b.select) do want[f] = true end
+    fields = {}
+    for _, f in ipairs(ASSISTANT_FIELDS) do if want[f] then fields[#fields + 1] = f end end
+  end
+  local found = matching_assistants(c, matches)
+  local num = sort_by == 'created_at' or sort_by == 'updated_at'
   table.sort(found, function(x, y)
-    if x.key == y.key then return x.id < y.id end
-    if order == 'asc' then return x.key < y.key end
-    return x.key > y.key
+    local p, q = x[sort_by] or '', y[sort_by] or ''
+    if num then p, q = tonumber(p) or 0, tonumber(q) or 0 end
+    if p == q then return x.assistant_id < y.assistant_id end
+    if order == 'asc' then return p < q end
+    return p > q
   end)
   local out = {}
-  for i = offset + 1, math.min(#found, offset + limit) do out[#out + 1] = found[i].json end
+  for i = offset + 1, math.min(#found, offset + limit) do out[#out + 1] = assistant_json(found[i], fields) end
+  local total = #out > 0 and #found or 0
+  local extra = '{"pagination_total":' .. (offset + total) .. '}'
+  if total == limit then
+    extra = '{"pagination_total":' .. (offset + total + 1) .. ',"pagination_next":' .. (offset + total) .. '}'
+  end
+  return { 200, '[' .. table.concat(out, ',') .. ']', extra }
+end
+
+-- POST /assistants/count
+local function assistants_count(c)
+  if not c.nobody then body_object(c) end
+  return { 200, tostring(#matching_assistants(c, assistant_filter(c.body))) }
+end
+
+-- POST /assistants/:id/versions: newest first; metadata filters (containment).
+local function assistants_versions(c)
+  if not c.nobody then body_object(c) end
+  local b = c.body
+  local limit, offset = paging(b)
+  if not absent(b.metadata) and not is_object(b.metadata) then http(422, 'metadata must be an object') end
+  local asked = path_id(c, 'assistant_id')
+  local id = assistant_id_of(asked)
+  if id ~= asked then system_assistant(asked, c.now) end
+  local list = {}
+  local h = #id <= 128 and redis.call('HGETALL', keys.rest_assistant_versions(id)) or {}
+  for i = 1, #h, 2 do
+    local v = members(h[i + 1])
+    if absent(b.metadata) or contains(cjson.decode(v.metadata), b.metadata) then
+      list[#list + 1] = { n = tonumber(h[i]), text = h[i + 1] }
+    end
+  end
+  table.sort(list, function(x, y) return x.n > y.n end)
+  local out = {}
+  for i = offset + 1, math.min(#list, offset + limit) do out[#out + 1] = list[i].text end
+  if #out == 0 then http(404, 'Assistant "' .. id .. '" not found.') end
   return { 200, '[' .. table.concat(out, ',') .. ']' }
 end
 
-local function assistants_get(c)
-  local _, j = assistant_or_404(c)
-  return { 200, j }
+-- POST /assistants/:id/latest {version}: the assistant becomes that version again.
+local function assistants_latest(c)
+  body_object(c)
+  local n = c.body.version
+  if not is_int(n, 1, 1e15) then http(422, 'version must be a positive integer') end
+  local a = assistant_or_404(c)
+  n = string.format('%d', n)
+  local text = redis.call('HGET', keys.rest_assistant_versions(a.assistant_id), n)
+  if not text then http(404, 'Assistant version not found') end
+  local v = members(text)
+  a.graph_id, a.name = cjson.decode(v.graph_id), cjson.decode(v.name)
+  a.config, a.context, a.metadata = v.config, v.context, v.metadata
+  a.description = v.description ~= 'null' and v.description or nil
+  a.version, a.updated_at = n, c.now
+  save_assistant(a, nil, c.now)
+  return { 200, assistant_json(a) }
 end
 
-local function assistant_info(field)
-  return function(c)
-    local a = assistant_or_404(c)
-    return { 200, redis.call('HGET', keys.ainfo(a), field) or '{}' }
+-- GET /assistants/:id/graph[?xray=]: what its graph's workers registered
+-- (xray: the drawing with the subgraphs' insides, when they gave it).
+local function assistants_graph(c)
+  local a = assistant_or_404(c)
+  local xray = query1(c, 'xray')
+  local deep = xray and xray ~= '' and xray ~= 'false' and xray ~= '0'
+  local info = redis.call('HMGET', keys.ainfo(a.graph_id), 'graph', 'graph_xray')
+  return { 200, (deep and info[2]) or info[1] or '{}' }
+end
+
+local function assistants_schemas(c)
+  local a = assistant_or_404(c)
+  return { 200, redis.call('HGET', keys.ainfo(a.graph_id), 'schemas') or '{}' }
+end
+
+-- GET /assistants/:id/subgraphs[/:namespace][?recurse=]: from the subgraphs
+-- its graph's workers registered ({"<ns>": schemas, "<ns>|<ns>": …}, parents
+-- first), as LangGraph's getSubgraphs picks them: the top level, or every
+-- level with recurse; with a namespace, only that one (a nested one needs recurse).
+local function assistants_subgraphs(c)
+  local a = assistant_or_404(c)
+  local ns = c.path.namespace
+  local recurse = query1(c, 'recurse')
+  recurse = recurse == 'true' or recurse == '1'
+  local text = worker_json(redis.call('HGET', keys.ainfo(a.graph_id), 'subgraphs'), true)
+  if not text then return { 200, '{}' } end
+  local vals, order = members(text)
+  local out = {}
+  for _, k in ipairs(order) do
+    if (ns == nil or k == ns) and (recurse or not string.find(k, '|', 1, true)) then out[#out + 1] = k end
   end
+  return { 200, object(out, vals) }
+end
+
+-- ---- the reference suite's wipe ----------------------------------------------------------
+
+-- POST /internal/truncate {runs?, threads?, assistants?}: what the reference
+-- server's test suite wipes between tests. A gateway serves the route only
+-- with --test-truncate. Threads go with their runs; assistants but the
+-- system ones; active runs are cancelled.
+local function internal_truncate(c)
+  if not c.nobody then body_object(c) end
+  local b = c.body
+  for _, f in ipairs({ 'runs', 'threads', 'assistants', 'store', 'checkpointer', 'checkpoint' }) do
+    if not absent(b[f]) and type(b[f]) ~= 'boolean' then http(422, f .. ' must be true or false') end
+  end
+  if b.runs or b.threads then
+    for _, tid in ipairs(redis.call('ZRANGE', keys.REST_THREADS, 0, -1)) do
+      local r = active_run(tid)
+      if r then send_cancel(r, 'interrupt') end
+      if b.threads then
+        delete_thread(tid)
+      else
+        for _, rid in ipairs(redis.call('ZRANGE', keys.rest_runs(tid), 0, -1)) do redis.call('DEL', keys.rest_run(rid)) end
+        redis.call('DEL', keys.rest_runs(tid), keys.rest_queue(tid), keys.rest_active(tid))
+      end
+    end
+  end
+  if b.assistants then
+    for _, id in ipairs(redis.call('ZRANGE', keys.REST_ASSISTANTS, 0, -1)) do
+      local a = assistant_record(id)
+      local md = a and cjson.decode(a.metadata or '{}')
+      if not (a and type(md) == 'table' and md.created_by == 'system' and id == uuid5(GRAPH_NAMESPACE, a.graph_id)) then
+        redis.call('DEL', keys.rest_assistant(id), keys.rest_assistant_versions(id))
+        redis.call('ZREM', keys.REST_ASSISTANTS, id)
+      end
+    end
+  end
+  return { 200, '{"ok":true}' }
 end
 
 local REST_OPS = {
@@ -915,8 +1350,14 @@ local REST_OPS = {
   ['runs.create'] = runs_create, ['runs.list'] = runs_list, ['runs.get'] = runs_get,
   ['runs.delete'] = runs_delete, ['runs.cancel'] = runs_cancel,
   ['run.started'] = run_started, ['run.finished'] = run_finished,
-  ['assistants.search'] = assistants_search, ['assistants.get'] = assistants_get,
-  ['assistants.graph'] = assistant_info('graph'), ['assistants.schemas'] = assistant_info('schemas'),
+  ['threads.count'] = threads_count,
+  ['assistants.create'] = assistants_create, ['assistants.get'] = assistants_get,
+  ['assistants.patch'] = assistants_patch, ['assistants.delete'] = assistants_delete,
+  ['assistants.search'] = assistants_search, ['assistants.count'] = assistants_count,
+  ['assistants.versions'] = assistants_versions, ['assistants.latest'] = assistants_latest,
+  ['assistants.graph'] = assistants_graph, ['assistants.schemas'] = assistants_schemas,
+  ['assistants.subgraphs'] = assistants_subgraphs,
+  ['internal.truncate'] = internal_truncate,
 }
 
 local function rest(KEYS, args)

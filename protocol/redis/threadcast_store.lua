@@ -11,7 +11,8 @@
 --   FCALL threadcast_store 1 {tc:store} <op> <args-json>   -> {status, body-json}
 --
 -- The gateway turns each /store request into one call: op is store.put,
--- store.get, store.delete, store.search or store.namespaces; args-json is
+-- store.get, store.delete, store.search or store.namespaces (and
+-- store.truncate, for a test-only route); args-json is
 -- {"query": {...strings...}, "body": <parsed JSON body or null>, "now": ms?}.
 -- The reply is an HTTP status and a JSON body ("" for 204); bad input is a
 -- 422 {"detail": "..."} naming the field. protocol/README.md ("The store:
@@ -307,9 +308,7 @@ local function store_get(a, _, now)
   store_sweep(now)
   local member = encode_ns(ns) .. '\n' .. key
   local h = store_load(member, now)
-  if not h then
-    http(404, 'no item with key ' .. cjson.encode(key) .. ' in namespace ' .. cjson.encode(ns))
-  end
+  if not h then return { 200, 'null' } end -- as the reference server (the SDK's getItem gives null)
   return { 200, item_json(member, h, now, refresh) }
 end
 
@@ -442,15 +441,29 @@ local function store_namespaces(a, _, now)
   return { 200, '{"namespaces":[' .. table.concat(out, ',') .. ']}' }
 end
 
+-- Every item gone (POST /internal/truncate, which a gateway serves only with
+-- --test-truncate: the reference server's test suite wipes the store with it).
+local function store_truncate()
+  while true do
+    local chunk = redis.call('ZRANGEBYLEX', keys.STORE_ITEMS, '-', '+', 'LIMIT', 0, STORE_CHUNK)
+    if #chunk == 0 then break end
+    for _, member in ipairs(chunk) do redis.call('DEL', keys.store_item(member)) end
+    redis.call('ZREM', keys.STORE_ITEMS, unpack(chunk))
+  end
+  redis.call('DEL', keys.STORE_NS, keys.STORE_NSCOUNT, keys.STORE_EXPIRY)
+  return { 200, '{"ok":true}' }
+end
+
 local STORE_OPS = { ['store.put'] = store_put, ['store.get'] = store_get, ['store.delete'] = store_delete,
-                    ['store.search'] = store_search, ['store.namespaces'] = store_namespaces }
+                    ['store.search'] = store_search, ['store.namespaces'] = store_namespaces,
+                    ['store.truncate'] = store_truncate }
 
 local function store_call(KEYS, args)
   if KEYS[1] ~= keys.STORE then fail('threadcast_store takes the one key ' .. keys.STORE) end
   local op = STORE_OPS[args[1] or '']
   if not op then
     fail('unknown store op "' .. tostring(args[1]) .. '" (expected store.put, store.get, store.delete, ' ..
-         'store.search or store.namespaces); usage: FCALL threadcast_store 1 {tc:store} <op> <args-json>')
+         'store.search, store.namespaces or store.truncate); usage: FCALL threadcast_store 1 {tc:store} <op> <args-json>')
   end
   local raw = args[2] or ''
   local ok, a = pcall(cjson.decode, raw)

@@ -61,11 +61,13 @@ bool tc__rest_truthy(const cJSON *v)
 
 /* ==== the connection ======================================================================== */
 
-/* The headers every answer has: where the run is, where it streams. */
+/* The headers an answer may have: where the run is, where it streams; a search's page. */
+#define HDR(v) ((v)[0] ? (v) : NULL)
 #define EXTRA_HEADERS(r)                                                                                               \
 	{                                                                                                              \
-		"location:", (r)->location[0] ? (r)->location : NULL,                                                  \
-			"content-location:", (r)->content_location[0] ? (r)->content_location : NULL, NULL             \
+		"location:", HDR((r)->location), "content-location:", HDR((r)->content_location),                      \
+			"x-pagination-total:", HDR((r)->pagination_total),                                             \
+			"x-pagination-next:", HDR((r)->pagination_next), NULL                                          \
 	}
 
 static int rest_writeable(struct tc_conn *c)
@@ -87,7 +89,8 @@ static int rest_writeable(struct tc_conn *c)
 		return c->close_code ? -1 : 0;
 	int rc_ = -1;
 	bool empty = r->status == 204, head = tc__http_is_head(c->wsi);
-	if (!tc__http_head_x(c->wsi, r->status, "application/json", empty ? 0 : b->len, extra) &&
+	if (!tc__http_head_x(c->wsi, r->status, r->text ? TC_HTTP_TEXT : "application/json", empty ? 0 : b->len,
+			     extra) &&
 	    (empty || head || lws_write(c->wsi, tc_buf_data(b), b->len, LWS_WRITE_HTTP_FINAL) == (int)b->len))
 		rc_ = 0;
 	tc_buf_unref(b);
@@ -158,26 +161,38 @@ int tc__rest_connect(struct tc_rest *r, struct lws *wsi, struct tc_pss *pss)
 
 /* ==== answering ================================================================================== */
 
-void tc__rest_answer(struct tc_rest *r, unsigned status, const char *body, size_t len)
+/* Queues body as the answer, JSON or (an error's message) text. */
+static void answer(struct tc_rest *r, unsigned status, bool text, const char *body, size_t len)
 {
 	struct tc_conn *c = r->conn;
 	if (!c)
 		return;
 	r->status = status;
+	r->text = text;
 	r->out = OUT_JSON;
 	/* One whole answer, however large (a search's page): not subject to the stream queue's bound. */
 	tc_bufq_push(&c->out, tc_buf_copy(body, len));
 	tc__conn_request_write(c);
 }
 
+void tc__rest_answer(struct tc_rest *r, unsigned status, const char *body, size_t len)
+{
+	if (status >= 400) { /* {"detail": "<message>"} and nothing else: the message */
+		cJSON *o = cJSON_ParseWithLength(body, len);
+		const cJSON *d = cJSON_IsObject(o) && o->child && !o->child->next ? o->child : NULL;
+		bool detail = d && !strcmp(d->string, "detail") && cJSON_IsString(d);
+		if (detail)
+			tc__rest_answer_detail(r, status, d->valuestring);
+		cJSON_Delete(o);
+		if (detail)
+			return;
+	}
+	answer(r, status, false, body, len);
+}
+
 void tc__rest_answer_detail(struct tc_rest *r, unsigned status, const char *detail)
 {
-	cJSON *o = cJSON_CreateObject();
-	cJSON_AddStringToObject(o, "detail", detail);
-	char *s = cJSON_PrintUnformatted(o);
-	tc__rest_answer(r, status, s, strlen(s));
-	free(s);
-	cJSON_Delete(o);
+	answer(r, status, true, detail, strlen(detail));
 }
 
 void tc__rest_answer_json(struct tc_rest *r, unsigned status, const cJSON *body)
@@ -266,6 +281,7 @@ static char *args_json(struct tc_rest *r)
 	cJSON *ids = cJSON_AddObjectToObject(a, "ids");
 	cJSON_AddStringToObject(ids, "run_id", r->fresh_run);
 	cJSON_AddStringToObject(ids, "thread_id", r->fresh_thread);
+	cJSON_AddStringToObject(ids, "assistant_id", r->fresh_thread); /* an exchange makes one or the other */
 	cJSON_AddNumberToObject(a, "after_seq", (double)r->after_seq);
 	if (stateless)
 		cJSON_AddTrueToObject(a, "stateless");
@@ -302,11 +318,28 @@ int tc__rest_parse_answer(struct tc_rest *r, redisReply *reply, unsigned *status
 	return 0;
 }
 
+/* A search's extra: the page headers the reference server sends. */
+static void pagination(struct tc_rest *r, const redisReply *reply)
+{
+	if (reply->elements < 3 || reply->element[2]->type != REDIS_REPLY_STRING)
+		return;
+	cJSON *x = cJSON_ParseWithLength(reply->element[2]->str, reply->element[2]->len);
+	const cJSON *total = cJSON_GetObjectItemCaseSensitive(x, "pagination_total"),
+		    *next = cJSON_GetObjectItemCaseSensitive(x, "pagination_next");
+	if (cJSON_IsNumber(total))
+		snprintf(r->pagination_total, sizeof(r->pagination_total), "%.0f", total->valuedouble);
+	if (cJSON_IsNumber(next))
+		snprintf(r->pagination_next, sizeof(r->pagination_next), "%.0f", next->valuedouble);
+	cJSON_Delete(x);
+}
+
 void tc__rest_lua_answered(struct tc_rest *r, redisReply *reply)
 {
 	unsigned status;
 	const char *body;
 	size_t len;
-	if (!tc__rest_parse_answer(r, reply, &status, &body, &len))
-		tc__rest_answer(r, status, body, len);
+	if (tc__rest_parse_answer(r, reply, &status, &body, &len))
+		return;
+	pagination(r, reply);
+	tc__rest_answer(r, status, body, len);
 }

@@ -23,15 +23,17 @@
 
 /** How a route and method is served (router.h's M(…, KIND, …)). */
 enum tc_rest_kind {
-	K_LUA,    /**< one FCALL; its answer is the response */
-	K_CREATE, /**< runs.create, then the response, a stream or a wait (out) */
-	K_JOIN,   /**< an existing run: a stream or a wait (out) */
-	K_CANCEL, /**< runs.cancel, then (wait=1) the run's end */
-	K_WORKER, /**< threads.get, then a worker answers (op: its method) */
-	K_COPY,   /**< threads.copy, then a worker copies the checkpoints */
-	K_STATE,  /**< threads.get, then a worker; a thread without a record: from its events */
-	K_STATUS, /**< a run's record: seed 004's stream status */
-	K_AGENT,  /**< seed 002: a request becomes runs.create (threads.get first for a threadId) */
+	K_LUA,      /**< one FCALL; its answer is the response */
+	K_CREATE,   /**< runs.create, then the response, a stream or a wait (out) */
+	K_JOIN,     /**< an existing run: a stream or a wait (out) */
+	K_CANCEL,   /**< runs.cancel, then (wait=1) the run's end */
+	K_WORKER,   /**< threads.get, then a worker answers (op: its method) */
+	K_COPY,     /**< threads.copy, then a worker copies the checkpoints */
+	K_STATE,    /**< threads.get, then a worker; a thread without a record: from its events */
+	K_STATUS,   /**< a run's record: seed 004's stream status */
+	K_AGENT,    /**< seed 002: a request becomes runs.create (threads.get first for a threadId) */
+	K_THREAD,   /**< threads.create, then (supersteps) a worker of its graph applies them */
+	K_TRUNCATE, /**< the test-only wipe (--test-truncate): the records', then the store's */
 };
 
 /** What an exchange answers with. */
@@ -69,7 +71,9 @@ struct tc_rest {
 	/* the response */
 	enum tc_rest_out out;
 	unsigned status;
+	bool text; /**< the answer is an error's message (TC_HTTP_TEXT), not JSON */
 	char location[320], content_location[320];
+	char pagination_total[24], pagination_next[24]; /**< X-Pagination-Total / -Next, "" when none */
 	struct tc_buf *saved; /**< K_CANCEL / K_COPY: the body to answer once the rest is done */
 	unsigned saved_status;
 	enum tc_rest_fmt fk;                    /**< how a run's stream is written */
@@ -102,9 +106,13 @@ void tc__rest_unref(struct tc_rest *r);
  */
 int tc__rest_connect(struct tc_rest *r, struct lws *wsi, struct tc_pss *pss);
 
-/** Queues the whole answer (JSON body of len bytes) with status. */
+/**
+ * Queues the whole answer (JSON body of len bytes) with status. An error's
+ * {"detail": "<message>"} (the REST functions' shape) goes out as
+ * tc__rest_answer_detail's.
+ */
 void tc__rest_answer(struct tc_rest *r, unsigned status, const char *body, size_t len);
-/** Answers {"detail": detail}. */
+/** Answers an error: its message as text, as the LangGraph reference server (its clients match the words). */
 void tc__rest_answer_detail(struct tc_rest *r, unsigned status, const char *detail);
 /** Answers body as JSON. */
 void tc__rest_answer_json(struct tc_rest *r, unsigned status, const cJSON *body);

@@ -18,6 +18,8 @@ void tc__rest_run_cancel(struct tc_rest *r);
 /* worker.c */
 /** K_WORKER, K_COPY, K_STATE: the thread's record, then a worker's answer (or the thread's events). */
 void tc__rest_worker_begin(struct tc_rest *r);
+/** K_THREAD: threads.create, then, for supersteps, a worker of the thread's graph (rest.state.bulk). */
+void tc__rest_thread_begin(struct tc_rest *r);
 
 /* agents.c */
 /** K_AGENT: seed 002's request as a run of the agent, streamed as agent events. */

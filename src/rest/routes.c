@@ -11,6 +11,7 @@
 #include "httpres.h"
 #include "rest/jobs.h"
 #include "run/follow.h"
+#include "store.h"
 
 /* Most methods one route serves (its M(…)s). */
 #define ROUTE_METHODS 3
@@ -52,10 +53,30 @@ static enum tc_rest_fmt fmt_of(int route)
 	}
 }
 
+/* The test-only wipe: the records' part answered; the store's goes next when asked. */
+static void truncated(struct tc_rest *r, redisReply *reply)
+{
+	unsigned status;
+	const char *body;
+	size_t len;
+	if (tc__rest_parse_answer(r, reply, &status, &body, &len))
+		return;
+	if (status != 200 || !tc__rest_truthy(cJSON_GetObjectItemCaseSensitive(r->body, "store"))) {
+		tc__rest_answer(r, status, body, len);
+		return;
+	}
+	struct tc_store_cmd c;
+	tc_store_rest_call(&c, true, "store.truncate", "{}");
+	tc__rest_call(r, tc__rest_lua_answered, c.argv);
+}
+
 /* The exchange has its connection: its job starts. */
 static void begin(struct tc_rest *r)
 {
 	switch (r->op->kind) {
+	case K_TRUNCATE:
+		tc__rest_fcall(r, r->op->op, truncated);
+		return;
 	case K_LUA:
 		tc__rest_fcall(r, r->op->op, tc__rest_lua_answered);
 		return;
@@ -73,6 +94,9 @@ static void begin(struct tc_rest *r)
 	case K_STATE:
 	case K_COPY:
 		tc__rest_worker_begin(r);
+		return;
+	case K_THREAD:
+		tc__rest_thread_begin(r);
 		return;
 	case K_AGENT:
 		tc__rest_agent_begin(r);

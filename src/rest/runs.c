@@ -325,7 +325,9 @@ static void run_read(struct tc_rest *r, redisReply *reply)
 	r->kwargs = run.kwargs ? tc_xstrndup(run.kwargs, run.kwargs_len) : NULL;
 	const char *status = run.status;
 	bool live = run.active;
-	if (run.assistant_id)
+	if (run.graph_id)
+		snprintf(r->assistant, sizeof(r->assistant), "%.*s", (int)run.graph_id_len, run.graph_id);
+	else if (run.assistant_id)
 		snprintf(r->assistant, sizeof(r->assistant), "%.*s", (int)run.assistant_id_len, run.assistant_id);
 	if (r->op->kind == K_STATUS) {
 		/* seed 004's stream status, from the run's */

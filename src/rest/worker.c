@@ -1,7 +1,8 @@
 /*
  * rest/worker.c — what only a worker can answer (rest.h): a thread's state
- * at a checkpoint, its history, state updates, copies, through the command
- * bridge; a thread without a REST record answers from its events.
+ * at a checkpoint, its history, state updates, copies, a new thread's
+ * supersteps, through the command bridge; a thread without a REST record
+ * answers from its events.
  */
 #include "rest/jobs.h"
 
@@ -39,8 +40,8 @@ static void worker_answer(struct tc_bridge_caller *caller, struct tc_buf *frame)
 			status = 404;
 		else if (code && !strcmp(code, "invalid_argument"))
 			status = 422;
-		else if (code && !strcmp(code, "not_supported"))
-			status = 501;
+		else if (code && (!strcmp(code, "not_supported") || !strcmp(code, "unknown_command")))
+			status = 501; /* (a worker of a version without the method) */
 		tc__rest_answer_detail(r, status, msg ? msg : "the worker could not answer");
 	}
 	cJSON_Delete(f);
@@ -63,6 +64,7 @@ static cJSON *worker_params(struct tc_rest *r, const char *method)
 		cJSON_AddStringToObject(p, "checkpoint_id", ck);
 	if (!strcmp(method, "rest.copy"))
 		cJSON_AddStringToObject(p, "new_thread_id", r->fresh_thread);
+	cJSON_DeleteItemFromObjectCaseSensitive(p, "thread_id"); /* (a new thread's body may name it) */
 	cJSON_AddStringToObject(p, "thread_id", r->thread);
 	return p;
 }
@@ -135,10 +137,18 @@ static void thread_checked(struct tc_rest *r, redisReply *reply)
 		return;
 	}
 	cJSON *t = cJSON_ParseWithLength(body, len);
+	const char *tstatus = tc_run_str(t, "status");
+	if (r->route == TC_ROUTE_R_STATE_UPDATE && tstatus && !strcmp(tstatus, "busy")) {
+		/* A run is pending or in flight: the reference server's refusal. */
+		tc__rest_answer_detail(r, 409, "Thread is busy");
+		cJSON_Delete(t);
+		return;
+	}
+	/* The graph the thread runs picks the workers (its assistant's, for threads of older runs). */
 	const cJSON *meta = cJSON_GetObjectItemCaseSensitive(t, "metadata");
-	const char *assistant = tc_run_str(meta, "assistant_id");
+	const char *assistant = tc_run_str(meta, "graph_id");
 	if (!assistant)
-		assistant = tc_run_str(meta, "graph_id");
+		assistant = tc_run_str(meta, "assistant_id");
 	if (r->op->kind == K_COPY) { /* the new thread (ids.thread_id), answered once its checkpoints are copied */
 		r->saved = tc_buf_copy(body, len);
 		r->saved_status = status;
@@ -155,6 +165,36 @@ static void thread_checked(struct tc_rest *r, redisReply *reply)
 	else
 		ask_worker(r, r->op->op, NULL);
 	cJSON_Delete(t);
+}
+
+/* threads.create answered: a thread made from supersteps has a worker of its graph apply them. */
+static void thread_created(struct tc_rest *r, redisReply *reply)
+{
+	unsigned status;
+	const char *body;
+	size_t len;
+	if (tc__rest_parse_answer(r, reply, &status, &body, &len))
+		return;
+	cJSON *x = reply->elements > 2 && reply->element[2]->type == REDIS_REPLY_STRING
+			   ? cJSON_ParseWithLength(reply->element[2]->str, reply->element[2]->len)
+			   : NULL;
+	cJSON *t = cJSON_ParseWithLength(body, len);
+	const char *graph = tc_run_str(x, "graph_id"), *tid = tc_run_str(t, "thread_id");
+	if (status != 200 || !graph || !tid || strlen(tid) >= sizeof(r->thread)) {
+		tc__rest_answer(r, status, body, len);
+	} else {
+		snprintf(r->thread, sizeof(r->thread), "%s", tid);
+		r->saved = tc_buf_copy(body, len); /* the thread, answered once its state is made */
+		r->saved_status = status;
+		ask_worker(r, "rest.state.bulk", graph);
+	}
+	cJSON_Delete(t);
+	cJSON_Delete(x);
+}
+
+void tc__rest_thread_begin(struct tc_rest *r)
+{
+	tc__rest_fcall(r, r->op->op, thread_created);
 }
 
 void tc__rest_worker_begin(struct tc_rest *r)

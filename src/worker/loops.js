@@ -70,13 +70,21 @@ export async function prepare(w) {
     }
   }
 
-  // What the REST API shows of each assistant (assistants.get, /graph, /schemas).
+  // What the REST API shows of each graph's assistants (assistants.get, /graph, /schemas, /subgraphs).
   for (const [assistant, graph] of w.graphs) {
     const info = { name: assistant, graph: '{}', schemas: JSON.stringify({ graph_id: assistant, input_schema: null, output_schema: null,
       state_schema: null, config_schema: null, context_schema: null }) };
     try {
       info.graph = JSON.stringify(await graphJson(graph));
       info.schemas = JSON.stringify(await graphSchemas(assistant, graph));
+      info.graph_xray = JSON.stringify(await graphJson(graph, true));
+      // Every subgraph, parents before their children: {"<node>": …, "<node>|<node>": …}.
+      const subgraphs = {};
+      for await (const [ns, sub] of graph.getSubgraphsAsync(undefined, true)) {
+        const s = await graphSchemas(ns, sub);
+        subgraphs[ns] = { state: s.state_schema, input: s.input_schema, output: s.output_schema, config: s.config_schema };
+      }
+      info.subgraphs = JSON.stringify(subgraphs);
     } catch (e) {
       w.log('warn', 'cannot describe the graph for the REST API', { assistant, error: String(e.message ?? e) });
     }

@@ -179,8 +179,8 @@ export async function graphSchemas(assistant, compiled) {
     context_schema: config });
 }
 
-/** The drawable graph the SDK's assistants.getGraph returns ({nodes, edges}). */
-export async function graphJson(compiled) {
-  const drawable = await compiled.getGraphAsync();
+/** The drawable graph the SDK's assistants.getGraph returns ({nodes, edges}); xray: the subgraphs' insides too. */
+export async function graphJson(compiled, xray = false) {
+  const drawable = await compiled.getGraphAsync(xray ? { xray } : undefined);
   return plain(drawable.toJSON());
 }

@@ -2,14 +2,15 @@
 // rest-sdk.test.mjs with fetch, asserting what a client in any language has
 // to rely on — status codes, headers (Content-Type, Location,
 // Content-Location), the SSE framing of run streams (event:, data:, id:
-// lines), Last-Event-ID, bodies and the error shape {"detail": "..."}.
+// lines), Last-Event-ID, bodies and the errors: their message as text, as the
+// LangGraph reference server writes them.
 // Two gateways behind HAProxy, two LangGraph workers (lib/rest-graphs.mjs).
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { stopAll } from './lib/harness.mjs';
 import {
   restStack, question, transcript, expectedTranscript, randomUUID, UUID, ISO,
-  errorResponse, jsonResponse, openSse, assertFraming, holder, sleep, waitUntil,
+  errorResponse, jsonResponse, openSse, assertFraming, holder, sleep, waitUntil, systemAssistantId,
 } from './lib/rest.mjs';
 
 after(stopAll);
@@ -94,11 +95,12 @@ describe('the Agent Protocol REST API as raw HTTP', () => {
     assert.match(item.created_at, ISO);
     const del = await s.http('/store/items', { method: 'DELETE', json: { namespace: ['user_profiles'], key: 'profile_jane_doe' } });
     assert.equal(del.status, 204);
-    await errorResponse(await get('/store/items?key=profile_jane_doe&namespace=user_profiles'), 404);
+    assert.equal(await jsonResponse(await get('/store/items?key=profile_jane_doe&namespace=user_profiles')), null,
+      'a missing item is 200 null (as the reference server; issue 26)');
 
     assert.equal((await s.http('/store/items', { method: 'PUT', json: { namespace: ['team', 'alpha'], key: 'k 1', value: { n: 1 } } })).status, 204);
     assert.deepEqual((await jsonResponse(await get('/store/items?namespace=team.alpha&key=k%201'))).namespace, ['team', 'alpha']);
-    await errorResponse(await get('/store/items?namespace=team&key=k%201'), 404);
+    assert.equal(await jsonResponse(await get('/store/items?namespace=team&key=k%201')), null);
     await errorResponse(await get('/store/items?namespace=team.alpha'), 422, /key/);
     await errorResponse(await s.http('/store/items', { method: 'PUT', json: { namespace: ['a.b'], key: 'k', value: {} } }), 422, /namespace/);
     await errorResponse(await s.http('/store/items', { method: 'PUT', json: { namespace: ['a'], value: {} } }), 422, /key/);
@@ -312,12 +314,13 @@ describe('the Agent Protocol REST API as raw HTTP', () => {
 
   test('assistants: POST /assistants/search, GET /assistants/:id', async () => {
     const all = await jsonResponse(await post('/assistants/search', { limit: 10, offset: 0 }));
-    assert.deepEqual(all.map((a) => a.assistant_id).sort(), ['agent', 'reporter']);
+    assert.deepEqual(all.map((a) => a.assistant_id).sort(), [systemAssistantId('agent'), systemAssistantId('reporter')].sort());
     const agent = await jsonResponse(await get('/assistants/agent'));
     assert.equal(agent.graph_id, 'agent');
+    assert.equal(agent.assistant_id, systemAssistantId('agent'));
     assert.match(agent.created_at, ISO);
-    assert.deepEqual((await jsonResponse(await post('/assistants/search', { graph_id: 'agent' }))).map((a) => a.assistant_id), ['agent']);
-    await errorResponse(await get('/assistants/nobody'), 404, /nobody/);
+    assert.deepEqual((await jsonResponse(await post('/assistants/search', { graph_id: 'agent' }))).map((a) => a.assistant_id), [systemAssistantId('agent')]);
+    await errorResponse(await get('/assistants/nobody'), 404, /^Assistant not found$/);
   });
 
   test('bodies are bounded; non-JSON bodies get precise errors', async () => {

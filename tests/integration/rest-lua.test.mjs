@@ -6,6 +6,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startRedis, stopAll, redisClient, loadLibrary, sleep } from './lib/harness.mjs';
+import { systemAssistantId } from './lib/rest.mjs';
 
 let redis, rc;
 before(async () => {
@@ -119,12 +120,12 @@ test('threads: create, get, patch, delete; ids, timestamps, metadata kept as sen
   assert.equal(p.body.created_at, new Date(now).toISOString());
   assert.deepEqual((await call('threads.get', { path: { thread_id: tid } })).body, p.body);
 
-  await refused('threads.patch', { path: { thread_id: 'nope' }, body: { metadata: {} } }, 404, /thread "nope" not found/);
+  await refused('threads.patch', { path: { thread_id: 'nope' }, body: { metadata: {} } }, 404, /^Thread with ID nope not found$/);
   const d = await call('threads.delete', { path: { thread_id: tid } });
   assert.equal(d.status, 204);
   assert.equal(d.body, null);
   assert.deepEqual(d.extra, { cancel: [] });
-  await refused('threads.get', { path: { thread_id: tid } }, 404, new RegExp(`thread "${tid}" not found`));
+  await refused('threads.get', { path: { thread_id: tid } }, 404, new RegExp(`^Thread with ID ${tid} not found$`));
   await refused('threads.delete', { path: { thread_id: tid } }, 404, /not found/);
   assert.equal(await rc.cmd('ZSCORE', `${K}:threads`, tid), null);
 });
@@ -160,9 +161,13 @@ test('bad input gets 422 naming the field', async () => {
     [{ ttl: -1 }, /^ttl must be a number of minutes above 0/],
     [{ ttl: { ttl: 5, strategy: 'keep_latest' } }, /^ttl\.strategy must be "delete"$/],
     [{ ttl: { strategy: 'delete' } }, /^ttl\.ttl must be a number of minutes/],
-    [{ supersteps: [{ updates: [] }] }, /^supersteps is not supported/],
+    [{ supersteps: 'x' }, /^supersteps must be an array of \{"updates": \[\.\.\.\]\}$/],
+    [{ supersteps: [{ updates: 3 }] }, /^supersteps\[0\]\.updates must be an array$/],
+    [{ supersteps: [{ updates: [] }, { updates: [{ as_node: 1 }] }] }, /^supersteps\[1\]\.updates\[0\] must be \{values\?, command\?, as_node\?\}$/],
   ];
   for (const [body, re] of bad) await refused('threads.create', { body, ids }, 422, re);
+  await refused('threads.create', { body: { supersteps: [{ updates: [] }] }, ids }, 400, new RegExp(`^Thread ${ids.thread_id} has no graph ID$`));
+  await refused('threads.create', { body: { supersteps: [{ updates: [] }], metadata: { graph_id: 'no-graph' } }, ids }, 404, /^Graph "no-graph" not found$/);
   await refused('threads.create', { body: [1, 2], ids }, 422, /^the request body must be a JSON object$/);
   await refused('threads.create', { body: 'x', ids }, 422, /^the request body must be a JSON object$/);
   assert.equal(await rc.cmd('EXISTS', `${K}:t:${ids.thread_id}`), 0, 'nothing was created');
@@ -227,43 +232,85 @@ test('bad input gets 422 naming the field', async () => {
   await refused('assistants.search', { body: { graph_id: 1 } }, 422, /^graph_id must be a string$/);
 });
 
-test('assistants: the live workers\' graphs, with what they stored', async () => {
+test('threads.create with supersteps: the thread, and extra naming the graph a worker applies them with', async () => {
+  const g = uid('ssgraph');
+  await register(g);
+  const tid = uid('ss');
+  const supersteps = [{ updates: [{ values: { n: [] }, as_node: '__input__' }] }, { updates: [{ command: { resume: 1 } }] }];
+  const r = await call('threads.create', { body: { thread_id: tid, metadata: { graph_id: g }, supersteps }, ids: { thread_id: 'x' } });
+  assert.deepEqual([r.status, r.body.thread_id, r.body.metadata, r.extra], [200, tid, { graph_id: g }, { supersteps: true, graph_id: g }]);
+  const again = await call('threads.create', { body: { thread_id: tid, metadata: { graph_id: g }, supersteps, if_exists: 'do_nothing' }, ids: { thread_id: 'x' } });
+  assert.deepEqual(again.extra, { supersteps: true, graph_id: g }, 'an existing thread (do_nothing) gets them too, as the reference server');
+  const none = await call('threads.create', { body: { supersteps: [] }, ids: { thread_id: uid('ss') } });
+  assert.deepEqual([none.status, none.extra], [200, undefined], 'no supersteps: a plain create');
+});
+
+test('assistants: each graph the workers registered has a system assistant, with what they stored', async () => {
   const a = uid('asst');
-  await refused('assistants.get', { path: { assistant_id: a } }, 404, new RegExp(`assistant "${a}" not found: no live worker serves it`));
+  const sys = systemAssistantId(a);
+  await refused('assistants.get', { path: { assistant_id: a } }, 404, /^Assistant not found$/);
   await register(a, 'w1');
-  await rc.cmd('HSET', `${K}:ainfo:${a}`, 'graph', '{"nodes":[{"id":"__start__"}],"edges":[]}',
-    'schemas', '{"graph_id":"x","input_schema":{"type":"object","properties":{}}}', 'name', 'My agent', 'created_at', '1732400000000');
-  const g = await call('assistants.get', { path: { assistant_id: a } });
+  await rc.cmd('HSET', `${K}:ainfo:${a}`, 'graph', '{"nodes":[{"id":"__start__"}],"edges":[]}', 'graph_xray', '{"nodes":[],"edges":[],"xray":1}',
+    'schemas', '{"graph_id":"x","input_schema":{"type":"object","properties":{}}}', 'name', 'My agent', 'created_at', '2024-11-23T00:00:00.000Z',
+    'config', '{"configurable":{"model_name":"openai"}}', 'context', '{"model":"unknown"}',
+    'subgraphs', '{"p":{"state":{"title":"p"}},"p|c":{"state":{"title":"c"}},"q":{"state":{}},"p|c|d":{"state":[]}}');
+  const g = await call('assistants.get', { path: { assistant_id: a }, now: 1732400000000 });
   assert.equal(g.status, 200);
   assert.deepEqual(g.body, {
-    assistant_id: a, graph_id: a, name: 'My agent', config: {}, context: {}, metadata: {}, version: 1,
-    created_at: '2024-11-23T22:13:20.000Z', updated_at: '2024-11-23T22:13:20.000Z', description: null,
-  });
-  const graph = await rc.cmd('FCALL', 'threadcast_rest', 1, K, 'assistants.graph', JSON.stringify({ path: { assistant_id: a } }));
+    assistant_id: sys, graph_id: a, name: a, config: { configurable: { model_name: 'openai' } }, context: { model: 'unknown' },
+    metadata: { created_by: 'system' }, version: 1, created_at: '2024-11-23T22:13:20.000Z', updated_at: '2024-11-23T22:13:20.000Z',
+    description: null,
+  }, 'asked for by its graph id: the graph\'s config and context, as its workers registered them');
+  assert.deepEqual((await call('assistants.get', { path: { assistant_id: sys } })).body, g.body, 'and by its own id');
+  const graph = await rc.cmd('FCALL', 'threadcast_rest', 1, K, 'assistants.graph', JSON.stringify({ path: { assistant_id: sys } }));
   assert.deepEqual(graph, [200, '{"nodes":[{"id":"__start__"}],"edges":[]}'], 'stored text, [] kept');
+  for (const xray of ['true', '1', '2']) {
+    assert.deepEqual((await call('assistants.graph', { path: { assistant_id: a }, query: { xray } })).body, { nodes: [], edges: [], xray: 1 });
+  }
+  assert.deepEqual((await call('assistants.graph', { path: { assistant_id: a }, query: { xray: 'false' } })).body.nodes, [{ id: '__start__' }]);
   assert.deepEqual((await call('assistants.schemas', { path: { assistant_id: a } })).body,
     { graph_id: 'x', input_schema: { type: 'object', properties: {} } });
+  // Subgraphs as LangGraph's getSubgraphs picks them: the top level, every level (recurse), one namespace.
+  const sub = async (namespace, recurse) => {
+    const r = await rc.cmd('FCALL', 'threadcast_rest', 1, K, 'assistants.subgraphs',
+      JSON.stringify({ path: { assistant_id: a, ...(namespace ? { namespace } : {}) }, query: recurse ? { recurse } : {} }));
+    assert.equal(r[0], 200);
+    return Object.keys(JSON.parse(r[1]));
+  };
+  assert.deepEqual(await sub(), ['p', 'q']);
+  assert.deepEqual(await sub(undefined, 'true'), ['p', 'p|c', 'q', 'p|c|d'], 'parents first, in the order registered');
+  assert.deepEqual(await sub('p'), ['p']);
+  assert.deepEqual(await sub('p', 'true'), ['p']);
+  assert.deepEqual(await sub('p|c'), [], 'a nested namespace needs recurse');
+  assert.deepEqual(await sub('p|c', 'true'), ['p|c']);
+  assert.deepEqual(await sub('nope', 'true'), []);
+  const flat = await rc.cmd('FCALL', 'threadcast_rest', 1, K, 'assistants.subgraphs', JSON.stringify({ path: { assistant_id: a }, query: { recurse: 'true' } }));
+  assert.match(flat[1], /"p\|c\|d":\{"state":\[\]\}/, 'each schema as stored');
 
   const b = uid('bsst');
   await register(b, 'w2');
   assert.deepEqual((await call('assistants.graph', { path: { assistant_id: b } })).body, {}, 'nothing stored: {}');
   assert.deepEqual((await call('assistants.schemas', { path: { assistant_id: b } })).body, {});
-  assert.equal((await call('assistants.get', { path: { assistant_id: b } })).body.name, b, 'the name defaults to the id');
+  assert.deepEqual((await call('assistants.subgraphs', { path: { assistant_id: b }, query: {} })).body, {});
+  const bs = (await call('assistants.get', { path: { assistant_id: b } })).body;
+  assert.deepEqual([bs.name, bs.config, bs.context], [b, {}, {}], 'named after its graph; nothing configured');
 
+  // A record outlives its workers (runs then find none); the wildcard is no graph.
   const dead = uid('dead');
   await register(dead, 'w3', 1);
   await register('*', 'wild');
   await sleep(5);
   const all = (await call('assistants.search', { body: { limit: 1000 } })).body.map((x) => x.assistant_id);
-  assert.ok(all.includes(a) && all.includes(b));
-  assert.ok(!all.includes(dead), 'an assistant whose workers are gone is not listed');
-  assert.ok(!all.includes('*'), 'the wildcard is not an assistant');
-  await refused('assistants.get', { path: { assistant_id: dead } }, 404, /no live worker/);
+  for (const x of [a, b, dead]) assert.ok(all.includes(systemAssistantId(x)), x);
+  assert.ok(!all.includes('*') && !all.includes(systemAssistantId('*')), 'the wildcard is not an assistant');
+  assert.equal((await call('assistants.get', { path: { assistant_id: dead } })).status, 200);
 
-  assert.deepEqual((await call('assistants.search', { body: { graph_id: b } })).body.map((x) => x.assistant_id), [b]);
-  assert.deepEqual((await call('assistants.search', { body: { name: 'my AGENT' } })).body.map((x) => x.assistant_id), [a]);
+  const ids = (r) => r.body.map((x) => x.assistant_id);
+  assert.deepEqual(ids(await call('assistants.search', { body: { graph_id: b } })), [systemAssistantId(b)]);
+  assert.deepEqual(ids(await call('assistants.search', { body: { name: a.toUpperCase() } })), [sys], 'name: a case-insensitive substring');
   assert.deepEqual((await call('assistants.search', { body: { metadata: { k: 1 } } })).body, []);
-  const byId = (await call('assistants.search', { body: { sort_by: 'assistant_id', sort_order: 'asc', limit: 1000 } })).body.map((x) => x.assistant_id);
+  assert.ok(ids(await call('assistants.search', { body: { metadata: { created_by: 'system' }, limit: 1000 } })).includes(sys));
+  const byId = ids(await call('assistants.search', { body: { sort_by: 'assistant_id', sort_order: 'asc', limit: 1000 } }));
   assert.deepEqual(byId, [...byId].sort());
   const page = (await call('assistants.search', { body: { sort_by: 'assistant_id', sort_order: 'asc', limit: 1, offset: 1 } })).body;
   assert.deepEqual(page.map((x) => x.assistant_id), [byId[1]]);
@@ -274,9 +321,10 @@ test('a run goes to its assistant\'s workers as a rest.run entry; started and fi
   const a = uid('agent');
   const t = await createThread({ metadata: { owner: 'me' } });
   await refused('runs.create', { path: { thread_id: t.thread_id }, body: { assistant_id: a }, ids: { run_id: 'r0' } }, 404,
-    new RegExp(`assistant "${a}" not found: no worker serves it`));
+    new RegExp(`^No assistant found for "${a}"\\. Make sure the assistant ID is for a valid assistant or a valid graph ID\\.$`));
   await register(a);
-  await refused('runs.create', { path: { thread_id: 'no-such-thread' }, body: { assistant_id: a }, ids: { run_id: 'r0' } }, 404, /thread "no-such-thread" not found/);
+  const sys = systemAssistantId(a);
+  await refused('runs.create', { path: { thread_id: 'no-such-thread' }, body: { assistant_id: a }, ids: { run_id: 'r0' } }, 404, /^Thread with ID no-such-thread not found$/);
 
   const body = {
     assistant_id: a, input: { messages: [{ role: 'user', content: 'hi' }], empty: [] }, config: { configurable: { x: 1 }, tags: ['t'] },
@@ -287,7 +335,7 @@ test('a run goes to its assistant\'s workers as a rest.run entry; started and fi
   assert.equal(c.status, 200);
   assert.equal(c.extra, undefined);
   assert.deepEqual(c.body, {
-    run_id: 'run-a1', thread_id: t.thread_id, assistant_id: a, created_at: '2024-11-23T22:13:20.000Z', updated_at: '2024-11-23T22:13:20.000Z',
+    run_id: 'run-a1', thread_id: t.thread_id, assistant_id: sys, created_at: '2024-11-23T22:13:20.000Z', updated_at: '2024-11-23T22:13:20.000Z',
     status: 'pending', metadata: { m: 1 }, multitask_strategy: 'reject',
     kwargs: {
       input: body.input, config: body.config, context: body.context, stream_mode: ['values', 'messages-tuple'], stream_subgraphs: true,
@@ -301,7 +349,7 @@ test('a run goes to its assistant\'s workers as a rest.run entry; started and fi
   assert.equal(e.reply, '');
   assert.equal(e.deadline, '0');
   assert.deepEqual(e.params, {
-    run_id: 'run-a1', thread_id: t.thread_id, assistant_id: a, metadata: { m: 1 }, on_completion: 'keep', temporary: false, after_seconds: 0,
+    run_id: 'run-a1', thread_id: t.thread_id, assistant_id: sys, graph_id: a, metadata: { m: 1 }, on_completion: 'keep', temporary: false, after_seconds: 0,
     ...c.body.kwargs,
   });
   const rec = await hash(`${K}:r:run-a1`);
@@ -310,11 +358,11 @@ test('a run goes to its assistant\'s workers as a rest.run entry; started and fi
   assert.equal(await rc.cmd('GET', `${K}:t:${t.thread_id}:active`), 'run-a1');
   let th = (await call('threads.get', { path: { thread_id: t.thread_id } })).body;
   assert.equal(th.status, 'busy');
-  assert.deepEqual(th.metadata, { owner: 'me', graph_id: a, assistant_id: a }, 'the thread records the graph it runs');
+  assert.deepEqual(th.metadata, { owner: 'me', graph_id: a, assistant_id: sys }, 'the thread records the graph it runs, and its assistant');
   const got = await call('runs.get', { path: { thread_id: t.thread_id, run_id: 'run-a1' } });
   assert.deepEqual(got.body, c.body);
   assert.deepEqual(got.extra, { after_seq: 41 }, 'runs.get tells the gateway where the run\'s events start');
-  await refused('runs.get', { path: { thread_id: 'other', run_id: 'run-a1' } }, 404, /thread "other" not found/);
+  await refused('runs.get', { path: { thread_id: 'other', run_id: 'run-a1' } }, 404, /^Thread with ID other not found$/);
   const other = await createThread();
   await refused('runs.get', { path: { thread_id: other.thread_id, run_id: 'run-a1' } }, 404, /run "run-a1" not found on thread/);
 
@@ -346,7 +394,7 @@ test('a run goes to its assistant\'s workers as a rest.run entry; started and fi
   assert.deepEqual((await call('runs.list', { path: { thread_id: t.thread_id }, query: { limit: '1', offset: '1' } })).body.map((r) => r.run_id), ['run-a1']);
   assert.deepEqual((await call('runs.list', { path: { thread_id: t.thread_id }, query: { status: 'running' } })).body, []);
   assert.deepEqual((await call('runs.list', { path: { thread_id: other.thread_id }, query: {} })).body, []);
-  await refused('runs.list', { path: { thread_id: 'nope' }, query: {} }, 404, /thread "nope" not found/);
+  await refused('runs.list', { path: { thread_id: 'nope' }, query: {} }, 404, /^Thread with ID nope not found$/);
 
   const d = await call('runs.delete', { path: { thread_id: t.thread_id, run_id: 'run-a1' } });
   assert.equal(d.status, 204);
@@ -372,7 +420,7 @@ test('routing: the wildcard workers take an assistant nobody else serves; a miss
   assert.equal(made.status, 200);
   const th = (await call('threads.get', { path: { thread_id: tid } })).body;
   assert.equal(th.status, 'busy');
-  assert.deepEqual(th.metadata, { graph_id: b, assistant_id: b });
+  assert.deepEqual(th.metadata, { graph_id: b, assistant_id: systemAssistantId(b) });
   await refused('runs.create', { path: { thread_id: 'bad id!' }, body: { assistant_id: b, if_not_exists: 'create' }, ids: { run_id: 'x' } }, 422, /^thread_id must be/);
 });
 
@@ -500,6 +548,12 @@ test('thread status follows its runs: error, interrupted, idle', async () => {
   await finished(r, { status: 'timeout' });
   assert.equal((await get()).status, 'error', 'a timed-out run leaves the thread in error');
 
+  // A run that failed in a node leaves that node to run: still an error, not an interrupt (as the reference server).
+  r = (await createRun(t, { assistant_id: a })).body.run_id;
+  await started(r);
+  await finished(r, { status: 'error', error: { error: 'CustomError', message: 'no' }, interrupts: {}, next: ['agent'] });
+  assert.deepEqual([(await get()).status, (await get()).error], ['error', { error: 'CustomError', message: 'no' }]);
+
   r = (await createRun(t, { assistant_id: a })).body.run_id;
   assert.equal((await get()).status, 'busy');
   await started(r);
@@ -568,11 +622,11 @@ test('threads.copy makes a new thread with the fresh id, metadata, values and in
   assert.equal(c.status, 200);
   assert.equal(c.body.thread_id, nid);
   assert.equal(c.body.status, 'idle');
-  assert.deepEqual(c.body.metadata, { k: [], graph_id: a, assistant_id: a });
+  assert.deepEqual(c.body.metadata, { k: [], graph_id: a, assistant_id: systemAssistantId(a) });
   assert.deepEqual(c.body.values, { m: [1] });
   assert.deepEqual(c.body.interrupts, { t: [] });
   assert.deepEqual((await call('runs.list', { path: { thread_id: nid }, query: {} })).body, [], 'runs are not copied');
-  await refused('threads.copy', { path: { thread_id: 'nope' }, ids: { thread_id: uid('copy') } }, 404, /thread "nope" not found/);
+  await refused('threads.copy', { path: { thread_id: 'nope' }, ids: { thread_id: uid('copy') } }, 404, /^Thread with ID nope not found$/);
   await refused('threads.copy', { path: { thread_id: src.thread_id }, ids: { thread_id: nid } }, 409, /already exists/);
 });
 
@@ -599,7 +653,7 @@ test('threads.search: metadata, values, status and ids filters; sort; pagination
   assert.deepEqual(ids(await s({ sort_by: 'thread_id', sort_order: 'asc', limit: 2 })), made.slice(0, 2));
   assert.deepEqual(ids(await s({ sort_by: 'thread_id', sort_order: 'desc', limit: 2, offset: 1 })), [made[4], made[3]]);
   assert.deepEqual(ids(await s({ ids: [made[1], made[4], 'no-such'], sort_order: 'asc' })), [made[1], made[4]]);
-  assert.deepEqual((await call('threads.search', { body: { ids: [] } })).body, []);
+  assert.deepEqual(ids(await s({ ids: [] })), [...made].reverse(), 'no ids: no filter (as the reference server)');
 
   // status and values, after runs on two of them
   const r = (await createRun(made[2], { assistant_id: a }, { now: 1800000100000 })).body.run_id;
@@ -608,8 +662,10 @@ test('threads.search: metadata, values, status and ids filters; sort; pagination
   await createRun(made[4], { assistant_id: a }, { now: 1800000200000 });
   assert.deepEqual(ids(await s({ status: 'busy' })), [made[4]]);
   assert.deepEqual(ids(await s({ status: 'idle', limit: 2 })), [made[5], made[3]]);
-  assert.deepEqual(ids(await s({ values: { answer: 42 } })), [made[2]]);
-  assert.deepEqual(ids(await s({ values: { answer: 41 } })), []);
+  // values: a thread with values must contain them; one without passes (as the reference server).
+  assert.deepEqual(ids(await s({ values: { answer: 42 } })), [...made].reverse());
+  assert.deepEqual(ids(await s({ values: { answer: 41 } })), [made[5], made[4], made[3], made[1], made[0]]);
+  assert.deepEqual(ids(await s({ values: { list: ['a'] }, status: 'idle' })), [made[5], made[3], made[2], made[1], made[0]]);
   const byUpdated = ids(await s({ sort_by: 'updated_at', sort_order: 'desc', limit: 2 }));
   assert.deepEqual(byUpdated, [made[4], made[2]], 'the two touched last');
   const byStatus = ids(await s({ sort_by: 'status', sort_order: 'asc' }));
@@ -693,4 +749,177 @@ test('a thread keeps at most 1000 runs: the oldest finished ones make room', asy
   assert.equal(await rc.cmd('ZCARD', `${K}:t:${t}:runs`), 1000);
   assert.equal(await rc.cmd('EXISTS', `${K}:r:old-${t}-0000`), 0, 'the oldest went');
   assert.equal(await rc.cmd('EXISTS', `${K}:r:old-${t}-0001`), 1);
+});
+
+test('assistants: create, patch (a version each), versions, latest, delete; the reference server\'s words', async () => {
+  const g = uid('graph');
+  await register(g);
+  const now = 1732400000000;
+  const create = (body, id = uid('as')) => call('assistants.create', { body, ids: { assistant_id: id }, now });
+  await refused('assistants.create', { body: {}, ids: { assistant_id: 'x' } }, 422, /^graph_id is required$/);
+  await refused('assistants.create', { body: { graph_id: 'nobody-serves-it' }, ids: { assistant_id: 'x' } }, 404, /^Graph "nobody-serves-it" not found$/);
+  await refused('assistants.create', { body: { graph_id: g, config: [] }, ids: { assistant_id: 'x' } }, 422, /^config must be an object$/);
+  await refused('assistants.create', { body: { graph_id: g, config: { tags: 'x' } }, ids: { assistant_id: 'x' } }, 422, /^config\.tags must be/);
+  await refused('assistants.create', { body: { graph_id: g, metadata: 'x' }, ids: { assistant_id: 'x' } }, 422, /^metadata must be an object$/);
+  await refused('assistants.create', { body: { graph_id: g, name: 3 }, ids: { assistant_id: 'x' } }, 422, /^name must be a string$/);
+  await refused('assistants.create', { body: { graph_id: g, assistant_id: 'a b' }, ids: { assistant_id: 'x' } }, 422, /^assistant_id must be/);
+  await refused('assistants.create', { body: { graph_id: g, if_exists: 'replace' }, ids: { assistant_id: 'x' } }, 422, /^if_exists must be one of "do_nothing", "raise"$/);
+
+  const id = uid('as');
+  const c = await create({ graph_id: g, config: { configurable: { model_name: 'gpt', big: 12345678901234567 } }, context: { tone: 'dry' },
+    metadata: { team: 'x' }, description: 'foo' }, id);
+  assert.equal(c.status, 200);
+  assert.deepEqual(c.body, {
+    assistant_id: id, graph_id: g, name: 'Untitled', config: { configurable: { model_name: 'gpt', big: 12345678901234568 } },
+    context: { tone: 'dry' }, metadata: { team: 'x' }, version: 1, created_at: '2024-11-23T22:13:20.000Z',
+    updated_at: '2024-11-23T22:13:20.000Z', description: 'foo',
+  });
+  assert.equal((await create({ graph_id: g, name: '' })).body.name, g, 'an empty name is the graph\'s');
+  assert.equal((await create({ graph_id: g, assistant_id: 'chosen-id', name: 'woof' })).body.assistant_id, 'chosen-id');
+  await refused('assistants.create', { body: { graph_id: g, assistant_id: id }, ids: { assistant_id: 'x' } }, 409, /^Assistant already exists$/);
+  const same = await call('assistants.create', { body: { graph_id: g, assistant_id: id, if_exists: 'do_nothing', name: 'other' }, ids: { assistant_id: 'x' } });
+  assert.deepEqual(same.body, c.body, 'do_nothing: the one there');
+  await refused('assistants.create', { body: { graph_id: g, assistant_id: systemAssistantId(g) }, ids: { assistant_id: 'x' } }, 409, /exists/);
+
+  // PATCH: given members replace, metadata merges; every PATCH is a version, even an empty one.
+  const p = await call('assistants.patch', { path: { assistant_id: id }, body: { metadata: { name: 'woof' }, description: 'bar' }, now: now + 1000 });
+  assert.deepEqual([p.body.version, p.body.metadata, p.body.description, p.body.config.configurable.model_name, p.body.updated_at],
+    [2, { team: 'x', name: 'woof' }, 'bar', 'gpt', '2024-11-23T22:13:21.000Z']);
+  assert.equal((await call('assistants.patch', { path: { assistant_id: id }, body: { config: { configurable: { foo: 'bar' } } } })).body.version, 3);
+  assert.equal((await call('assistants.patch', { path: { assistant_id: id }, body: null })).body.version, 4);
+  await refused('assistants.patch', { path: { assistant_id: 'nobody' }, body: {} }, 404, /^Assistant not found$/);
+  await refused('assistants.patch', { path: { assistant_id: id }, body: { graph_id: 'nobody-serves-it' } }, 404, /^Graph "nobody-serves-it" not found$/);
+  const got = (await call('assistants.get', { path: { assistant_id: id } })).body;
+  assert.deepEqual([got.version, got.config, got.context, got.metadata], [4, { configurable: { foo: 'bar' } }, { tone: 'dry' }, { team: 'x', name: 'woof' }]);
+
+  const versions = async (body = {}) => (await call('assistants.versions', { path: { assistant_id: id }, body })).body;
+  assert.deepEqual((await versions()).map((v) => v.version), [4, 3, 2, 1], 'newest first');
+  assert.deepEqual(Object.keys((await versions())[0]), ['assistant_id', 'version', 'graph_id', 'config', 'context', 'metadata', 'created_at', 'name', 'description']);
+  assert.deepEqual((await versions({ limit: 1 })).map((v) => v.version), [4]);
+  assert.deepEqual((await versions({ offset: 2 })).map((v) => v.version), [2, 1]);
+  assert.deepEqual((await versions({ metadata: { name: 'woof' } })).map((v) => v.version), [4, 3, 2]);
+  assert.deepEqual((await versions())[3].config, { configurable: { model_name: 'gpt', big: 12345678901234568 } });
+  await refused('assistants.versions', { path: { assistant_id: id }, body: { metadata: { name: 'nope' } } }, 404, new RegExp(`^Assistant "${id}" not found\\.$`));
+  await refused('assistants.versions', { path: { assistant_id: 'nobody' }, body: {} }, 404, /^Assistant "nobody" not found\.$/);
+  await refused('assistants.versions', { path: { assistant_id: id }, body: { limit: 0 } }, 422, /^limit must be/);
+  assert.deepEqual((await call('assistants.versions', { path: { assistant_id: g }, body: {} })).body.map((v) => v.assistant_id),
+    [systemAssistantId(g)], 'a graph id: its system assistant\'s');
+
+  // latest: back to version 1 (config, context, metadata, name, description); the next PATCH is 5.
+  const l = await call('assistants.latest', { path: { assistant_id: id }, body: { version: 1 } });
+  assert.deepEqual([l.body.version, l.body.metadata, l.body.description, l.body.config.configurable.model_name], [1, { team: 'x' }, 'foo', 'gpt']);
+  assert.equal((await call('assistants.patch', { path: { assistant_id: id }, body: {} })).body.version, 5);
+  await refused('assistants.latest', { path: { assistant_id: id }, body: { version: 9 } }, 404, /^Assistant version not found$/);
+  await refused('assistants.latest', { path: { assistant_id: id }, body: { version: 'x' } }, 422, /^version must be a positive integer$/);
+  await refused('assistants.latest', { path: { assistant_id: 'nobody' }, body: { version: 1 } }, 404, /^Assistant not found$/);
+
+  // delete: 200 [id]; delete_threads=true takes the threads whose metadata names it.
+  const t1 = await createThread({ metadata: { assistant_id: id } });
+  const t2 = await createThread({ metadata: { assistant_id: 'someone-else' } });
+  const d = await call('assistants.delete', { path: { assistant_id: id }, query: { delete_threads: 'true' } });
+  assert.deepEqual([d.status, d.body], [200, [id]]);
+  await refused('assistants.get', { path: { assistant_id: id } }, 404, /^Assistant not found$/);
+  await refused('threads.get', { path: { thread_id: t1.thread_id } }, 404, /not found/);
+  assert.equal((await call('threads.get', { path: { thread_id: t2.thread_id } })).status, 200);
+  assert.equal(await rc.cmd('EXISTS', `${K}:as:${id}`, `${K}:av:${id}`), 0);
+  const keep = await createThread({ metadata: { assistant_id: 'chosen-id' } });
+  await call('assistants.delete', { path: { assistant_id: 'chosen-id' }, query: {} });
+  assert.equal((await call('threads.get', { path: { thread_id: keep.thread_id } })).status, 200, 'without delete_threads the threads stay');
+  await refused('assistants.delete', { path: { assistant_id: id }, query: {} }, 404, /^Assistant not found$/);
+});
+
+test('assistants.search and count: filters, sort, select, the reference server\'s page headers', async () => {
+  const g = uid('sgraph');
+  await register(g);
+  const tag = uid('tag');
+  const made = [];
+  for (let i = 0; i < 4; i++) {
+    const r = await call('assistants.create', { body: { graph_id: g, name: `Bot ${i}`, metadata: { tag, odd: i % 2 === 1 } },
+      ids: { assistant_id: `${tag}-${i}` }, now: 1800000000000 + i * 1000 });
+    made.push(r.body.assistant_id);
+  }
+  const search = (body) => call('assistants.search', { body: { metadata: { tag }, ...body } });
+  const ids = (r) => r.body.map((x) => x.assistant_id);
+  assert.deepEqual(ids(await search({})), [...made].reverse(), 'created_at desc by default');
+  assert.deepEqual(ids(await search({ sort_by: 'name', sort_order: 'asc', limit: 2 })), made.slice(0, 2));
+  assert.deepEqual(ids(await search({ metadata: { tag, odd: true } })), [made[3], made[1]]);
+  assert.deepEqual(ids(await search({ name: 'BOT 2' })), [made[2]]);
+  assert.deepEqual(ids(await call('assistants.search', { body: { graph_id: g, limit: 1000 } })).sort(), [...made, systemAssistantId(g)].sort());
+  assert.deepEqual((await search({ select: ['assistant_id', 'name', 'nope'], limit: 1 })).body, [{ assistant_id: made[3], name: 'Bot 3' }]);
+  // X-Pagination-Total as the reference server counts it: offset + matches, one more when they fill the page.
+  assert.deepEqual((await search({ limit: 10 })).extra, { pagination_total: 4 });
+  assert.deepEqual((await search({ limit: 4 })).extra, { pagination_total: 5, pagination_next: 4 });
+  assert.deepEqual((await search({ limit: 2, offset: 2 })).extra, { pagination_total: 6 });
+  assert.deepEqual((await search({ offset: 10 })).extra, { pagination_total: 10 });
+  await refused('assistants.search', { body: { select: 'name' } }, 422, /^select must be an array/);
+  const count = async (body) => (await call('assistants.count', { body })).body;
+  assert.equal(await count({ metadata: { tag } }), 4);
+  assert.equal(await count({ metadata: { tag }, name: 'bot 1' }), 1);
+  assert.equal(await count({ graph_id: g }), 5, 'and its system assistant');
+  assert.ok(await count(null) >= 5);
+  await refused('assistants.count', { body: { graph_id: 3 } }, 422, /^graph_id must be a string$/);
+});
+
+test('runs.create: the assistant\'s config and context under the run\'s; the thread keeps the config', async () => {
+  const g = uid('cgraph');
+  await register(g);
+  await rc.cmd('HSET', `${K}:ainfo:${g}`, 'context', '{"model":"unknown"}');
+  const a = (await call('assistants.create', {
+    body: { graph_id: g, config: { configurable: { model_name: 'gpt', keep: 1 }, tags: ['a'], recursion_limit: 5 }, context: { model: 'anthropic', tone: 'dry' } },
+    ids: { assistant_id: uid('as') } })).body.assistant_id;
+  const t = (await createThread()).thread_id;
+  const r = await createRun(t, { assistant_id: a, config: { configurable: { model_name: 'claude' }, tags: ['b'] }, context: { model: 'openai' } });
+  assert.equal(r.status, 200);
+  assert.deepEqual(r.body.kwargs.config, { configurable: { model_name: 'claude', keep: 1 }, tags: ['b'], recursion_limit: 5 });
+  assert.deepEqual(r.body.kwargs.context, { model: 'openai', tone: 'dry' });
+  assert.equal(r.body.assistant_id, a);
+  const [e] = await forRun(`${K}:a:${g}`, r.body.run_id, 'rest.run');
+  assert.deepEqual([e.params.assistant_id, e.params.graph_id, e.params.config, e.params.context],
+    [a, g, r.body.kwargs.config, r.body.kwargs.context], 'the worker gets them in rest.run');
+  const th = (await call('threads.get', { path: { thread_id: t } })).body;
+  assert.deepEqual(th.metadata, { graph_id: g, assistant_id: a });
+  assert.deepEqual(th.config, r.body.kwargs.config);
+  await finished(r.body.run_id);
+
+  // Without a config or context of its own, the run takes the assistant's (the system one's: what the workers registered).
+  const bare = await createRun(t, { assistant_id: g });
+  assert.deepEqual([bare.body.kwargs.config, bare.body.kwargs.context], [undefined, { model: 'unknown' }]);
+  await finished(bare.body.run_id);
+  const plain = await createRun(t, { assistant_id: a, input: null });
+  assert.deepEqual([plain.body.kwargs.config.tags, plain.body.kwargs.context], [['a'], { model: 'anthropic', tone: 'dry' }]);
+  await finished(plain.body.run_id);
+  // A context that is not an object is the assistant's, whatever the run says (as the reference server).
+  const s = (await call('assistants.create', { body: { graph_id: g, context: 'fixed' }, ids: { assistant_id: uid('as') } })).body.assistant_id;
+  assert.equal((await createRun(t, { assistant_id: s, context: { x: 1 } })).body.kwargs.context, 'fixed');
+});
+
+test('threads.count: the search\'s filters, every thread', async () => {
+  const tag = uid('ctag');
+  for (let i = 0; i < 5; i++) await createThread({ metadata: { tag, even: i % 2 === 0 } });
+  const count = async (body) => (await call('threads.count', { body })).body;
+  assert.equal(await count({ metadata: { tag } }), 5);
+  assert.equal(await count({ metadata: { tag, even: true } }), 3);
+  assert.equal(await count({ metadata: { tag }, status: 'busy' }), 0);
+  assert.equal(await count({ metadata: { tag }, values: { x: 1 } }), 5, 'threads without values pass');
+  assert.ok(await count(null) >= 5);
+  await refused('threads.count', { body: { status: 'sleeping' } }, 422, /^status must be/);
+});
+
+test('internal.truncate: threads with their runs, runs alone, assistants but the system ones', async () => {
+  const g = uid('tgraph');
+  await register(g);
+  const t = (await createThread()).thread_id;
+  const r = (await createRun(t, { assistant_id: g })).body.run_id;
+  const a = (await call('assistants.create', { body: { graph_id: g }, ids: { assistant_id: uid('as') } })).body.assistant_id;
+  assert.deepEqual((await call('internal.truncate', { body: { runs: true } })).body, { ok: true });
+  assert.equal(await rc.cmd('EXISTS', `${K}:r:${r}`), 0);
+  assert.equal((await call('threads.get', { path: { thread_id: t } })).status, 200, 'runs only: the thread stays');
+  const [cancel] = await forRun(`${K}:a:${g}`, r, 'rest.cancel');
+  assert.equal(cancel.params.action, 'interrupt', 'its active run is told to stop');
+  await call('internal.truncate', { body: { threads: true, assistants: true } });
+  assert.equal(await rc.cmd('ZCARD', `${K}:threads`), 0);
+  await refused('threads.get', { path: { thread_id: t } }, 404, /not found/);
+  await refused('assistants.get', { path: { assistant_id: a } }, 404, /^Assistant not found$/);
+  assert.equal((await call('assistants.get', { path: { assistant_id: g } })).status, 200, 'the system assistants stay');
+  await refused('internal.truncate', { body: { threads: 'yes' } }, 422, /^threads must be true or false$/);
 });

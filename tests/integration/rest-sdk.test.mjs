@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { stopAll } from './lib/harness.mjs';
 import {
   restStack, question, transcript, expectedTranscript, lines, randomUUID, UUID, ISO,
-  rejectsWith, runReaches, collect, assertIds, tuples, assembleTuples, holder, sleep, waitUntil,
+  rejectsWith, runReaches, collect, assertIds, tuples, assembleTuples, holder, sleep, waitUntil, systemAssistantId,
 } from './lib/rest.mjs';
 import { reports } from './lib/rest-graphs.mjs';
 
@@ -43,7 +43,7 @@ describe('the Agent Protocol REST API through @langchain/langgraph-sdk', () => {
     const run = await client.runs.create(threadId, 'agent', { input: question(q), metadata: { requestType: 'weatherQuery' } });
     assert.match(run.run_id, UUID);
     assert.equal(run.thread_id, threadId);
-    assert.equal(run.assistant_id, 'agent');
+    assert.equal(run.assistant_id, systemAssistantId('agent'), 'a graph id names its system assistant');
     assert.ok(STATUSES_LIVE.includes(run.status), run.status);
     assert.equal(run.metadata.requestType, 'weatherQuery');
     assert.equal(run.multitask_strategy, 'reject', 'the default strategy');
@@ -111,7 +111,7 @@ describe('the Agent Protocol REST API through @langchain/langgraph-sdk', () => {
     assert.match(item.created_at, ISO);
     assert.match(item.updated_at, ISO);
     assert.equal(await client.store.deleteItem(['user_profiles'], 'profile_jane_doe'), undefined, '204');
-    await rejectsWith(client.store.getItem(['user_profiles'], 'profile_jane_doe'), 404, /profile_jane_doe|not found/i);
+    assert.equal(await client.store.getItem(['user_profiles'], 'profile_jane_doe'), null, 'gone: null');
   });
 
   test('runs.stream: metadata first, values, messages-tuple, updates and custom, with subgraphs', async () => {
@@ -210,7 +210,7 @@ describe('the Agent Protocol REST API through @langchain/langgraph-sdk', () => {
     for (const r of all) {
       assert.equal(r.status, 'success');
       assert.equal(r.thread_id, threadId);
-      assert.equal(r.assistant_id, 'agent');
+      assert.equal(r.assistant_id, systemAssistantId('agent'));
     }
     const page1 = await client.runs.list(threadId, { limit: 1 });
     const page2 = await client.runs.list(threadId, { limit: 1, offset: 1 });
@@ -494,25 +494,26 @@ describe('the Agent Protocol REST API through @langchain/langgraph-sdk', () => {
     assert.equal((await client.store.listNamespaces({ limit: 1 })).namespaces.length, 1);
 
     await client.store.deleteItem(['prefs', 'u1'], 'theme');
-    await rejectsWith(client.store.getItem(['prefs', 'u1'], 'theme'), 404);
+    assert.equal(await client.store.getItem(['prefs', 'u1'], 'theme'), null);
     assert.deepEqual(keys(await client.store.searchItems(['prefs'])), ['prefs/u1:lang', 'prefs/u2:theme']);
   });
 
-  test('assistants.search and assistants.get: what the workers registered', async () => {
+  test('assistants.search and assistants.get: the system assistant of each graph the workers registered', async () => {
     const all = await client.assistants.search();
-    assert.deepEqual(all.map((a) => a.assistant_id).sort(), ['agent', 'reporter']);
+    assert.deepEqual(all.map((a) => a.graph_id).sort(), ['agent', 'reporter']);
     for (const a of all) {
-      assert.equal(a.graph_id, a.assistant_id);
-      assert.equal(typeof a.name, 'string');
+      assert.equal(a.assistant_id, systemAssistantId(a.graph_id));
+      assert.equal(a.name, a.graph_id);
+      assert.deepEqual(a.metadata, { created_by: 'system' });
       assert.match(a.created_at, ISO);
-      assert.equal(typeof a.config, 'object');
-      assert.equal(typeof a.metadata, 'object');
+      assert.deepEqual([a.config, a.context, a.version, a.description], [{}, {}, 1, null]);
     }
-    assert.deepEqual((await client.assistants.search({ graphId: 'reporter' })).map((a) => a.assistant_id), ['reporter']);
+    assert.deepEqual((await client.assistants.search({ graphId: 'reporter' })).map((a) => a.assistant_id), [systemAssistantId('reporter')]);
     assert.equal((await client.assistants.search({ limit: 1 })).length, 1);
     const agent = await client.assistants.get('agent');
-    assert.deepEqual(agent, all.find((a) => a.assistant_id === 'agent'));
-    await rejectsWith(client.assistants.get('nobody'), 404, /nobody/);
+    assert.deepEqual(agent, all.find((a) => a.graph_id === 'agent'));
+    assert.deepEqual(await client.assistants.get(agent.assistant_id), agent);
+    await rejectsWith(client.assistants.get('nobody'), 404, /^Assistant not found$/);
   });
 });
 

@@ -2,7 +2,7 @@
 // 1 {tc:store} <op> <args-json> against a real redis-server with
 // threadcast's function libraries (protocol/redis/) loaded, for every op (store.put, store.get,
 // store.delete, store.search, store.namespaces), the keys they keep, TTLs,
-// and every 422 and 404. The bodies are what @langchain/langgraph-sdk
+// and every 422 (a missing item is 200 null). The bodies are what @langchain/langgraph-sdk
 // 1.15.0's Client.store sends (client/store/index.js).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -76,8 +76,7 @@ test('put, get, delete: the item round-trips byte for byte, and delete leaves no
   await del(ns, 'spaced');
 
   assert.deepEqual(await del(ns, 'prefs'), [204, null, '']);
-  assert.deepEqual((await get(ns, 'prefs')).slice(0, 2),
-    [404, { detail: 'no item with key "prefs" in namespace ["rt","user-1"]' }]);
+  assert.deepEqual((await get(ns, 'prefs')).slice(0, 2), [200, null], 'a missing item is null, as the reference server answers');
   assert.deepEqual(await del(ns, 'prefs'), [204, null, ''], 'deleting an absent item is not an error');
   assert.equal(await rc.cmd('EXISTS', `{tc:store}:i:${member}`), 0);
   assert.equal(await rc.cmd('ZSCORE', '{tc:store}:items', member), null);
@@ -215,8 +214,8 @@ test('TTL in minutes: an item expires, a read refreshes it unless refresh_ttl is
   const [, found] = await search({ namespace_prefix: ['ttl'], filter: { v: 4 } }); // refresh_ttl defaults to true
   assert.deepEqual(keysOf(found.items), ['ttl:searched']);
   await sleep(450); // 800 ms after the puts, 450 after the reads
-  assert.equal((await get(['ttl'], 'gone'))[0], 404);
-  assert.equal((await get(['ttl'], 'read-only'))[0], 404);
+  assert.deepEqual((await get(['ttl'], 'gone')).slice(0, 2), [200, null]);
+  assert.deepEqual((await get(['ttl'], 'read-only')).slice(0, 2), [200, null]);
   assert.equal((await get(['ttl'], 'refreshed', { refresh_ttl: 'false' }))[0], 200);
   const [, left] = await search({ namespace_prefix: ['ttl'], refresh_ttl: false });
   assert.deepEqual(keysOf(left.items), ['ttl:kept', 'ttl:refreshed', 'ttl:searched']);
@@ -314,7 +313,7 @@ test('store.get, store.delete: 422 for bad query parameters and bodies', async (
   await expect422('store.get', g({ namespace: 'a', key: 'k', refresh_ttl: 'maybe' }),
     'query parameter refresh_ttl must be true or false');
   for (const yes of ['true', 'TRUE', '1', 'yes', 'false', '0', 'no']) {
-    assert.equal((await call('store.get', g({ namespace: 'a', key: 'k', refresh_ttl: yes })))[0], 404, yes);
+    assert.deepEqual((await call('store.get', g({ namespace: 'a', key: 'k', refresh_ttl: yes }))).slice(1), [null, 'null'], yes);
   }
   await expect422('store.delete', { query: {}, body: null }, 'body must be a JSON object');
   await expect422('store.delete', { query: {}, body: { key: 'k' } }, 'namespace must be an array of strings');
@@ -377,6 +376,17 @@ test('search examines at most 10,000 items of its prefix', async () => {
   assert.deepEqual((await namespaces({ prefix: ['big'] }))[1].namespaces, [['big']]);
 });
 
+test('store.truncate (the test-only wipe) takes every item and index, however many', async () => {
+  await put(['wipe', 'x'], 'k', { v: 1 }, { ttl: 5 });
+  assert.ok(await rc.cmd('ZCARD', '{tc:store}:items') > 10000, 'the items of the test before are still there');
+  assert.deepEqual((await call('store.truncate', { query: {}, body: null })).slice(1), [{ ok: true }, '{"ok":true}']);
+  assert.deepEqual(await rc.cmd('KEYS', '{tc:store}:*'), []);
+  assert.deepEqual((await search({ namespace_prefix: [] }))[1], { items: [] });
+  assert.deepEqual((await namespaces({}))[1], { namespaces: [] });
+  assert.equal((await put(['wipe'], 'again', { v: 2 }))[0], 204, 'the store works on');
+  assert.deepEqual((await namespaces({}))[1], { namespaces: [['wipe']] });
+});
+
 test('the SDK Client.store through a gateway: put, get, search, listNamespaces, delete, and its errors', async () => {
   const { Client } = await import('@langchain/langgraph-sdk');
   const tc = await startThreadcast({ redisUrl: redis.url });
@@ -400,7 +410,7 @@ test('the SDK Client.store through a gateway: put, get, search, listNamespaces, 
     assert.deepEqual(await client.store.listNamespaces({ prefix: ['sdk'], maxDepth: 1 }), { namespaces: [['sdk']] });
     assert.deepEqual(await client.store.listNamespaces({ suffix: ['user-8'] }), { namespaces: [['sdk', 'user-8']] });
     await client.store.deleteItem(ns, 'profile');
-    await assert.rejects(client.store.getItem(ns, 'profile'), /404.*no item with key \\"profile\\" in namespace/s);
+    assert.equal(await client.store.getItem(ns, 'profile'), null, 'the SDK gives null for a missing item');
     await assert.rejects(client.store.putItem(['sdk', ''], 'k', {}), /422.*namespace\[1\] is empty/s);
     await assert.rejects(client.store.searchItems(['sdk'], { limit: 5000 }), /422.*limit must be an integer from 1 to 1000/s);
   } finally {

@@ -398,11 +398,12 @@ describe('REST state through the bridge', () => {
 });
 
 describe('what the worker registers for the REST API', () => {
-  test('{tc:commands}:ainfo:<assistant>: name, created_at once, the drawable graph, the schemas', async () => {
+  test('{tc:commands}:ainfo:<assistant>: name, created_at once, the drawable graph (and with xray), the schemas, the subgraphs', async () => {
     const info = {};
     const flat = await rc.cmd('HGETALL', '{tc:commands}:ainfo:steps');
     for (let i = 0; i < flat.length; i += 2) info[flat[i]] = flat[i + 1];
-    assert.deepEqual(Object.keys(info).sort(), ['created_at', 'graph', 'name', 'schemas']);
+    assert.deepEqual(Object.keys(info).sort(), ['created_at', 'graph', 'graph_xray', 'name', 'schemas', 'subgraphs']);
+    assert.deepEqual(JSON.parse(info.subgraphs), {}, 'steps has none');
     assert.equal(info.name, 'steps');
     assert.match(info.created_at, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
     const graph = JSON.parse(info.graph);
@@ -414,6 +415,14 @@ describe('what the worker registers for the REST API', () => {
     assert.deepEqual(Object.keys(schemas).sort(), ['config_schema', 'context_schema', 'graph_id', 'input_schema', 'output_schema', 'state_schema']);
     const agentGraph = JSON.parse(await rc.cmd('HGET', '{tc:commands}:ainfo:agent', 'graph'));
     assert.ok(agentGraph.nodes.some((n) => n.id === 'researcher'));
+    // With xray the subgraph's own nodes are drawn inside it ("researcher:<node>").
+    const xray = JSON.parse(await rc.cmd('HGET', '{tc:commands}:ainfo:agent', 'graph_xray'));
+    assert.ok(xray.nodes.some((n) => n.id.startsWith('researcher:')), JSON.stringify(xray.nodes.map((n) => n.id)));
+    assert.ok(xray.nodes.length > agentGraph.nodes.length);
+    const subgraphs = JSON.parse(await rc.cmd('HGET', '{tc:commands}:ainfo:agent', 'subgraphs'));
+    assert.deepEqual(Object.keys(subgraphs), ['researcher']);
+    assert.deepEqual(Object.keys(subgraphs.researcher).sort(), ['config', 'input', 'output', 'state']);
+    assert.equal(subgraphs.researcher.state.type, 'object');
     // Another worker registering the same assistants keeps created_at.
     const second = await startWorker(redis.url, { name: 'rest-w2', args: ['--graphs', graphsModule] });
     try {

@@ -186,6 +186,39 @@ static void rest_routes(void **state)
 	assert_int_equal(route(TC_HTTP_GET, "/assistants/a%20b", &m), TC_MATCH_BAD_PARAM);
 }
 
+/* The assistants (issue 26): their literal routes before the id, a subgraph's namespace with its "|". */
+static void assistant_routes(void **state)
+{
+	struct tc_route_match m;
+	assert_int_equal(route(TC_HTTP_POST, "/assistants", &m), TC_MATCH_FOUND);
+	assert_int_equal(m.id, TC_ROUTE_R_ASSISTANTS);
+	assert_int_equal(route(TC_HTTP_POST, "/assistants/count", &m), TC_MATCH_FOUND);
+	assert_int_equal(m.id, TC_ROUTE_R_ASSISTANTS_COUNT);
+	assert_int_equal(route(TC_HTTP_GET, "/assistants/count", &m), TC_MATCH_FOUND);
+	assert_int_equal(m.id, TC_ROUTE_R_ASSISTANT);
+	assert_string_equal(tc_route_param(&m, "assistant_id"), "count");
+	for (unsigned meth = TC_HTTP_PATCH; meth <= TC_HTTP_DELETE; meth <<= 1) {
+		assert_int_equal(route(meth, "/assistants/a-1", &m), TC_MATCH_FOUND);
+		assert_int_equal(m.id, TC_ROUTE_R_ASSISTANT);
+	}
+	assert_int_equal(route(TC_HTTP_POST, "/assistants/a-1/versions", &m), TC_MATCH_FOUND);
+	assert_int_equal(m.id, TC_ROUTE_R_ASSISTANT_VERSIONS);
+	assert_int_equal(route(TC_HTTP_POST, "/assistants/a-1/latest", &m), TC_MATCH_FOUND);
+	assert_int_equal(m.id, TC_ROUTE_R_ASSISTANT_LATEST);
+	assert_int_equal(route(TC_HTTP_GET, "/assistants/a-1/subgraphs", &m), TC_MATCH_FOUND);
+	assert_int_equal(m.id, TC_ROUTE_R_ASSISTANT_SUBGRAPHS);
+	assert_int_equal(route(TC_HTTP_GET, "/assistants/a-1/subgraphs/gp_two|p two", &m), TC_MATCH_FOUND);
+	assert_int_equal(m.id, TC_ROUTE_R_ASSISTANT_SUBGRAPH);
+	assert_string_equal(tc_route_param(&m, "namespace"), "gp_two|p two");
+	assert_int_equal(route(TC_HTTP_GET, "/assistants/a-1/subgraphs/a\tb", &m), TC_MATCH_BAD_PARAM);
+	assert_string_equal(m.error, "invalid_argument");
+	assert_int_equal(route(TC_HTTP_GET, "/assistants/a|b/subgraphs", &m), TC_MATCH_BAD_PARAM);
+	assert_int_equal(route(TC_HTTP_POST, "/threads/count", &m), TC_MATCH_FOUND);
+	assert_int_equal(m.id, TC_ROUTE_R_THREADS_COUNT);
+	assert_int_equal(route(TC_HTTP_POST, "/internal/truncate", &m), TC_MATCH_FOUND);
+	assert_int_equal(m.id, TC_ROUTE_R_TRUNCATE);
+}
+
 static void unknown_paths(void **state)
 {
 	static const char *const paths[] = {
@@ -317,12 +350,12 @@ static void thirty_routes(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(table_is_well_formed), cmocka_unit_test(plain_routes),
-		cmocka_unit_test(thread_routes),        cmocka_unit_test(thread_id_limits),
-		cmocka_unit_test(bad_thread_ids),       cmocka_unit_test(unknown_paths),
-		cmocka_unit_test(protocol_021_routes),  cmocka_unit_test(rest_routes),
-		cmocka_unit_test(several_params),       cmocka_unit_test(methods_pick_the_route),
-		cmocka_unit_test(thirty_routes),
+		cmocka_unit_test(table_is_well_formed),   cmocka_unit_test(plain_routes),
+		cmocka_unit_test(thread_routes),          cmocka_unit_test(thread_id_limits),
+		cmocka_unit_test(bad_thread_ids),         cmocka_unit_test(unknown_paths),
+		cmocka_unit_test(protocol_021_routes),    cmocka_unit_test(rest_routes),
+		cmocka_unit_test(assistant_routes),       cmocka_unit_test(several_params),
+		cmocka_unit_test(methods_pick_the_route), cmocka_unit_test(thirty_routes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,7 +5,7 @@
 // by PID (done(), stopAll()).
 import assert from 'node:assert/strict';
 import path from 'node:path';
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { Client } from '@langchain/langgraph-sdk';
 import { startRedis, startThreadcast, startWorker, startHaproxy, redisClient, waitUntil, sleep } from './harness.mjs';
@@ -87,14 +87,27 @@ export const transcript = (values) => (values?.messages ?? []).filter((m) => isA
 export const expectedTranscript = (q) => [q, lines.searching, lines.answer(q), lines.summary];
 
 export const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+/**
+ * The id of graph g's system assistant, as the reference server makes it:
+ * the version 5 (SHA-1) UUID of g in the namespace 6ba7b821-9dad-11d1-80b4-00c04fd430c8.
+ */
+export function systemAssistantId(g) {
+  const h = createHash('sha1').update(Buffer.from('6ba7b8219dad11d180b400c04fd430c8', 'hex')).update(g).digest();
+  h[6] = (h[6] & 0x0f) | 0x50;
+  h[8] = (h[8] & 0x3f) | 0x80;
+  const x = h.subarray(0, 16).toString('hex');
+  return `${x.slice(0, 8)}-${x.slice(8, 12)}-${x.slice(12, 16)}-${x.slice(16, 20)}-${x.slice(20)}`;
+}
 export const ISO = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$/;
 
 /* ---- errors ---------------------------------------------------------------------------- */
 
 /**
  * Asserts the SDK call rejects with an HTTP error of status whose body is
- * {"detail": <string matching re>} (the SDK throws "HTTP <status>: <body>",
- * with .status and .text).
+ * the error's message matching re, as text (the SDK throws "HTTP <status>:
+ * <body>", with .status and .text): what the LangGraph reference server
+ * answers, and its clients match. Returns the message.
  */
 export async function rejectsWith(promise, status, re = /./) {
   let err;
@@ -105,23 +118,18 @@ export async function rejectsWith(promise, status, re = /./) {
   }
   assert.ok(err, `expected HTTP ${status}, the call succeeded`);
   assert.equal(err.status, status, `status of: ${err.message}`);
-  let body;
-  try { body = JSON.parse(err.text); } catch { assert.fail(`the error body is not JSON: ${err.text}`); }
-  assert.equal(typeof body.detail, 'string', `{"detail": "..."}: ${err.text}`);
-  assert.match(body.detail, re);
-  return body;
+  assert.match(err.text, re);
+  assert.equal(err.message, `HTTP ${status}: ${err.text}`);
+  return err.text;
 }
 
-/** Asserts a fetch Response is status with a JSON {"detail": <matching re>} body. */
+/** Asserts a fetch Response is an error of status: its message, matching re, as text/plain. Returns the message. */
 export async function errorResponse(res, status, re = /./) {
   const text = await res.text();
   assert.equal(res.status, status, text);
-  assert.match(res.headers.get('content-type') ?? '', /^application\/json/);
-  let body;
-  try { body = JSON.parse(text); } catch { assert.fail(`the error body is not JSON: ${text}`); }
-  assert.equal(typeof body.detail, 'string', text);
-  assert.match(body.detail, re);
-  return body;
+  assert.match(res.headers.get('content-type') ?? '', /^text\/plain; charset=utf-8$/, text);
+  assert.match(text, re);
+  return text;
 }
 
 /** Asserts a JSON response of status and returns its body. */
