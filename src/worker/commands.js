@@ -14,7 +14,7 @@ import { claimThread, forward, markCancel, release } from './lock.js';
 import { plain } from './relay.js';
 import { HISTORY_MAX, emptyState, threadState, truthy } from './rest.js';
 import { startRestRun } from './rest-runs.js';
-import { cancelRun, inject, pendingInterrupts, runGraph, startRun, withIds } from './runs.js';
+import { cancelRun, inject, pendingInterrupts, runGraph, startRun, threadGraph, withIds } from './runs.js';
 import { runLeftBy, takeOver } from './takeover.js';
 
 /** The checkpoint a REST state command names ({checkpoint_id}, {checkpoint: {…}}), as configurable. */
@@ -76,7 +76,7 @@ async function restCancel(w, entry, p) {
 }
 
 async function restStateGet(w, entry, p) {
-  const graph = w.graphs.get(entry.assistant);
+  const graph = await threadGraph(w, entry.assistant, entry.thread);
   const configurable = checkpointParams(entry.thread, p);
   if (!(await w.saver.getTuple({ configurable }))) {
     if (configurable.checkpoint_id) throw noCheckpoint(configurable);
@@ -88,7 +88,7 @@ async function restStateGet(w, entry, p) {
 
 async function restStateUpdate(w, entry, p) {
   const thread = entry.thread;
-  const graph = w.graphs.get(entry.assistant);
+  const graph = await threadGraph(w, entry.assistant, entry.thread);
   if (p.values != null && typeof p.values !== 'object') throw new ProtocolError('invalid_argument', 'values must be an object, a list of objects or null');
   if (p.as_node != null && typeof p.as_node !== 'string') throw new ProtocolError('invalid_argument', 'as_node must be a string');
   const configurable = checkpointParams(thread, p);
@@ -111,7 +111,7 @@ async function restStateUpdate(w, entry, p) {
 }
 
 async function restHistory(w, entry, p) {
-  const graph = w.graphs.get(entry.assistant);
+  const graph = await threadGraph(w, entry.assistant, entry.thread);
   const limit = p.limit == null ? 10 : Number(p.limit);
   if (!Number.isInteger(limit) || limit < 1 || limit > HISTORY_MAX) {
     throw new ProtocolError('invalid_argument', `limit must be an integer from 1 to ${HISTORY_MAX} (got ${JSON.stringify(p.limit)})`);
@@ -177,7 +177,7 @@ async function runStart(w, entry, p) {
   }
   await claimThread(w, thread);
   try {
-    const graph = w.graphs.get(entry.assistant);
+    const graph = await threadGraph(w, entry.assistant, entry.thread);
     const configurable = { ...(p.config?.configurable ?? {}) };
     delete configurable.thread_id;
     const cfg = { configurable: { thread_id: thread } };
@@ -206,7 +206,7 @@ async function inputRespond(w, entry, p) {
   await claimThread(w, thread);
   try {
     const assistant = entry.assistant;
-    const graph = w.graphs.get(assistant);
+    const graph = await threadGraph(w, assistant, thread);
     const pending = pendingInterrupts(await graph.getState({ configurable: { thread_id: thread } }));
     for (const r of responses) {
       if (!pending.some((i) => i.id === r.interrupt_id)) {
@@ -245,7 +245,7 @@ async function runCancel(w, entry) {
 
 async function stateGet(w, entry, p) {
   const ns = (p.namespace ?? []).join('|');
-  const graph = w.graphs.get(entry.assistant);
+  const graph = await threadGraph(w, entry.assistant, entry.thread);
   const cfg = { configurable: { thread_id: entry.thread, checkpoint_ns: ns } };
   if (!(await w.saver.getTuple(cfg))) {
     if (ns) throw new ProtocolError('no_such_namespace', `thread "${entry.thread}" has no state at namespace ${JSON.stringify(p.namespace)}`);
@@ -258,7 +258,7 @@ async function stateGet(w, entry, p) {
 }
 
 async function stateListCheckpoints(w, entry, p) {
-  const graph = w.graphs.get(entry.assistant);
+  const graph = await threadGraph(w, entry.assistant, entry.thread);
   const limit = Math.min(Math.max(Number.isInteger(p.limit) ? p.limit : 20, 1), 200);
   const cfg = { configurable: { thread_id: entry.thread, checkpoint_ns: (p.namespace ?? []).join('|') } };
   const page = [];

@@ -14,6 +14,7 @@ import { keys } from './keys.js';
 import { acquire, recordDone, recordRun, release } from './lock.js';
 import { Relay, plain } from './relay.js';
 import { InputError, toCommand, truthy } from './rest.js';
+import { assistantLayer, mergeRun, streamMetadata } from './config.js';
 
 /** FCALL threadcast_rest <op>: the REST records' function. Answers {status, body}; never throws. */
 export async function restCall(w, op, args) {
@@ -53,6 +54,7 @@ async function restOutcome(w, ctl, status, error) {
   // successfully: its thread is "interrupted" (interrupts, next), not the run.
   else out.status = status === 'failed' ? 'error' : 'success';
   if (error) out.error = { error: error.name && error.name !== 'Error' ? error.name : 'Error', message: String(error.message ?? error) };
+  if (!ctl.graph) return out; // its graph could not be built: nothing ran
   try {
     const st = await ctl.graph.getState({ configurable: { thread_id: ctl.thread } });
     out.values = plain(st.values) ?? {};
@@ -71,7 +73,13 @@ async function restOutcome(w, ctl, status, error) {
 /** Reports run.finished for a REST run that is over (status and error as runGraph saw them). */
 export const finishRestRun = async (w, ctl, status, error) => restCall(w, 'run.finished', await restOutcome(w, ctl, status, error));
 
-/** How a REST run's params become LangGraph's input, configurable and stream options. */
+/**
+ * How a REST run's params become LangGraph's input and options: config,
+ * context and metadata merged with the assistant's and the thread's
+ * (config.js), the start checkpoint, interrupts, recursion limit, tags.
+ * Returns { input, config (what a graph factory is called with),
+ * configurable, options, metadata (the stream's) }.
+ */
 async function restPlan(w, thread, assistant, runId, p) {
   const input = p.command != null ? toCommand(p.command) : (p.input ?? null);
   const config = p.config ?? {};
@@ -79,9 +87,13 @@ async function restPlan(w, thread, assistant, runId, p) {
   if (config.configurable != null && (typeof config.configurable !== 'object' || Array.isArray(config.configurable))) {
     throw new InputError('config.configurable must be an object');
   }
-  const configurable = { ...(config.configurable ?? {}) };
-  delete configurable.thread_id;
-  const checkpointId = p.checkpoint_id ?? configurable.checkpoint_id;
+  if (p.context != null && typeof p.context !== 'object') throw new InputError('context must be an object');
+  const checkpointId = p.checkpoint_id ?? config.configurable?.checkpoint_id;
+  const layer = await assistantLayer(p, assistant, w.graphs.get(assistant).defaults);
+  const threadLayer = p.thread && typeof p.thread === 'object' ? p.thread : {};
+  const merged = mergeRun(layer, threadLayer, { config, context: p.context, metadata: p.metadata },
+    { run_id: runId, thread_id: thread, graph_id: assistant, assistant_id: typeof p.assistant_id === 'string' ? p.assistant_id : assistant });
+  const { configurable } = merged.config;
   delete configurable.checkpoint_id;
   if (checkpointId != null) {
     if (typeof checkpointId !== 'string' || !checkpointId) throw new InputError('checkpoint_id must be a non-empty string');
@@ -89,34 +101,33 @@ async function restPlan(w, thread, assistant, runId, p) {
     if (!found) throw new InputError(`thread "${thread}" has no checkpoint "${checkpointId}"`);
     configurable.checkpoint_id = checkpointId;
   }
-  Object.assign(configurable, { run_id: runId, assistant_id: assistant, graph_id: assistant });
-  const options = {};
-  if (p.context != null) options.context = p.context;
+  const options = { context: merged.context };
   for (const [k, opt] of [['interrupt_before', 'interruptBefore'], ['interrupt_after', 'interruptAfter']]) {
     const v = p[k];
     if (v == null) continue;
     if (v !== '*' && !(Array.isArray(v) && v.every((n) => typeof n === 'string'))) throw new InputError(`${k} must be "*" or a list of node names`);
     options[opt] = v;
   }
-  if (config.recursion_limit != null) {
-    if (!Number.isInteger(config.recursion_limit) || config.recursion_limit < 1) throw new InputError('config.recursion_limit must be a positive integer');
-    options.recursionLimit = config.recursion_limit;
+  const limit = merged.config.recursion_limit;
+  if (limit != null) {
+    if (!Number.isInteger(limit) || limit < 1) throw new InputError('config.recursion_limit must be a positive integer');
+    options.recursionLimit = limit;
   }
-  if (Array.isArray(config.tags)) options.tags = config.tags.filter((t) => typeof t === 'string');
-  const metadata = { ...(config.metadata ?? {}), ...(p.metadata && typeof p.metadata === 'object' ? p.metadata : {}),
-    run_id: runId, thread_id: thread, assistant_id: assistant, graph_id: assistant };
-  return { input, configurable, options, metadata };
+  if (Array.isArray(merged.config.tags)) options.tags = merged.config.tags.filter((t) => typeof t === 'string');
+  return { input, config: merged.config, configurable, options, metadata: streamMetadata(merged.config.metadata) };
 }
 
 /**
  * The start of a REST run (rest.run): waits for the thread (runs never
- * overlap; a rest.cancel meanwhile reports the run interrupted), records
+ * overlap; a rest.cancel meanwhile reports the run interrupted), builds its
+ * graph (a graph factory is called with the run's config), records
  * the run as run.start does (a worker that takes over after a crash goes on
  * with it), reports run.started, and appends the root `started` event with
  * runId = the REST run id. Returns the run's ctl for runGraph (which
  * reports run.finished), null when there is no run to run, or KEEP when
  * the worker is closing before the thread was free. Input that cannot run
- * (a bad command, an unknown checkpoint) makes a run that fails at once.
+ * (a bad command, an unknown checkpoint) or a graph that cannot be built
+ * makes a run that fails at once.
  */
 export async function startRestRun(w, entry, p) {
   const thread = entry.thread;
@@ -126,7 +137,6 @@ export async function startRestRun(w, entry, p) {
     return null;
   }
   const assistant = entry.assistant;
-  const graph = w.graphs.get(assistant);
   const wait = { runId, cancelAction: null };
   w.waiting.set(runId, wait);
   try {
@@ -151,14 +161,20 @@ export async function startRestRun(w, entry, p) {
     } catch (e) {
       if (!(e instanceof InputError)) throw e;
       startError = e;
-      plan = { input: null, configurable: {}, options: {}, metadata: {} };
+      plan = { input: null, config: {}, configurable: {}, options: {}, metadata: {} };
+    }
+    let graph = null;
+    try {
+      graph = await w.graphs.get(assistant).build(plan.config);
+    } catch (e) { // a graph factory that throws: the run fails, visibly
+      startError ??= e;
     }
     const dispose = truthy(p.temporary) && p.on_completion !== 'keep';
     await recordRun(w, { thread, entry, runId, assistant, input: plan.input, configurable: plan.configurable,
-      rest: { options: plan.options, metadata: plan.metadata, dispose } });
+      rest: { options: plan.options, metadata: plan.metadata, config: { ...plan.config, configurable: undefined }, dispose } });
     await w.cmd.hdel(keys.run(thread), 'cancel');
     await w.cmd.del(keys.undo(thread));
-    const relay = new Relay({ redis: w.cmd, thread, assistant, runId, log: w.log, appendOpts: ['ASSISTANT', assistant], subgraphs: graph.subgraphPaths });
+    const relay = new Relay({ redis: w.cmd, thread, assistant, runId, log: w.log, appendOpts: ['ASSISTANT', assistant], subgraphs: graph?.subgraphPaths });
     ctl = { thread, graph, assistant, runId, relay, input: plan.input, configurable: { ...plan.configurable }, metadata: plan.metadata,
       options: plan.options, rest: true, dispose, startError, injects: [], abort: new AbortController() };
     w.running.set(thread, ctl);

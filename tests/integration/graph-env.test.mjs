@@ -1,0 +1,257 @@
+// What the LangGraph worker gives a graph, as the reference server
+// (@langchain/langgraph-api) gives it (issue 26): the forms a graph may be
+// exported in (a StateGraph, a compiled graph, a Promise, a factory of the
+// run's config) and a langgraph.json; the config, context and metadata a run
+// is run with (the graph's defaults from LANGGRAPH_CONFIG under the run's
+// own), the run's metadata in its checkpoints; the SDK logger. Through
+// @langchain/langgraph-sdk against two gateways behind HAProxy and two
+// workers serving lib/env-graphs.mjs.
+import { test, describe, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { startWorker, stopAll, waitUntil, sleep } from './lib/harness.mjs';
+import { restStack, randomUUID } from './lib/rest.mjs';
+import { assistantLayer, checkpointMetadata, mergeRun, streamMetadata, systemAssistantId } from '../../src/worker/config.js';
+import { ServedGraph, graphDefaults, serveGraphs } from '../../src/worker/graphs.js';
+import { registerSdkLogger } from '../../src/worker/logger.js';
+
+after(stopAll);
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const envGraphs = path.join(here, 'lib/env-graphs.mjs');
+const lgUrl = pathToFileURL(path.join(here, '../../src/worker/node_modules/@langchain/langgraph/dist/index.js')).href;
+
+/** The SDK's error for a call that failed: its HTTP status (or null when it succeeded). */
+async function statusOf(promise) {
+  try {
+    await promise;
+    return null;
+  } catch (e) {
+    return e.status ?? e.message;
+  }
+}
+
+describe('the worker\'s parts that need no Redis', () => {
+  test('a run\'s config, context and metadata: assistant, thread, run, merged member by member', async () => {
+    const ids = { run_id: 'r1', thread_id: 't1', graph_id: 'g', assistant_id: 'g' };
+    const defaults = { configurable: { model_name: 'openai', tier: 'free' }, recursion_limit: 7, context: { model: 'unknown', temperature: 0 } };
+    // The graph's own assistant: its defaults, metadata created_by system.
+    const system = await assistantLayer({ assistant_id: 'g' }, 'g', defaults);
+    assert.deepEqual(system, { config: { configurable: { model_name: 'openai', tier: 'free' }, recursion_limit: 7 },
+      context: { model: 'unknown', temperature: 0 }, metadata: { created_by: 'system' } });
+    assert.deepEqual(await assistantLayer({ assistant_id: await systemAssistantId('g') }, 'g', defaults), system,
+      'the reference\'s id of the system assistant (uuid5 of the graph id) is the same assistant');
+    assert.deepEqual(await assistantLayer({ assistant_id: 'someone-else' }, 'g', defaults), { config: {}, context: undefined, metadata: {} },
+      'another assistant of the graph does not get the graph\'s defaults');
+    const given = await assistantLayer({ assistant_id: 'a1', assistant: { config: { configurable: { tier: 'team' } }, context: { model: 'x' }, metadata: { owner: 'o' } } }, 'g', defaults);
+    assert.deepEqual(given, { config: { configurable: { tier: 'team' } }, context: { model: 'x' }, metadata: { owner: 'o' } });
+
+    const { config, context } = mergeRun(system, { config: { configurable: { tier: 'thread', region: 'eu' } }, metadata: { topic: 't' } },
+      { config: { configurable: { tier: 'run', run_id: 'spoofed' }, tags: ['a'], metadata: { dropped: true } }, context: { temperature: 1 }, metadata: { purpose: 'p' } }, ids);
+    assert.deepEqual(config.configurable, { model_name: 'openai', tier: 'run', region: 'eu', run_id: 'r1', thread_id: 't1', graph_id: 'g', assistant_id: 'g' });
+    assert.deepEqual(config.metadata, { created_by: 'system', topic: 't', purpose: 'p' }, 'the run\'s config.metadata is replaced, as the reference does');
+    assert.equal(config.recursion_limit, 7);
+    assert.deepEqual(config.tags, ['a']);
+    assert.deepEqual(context, { model: 'unknown', temperature: 1 });
+    assert.deepEqual(mergeRun({ config: {}, context: undefined, metadata: {} }, {}, {}, ids).context, {}, 'no context at all is {}');
+
+    const md = streamMetadata({ purpose: 'p' });
+    assert.equal(md.purpose, 'p');
+    assert.equal(md.run_attempt, 1);
+    assert.match(md.langgraph_version, /^\d+\.\d+\.\d+/);
+    assert.equal(md.langgraph_plan, 'developer');
+    assert.equal(md.langgraph_host, 'self-hosted');
+
+    assert.deepEqual(checkpointMetadata({ configurable: { thread_id: 't', checkpoint_ns: '', checkpoint_id: 'c', run_id: 'r', __pregel_x: 1, user_id: 'u', fn: () => 1 },
+      metadata: { purpose: 'p', run_id: 'r' } }, { source: 'loop', step: 1, parents: {} }),
+    { user_id: 'u', purpose: 'p', run_id: 'r', source: 'loop', step: 1, parents: {} });
+  });
+
+  test('graph exports: a StateGraph, a compiled graph, a Promise, a factory, a wrapper with .graph; anything else is refused', async () => {
+    const { StateGraph, Annotation, START, END } = await import(lgUrl);
+    const S = Annotation.Root({ n: Annotation() });
+    const builder = (node = 'a') => new StateGraph(S).addNode(node, () => ({ n: 1 })).addEdge(START, node).addEdge(node, END);
+    const dynamic = async (config) => builder(config.configurable?.nodeName ?? 'default').compile();
+    const env = { saver: { tag: 'saver' } };
+    const compiled = builder().compile();
+    const graphs = await serveGraphs({ b: builder(), c: compiled, p: Promise.resolve(builder()), f: dynamic, w: { builder: {}, graph: compiled, compile: null } },
+      env, { f: { configurable: { nodeName: 'x' } } });
+    for (const id of ['b', 'c', 'p', 'w']) {
+      const g = await graphs.get(id).build();
+      assert.equal(graphs.get(id).isFactory, false, id);
+      assert.equal(g.checkpointer, env.saver, `${id} gets the worker's checkpointer`);
+      assert.ok(g.nodes.a, id);
+      assert.ok(g.subgraphPaths instanceof Set);
+    }
+    assert.equal(await graphs.get('w').build(), compiled, 'the wrapper is unwrapped');
+    const f = graphs.get('f');
+    assert.equal(f.isFactory, true);
+    assert.deepEqual(f.defaults, { configurable: { nodeName: 'x' } });
+    const one = await f.build({ configurable: { nodeName: 'one' } });
+    const two = await f.build({ configurable: {} });
+    assert.ok(one.nodes.one && two.nodes.default, 'a factory is called again for each config');
+    await assert.rejects(serveGraphs({ x: 42 }, env, {}), /graph "x" is number, not a graph/);
+    await assert.rejects(serveGraphs({ x: { some: 'object' } }, env, {}), /neither a StateGraph nor a compiled graph/);
+    await assert.rejects(serveGraphs({}, env, {}), /at least one graph/);
+    await assert.rejects(new ServedGraph('f', () => 7, {}, env).build(), /graph "f" is number/);
+    assert.deepEqual(graphDefaults('{"g": {"context": {"a": 1}}}'), { g: { context: { a: 1 } } });
+    assert.deepEqual(graphDefaults(''), {});
+    assert.throws(() => graphDefaults('{"g": 1}'), /object of objects/);
+    assert.throws(() => graphDefaults('nope'), /not JSON/);
+  });
+
+  test('the SDK logger: the reference\'s methods, child loggers, one JSON line each; registered once', () => {
+    const lines = [];
+    const key = Symbol.for('langgraph.api.sdk-logger');
+    const before = globalThis[key];
+    delete globalThis[key];
+    try {
+      const logger = registerSdkLogger((level, msg, fields) => lines.push({ level, msg, ...fields }));
+      assert.equal(registerSdkLogger(() => {}), logger, 'a logger already there is kept');
+      for (const m of ['error', 'warn', 'help', 'data', 'info', 'debug', 'prompt', 'http', 'verbose', 'input', 'silly']) {
+        assert.equal(typeof logger[m], 'function', m);
+      }
+      assert.equal(logger.warn('Hello, world!', { random: 123 }), logger, 'chainable, as winston is');
+      logger.child({ node: 'agent' }).info({ message: 'an info object', n: 2 });
+      logger.log('debug', 'by level', 'extra');
+      assert.deepEqual(lines, [
+        { level: 'warn', msg: 'Hello, world!', source: 'graph', random: 123 },
+        { level: 'info', msg: 'an info object', source: 'graph', node: 'agent', n: 2 },
+        { level: 'debug', msg: 'by level', source: 'graph', meta: ['extra'] },
+      ]);
+    } finally {
+      if (before) globalThis[key] = before;
+      else delete globalThis[key];
+    }
+  });
+});
+
+describe('graphs behind two gateways and two workers', () => {
+  let s;
+  let client;
+  const defaults = { settings: { configurable: { model_name: 'openai', tier: 'free' }, context: { model: 'unknown' } } };
+  before(async () => {
+    s = await restStack({ graphs: envGraphs, workerEnv: { LANGGRAPH_CONFIG: JSON.stringify(defaults) } });
+    client = s.client();
+  });
+  after(async () => { await s?.done(); });
+
+  test('a graph factory is built for each run from the run\'s config, and for state commands from the thread\'s last run', async () => {
+    const visited = async (config) => (await client.runs.wait(null, 'dynamic', { input: { visited: [] }, ...(config ? { config } : {}) })).visited;
+    assert.deepEqual(await visited(), ['default']);
+    assert.deepEqual(await visited({ configurable: { nodeName: 'runtime' } }), ['runtime']);
+    assert.deepEqual(await visited(), ['default'], 'built again: nothing kept from the last run');
+
+    const thread = (await client.threads.create()).thread_id;
+    await client.runs.wait(thread, 'dynamic', { input: { visited: [] }, config: { configurable: { nodeName: 'assistant' } } });
+    // The thread's graph has the node "assistant": an update as that node is accepted.
+    await client.threads.updateState(thread, { values: { visited: ['update'] }, asNode: 'assistant' });
+    const state = await client.threads.getState(thread);
+    assert.deepEqual(state.values.visited, ['assistant', 'update']);
+    assert.deepEqual(state.next, []);
+    const history = await client.threads.getHistory(thread);
+    assert.equal(history[0].metadata.source, 'update');
+  });
+
+  test('a Promise of a graph; the run\'s config, context and metadata reach it, over the graph\'s LANGGRAPH_CONFIG defaults', async () => {
+    const thread = (await client.threads.create({ metadata: { owner: 'me' } })).thread_id;
+    const out = await client.runs.wait(thread, 'settings', { input: { question: 'q' }, config: { configurable: { tier: 'pro' } },
+      context: { model: 'anthropic' }, metadata: { purpose: 'testing' } });
+    const run = (await client.runs.list(thread))[0];
+    const { configurable, context, metadata } = out.seen;
+    assert.equal(configurable.model_name, 'openai', 'the default the run does not override');
+    assert.equal(configurable.tier, 'pro', 'the run\'s own value wins');
+    assert.equal(configurable.run_id, run.run_id);
+    assert.equal(configurable.thread_id, thread);
+    assert.equal(configurable.graph_id, 'settings');
+    assert.equal(configurable.assistant_id, 'settings');
+    assert.deepEqual(context, { model: 'anthropic' });
+    assert.equal(metadata.purpose, 'testing');
+    assert.equal(metadata.created_by, 'system', 'the graph\'s own assistant\'s metadata');
+    assert.equal(metadata.run_attempt, 1);
+    assert.match(metadata.langgraph_version, /^\d+\.\d+\.\d+/);
+    assert.equal(metadata.run_id, run.run_id);
+
+    const plain = await client.runs.wait(null, 'settings', { input: { question: 'q' } });
+    assert.deepEqual(plain.seen.context, { model: 'unknown' }, 'no context given: the graph\'s default');
+    assert.equal(plain.seen.configurable.tier, 'free');
+  });
+
+  test('a run\'s metadata is in every checkpoint it writes: history filtered by it finds that run\'s checkpoints only', async () => {
+    const thread = (await client.threads.create()).thread_id;
+    await client.runs.wait(thread, 'settings', { input: { question: 'one' } });
+    await client.runs.wait(thread, 'settings', { input: { question: 'two' }, metadata: { run_tag: 'second' }, config: { configurable: { user_id: 'u2' } } });
+    const second = (await client.runs.list(thread))[0].run_id;
+    const all = await client.threads.getHistory(thread, { limit: 100 });
+    const tagged = await client.threads.getHistory(thread, { metadata: { run_tag: 'second' }, limit: 100 });
+    assert.equal(all.length, 6, 'two runs of three checkpoints (input, start, the node)');
+    assert.equal(tagged.length, 3);
+    for (const c of tagged) {
+      assert.equal(c.metadata.run_id, second);
+      assert.equal(c.metadata.user_id, 'u2', 'configurable members are metadata too');
+      assert.equal(c.metadata.graph_id, 'settings');
+      assert.equal(c.metadata.assistant_id, 'settings');
+      assert.equal(c.metadata.created_by, 'system');
+    }
+    assert.deepEqual(tagged.map((c) => c.metadata.source), ['loop', 'loop', 'input']);
+    assert.deepEqual(tagged.slice(0, 2).map((c) => c.values.question), ['two', 'two']);
+    assert.equal((await client.threads.getHistory(thread, { metadata: { user_id: 'u2' }, limit: 100 })).length, 3);
+  });
+
+  test('the SDK logger: a graph that asks for it as it is imported loads, and its lines are the worker\'s log lines', async () => {
+    for (const w of s.workers) assert.ok(w.logs.some((l) => l.msg === 'env-graphs loaded' && l.source === 'graph' && l.graphs === 6), w.stderr);
+    await client.runs.wait(null, 'logs', { input: { question: 'who speaks?' } });
+    await waitUntil(() => s.workers.some((w) => w.logs.some((l) => l.msg === 'a graph speaks' && l.level === 'warn' && l.question === 'who speaks?')),
+      5000, 'the graph\'s log line');
+    assert.ok(s.workers.some((w) => w.logs.some((l) => l.msg === 'from a child' && l.part === 'child' && l.n === 2)));
+  });
+
+  test('a chat model\'s answer stays a string in the state: the graph that loops until content === "end" ends',
+    { todo: 'needs the runs streamed the reference\'s way (branch i26-streams): under streamEvents v3 chat models answer content blocks' },
+    async () => {
+      const out = await client.runs.wait(null, 'chat', { input: { messages: [{ role: 'user', content: 'hi' }] }, config: { recursion_limit: 10 } });
+      assert.deepEqual(out.messages.map((m) => m.content), ['hi', 'begin', 'end']);
+    });
+
+  test('langgraph.json: its graphs ("./file:export"), its env (a .env file) and LANGGRAPH_CONFIG; what it cannot serve is named', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'tc-lgjson-'));
+    try {
+      writeFileSync(path.join(dir, 'graph.mjs'), `
+        const { StateGraph, Annotation, START, END } = await import(${JSON.stringify(lgUrl)});
+        const S = Annotation.Root({ out: Annotation() });
+        const C = Annotation.Root({ voice: Annotation() });
+        const build = (name) => new StateGraph(S, C)
+          .addNode(name, (_s, config) => ({ out: { voice: config.context?.voice ?? null, greeting: config.configurable?.greeting ?? null,
+            env: process.env.TC_FROM_DOTENV ?? null } }))
+          .addEdge(START, name).addEdge(name, END);
+        export const compiled = build('speak').compile();
+        export default (config) => build(config.configurable?.node ?? 'factory_default');
+      `);
+      writeFileSync(path.join(dir, '.env'), `TC_FROM_DOTENV=from the env file\nLANGGRAPH_CONFIG='${JSON.stringify({
+        cfg_speak: { configurable: { greeting: 'hello' }, context: { voice: 'calm' } } })}'\n`);
+      writeFileSync(path.join(dir, 'langgraph.json'), JSON.stringify({
+        node_version: '20', graphs: { cfg_speak: './graph.mjs:compiled', cfg_factory: { path: './graph.mjs' } },
+        env: '.env', ui: { x: './ui.tsx' }, http: { app: './http.mts:app' } }));
+      const w = await startWorker(s.redis.url, { name: 'cfg-w', args: ['--config', path.join(dir, 'langgraph.json')] });
+      try {
+        assert.ok(w.logs.some((l) => l.level === 'warn' && /not served by this worker/.test(l.msg) && JSON.stringify(l.keys) === '["ui","http"]'), w.stderr);
+        const out = (await client.runs.wait(null, 'cfg_speak', { input: {} })).out;
+        assert.deepEqual(out, { voice: 'calm', greeting: 'hello', env: 'from the env file' });
+        const mine = (await client.runs.wait(null, 'cfg_speak', { input: {}, context: { voice: 'loud' } })).out;
+        assert.equal(mine.voice, 'loud');
+        const parts = [];
+        for await (const p of client.runs.stream(null, 'cfg_factory', { input: {}, config: { configurable: { node: 'built' } }, streamMode: ['updates'] })) parts.push(p);
+        assert.deepEqual(parts.filter((p) => p.event === 'updates').flatMap((p) => Object.keys(p.data)), ['built']);
+        const listed = (await client.assistants.search({ limit: 100 })).map((a) => a.assistant_id);
+        assert.ok(listed.includes('cfg_speak') && listed.includes('cfg_factory'), listed.join());
+      } finally {
+        await w.kill('SIGTERM');
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
