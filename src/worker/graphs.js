@@ -19,8 +19,8 @@
 //   context, …} }`), the config and context of the graph's system assistant
 //   (graphDefaults; config.js merges them into runs).
 //
-// Every graph gets the worker's checkpointer — set on each compiled graph, as
-// the reference sets its own.
+// Every graph gets the worker's checkpointer and store (config.store,
+// runtime.store) — set on each compiled graph, as the reference sets its own.
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -45,7 +45,7 @@ export class ServedGraph {
   /**
    * id: the graph id (its assistant's); given: the export, awaited (a
    * graph, or a factory function); defaults: LANGGRAPH_CONFIG's entry;
-   * env: { saver } every compiled graph gets.
+   * env: { saver, store } every compiled graph gets.
    */
   constructor(id, given, defaults, env) {
     this.id = id;
@@ -62,12 +62,13 @@ export class ServedGraph {
 
   #equip(compiled) {
     compiled.checkpointer = this.env.saver;
+    compiled.store = this.env.store;
     return compiled;
   }
 
   /**
    * The compiled graph to run (with config, for a factory: the run's config,
-   * `configurable` at least), with its checkpointer, and
+   * `configurable` at least), with its checkpointer and store, and
    * `subgraphPaths`: "researcher", "researcher|inner", … (the relay keeps
    * those namespaces' lifecycle events).
    */
@@ -107,7 +108,7 @@ export function graphDefaults(text = process.env.LANGGRAPH_CONFIG) {
 
 /**
  * The graphs given to serve(), awaited and checked: Map id → ServedGraph.
- * env: { saver }; defaults: graphDefaults().
+ * env: { saver, store }; defaults: graphDefaults().
  */
 export async function serveGraphs(given, env, defaults) {
   const graphs = new Map();

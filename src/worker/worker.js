@@ -23,8 +23,9 @@
 // takeover.js (what dead workers left), answers.js (replies), keys.js
 // (every Redis name), checkpoint.js (the savers), relay.js (events to
 // threadcast), rest.js (the REST API's shapes), graphs.js (the graphs'
-// forms and sources), config.js (what a run is run with), logger.js (log
-// lines, the SDK logger). README.md has the map.
+// forms and sources), config.js (what a run is run with), store.js (the
+// graphs' store), logger.js (log lines, the SDK logger). README.md has the
+// map.
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { WorkerSaver } from './checkpoint.js';
@@ -33,6 +34,7 @@ import { keys } from './keys.js';
 import { defineScripts } from './lock.js';
 import { jsonLog, registerSdkLogger } from './logger.js';
 import { close, connect, prepare, start } from './loops.js';
+import { ThreadcastStore } from './store.js';
 
 export { keys };
 
@@ -75,7 +77,8 @@ export async function serve(opts = {}) {
     return ctl?.rest ? ctl : null;
   };
   w.saver = new WorkerSaver({ client: w.cmd, ttlSeconds: opts.ttlSeconds }, restRunOf);
-  w.graphs = await serveGraphs(opts.graphs, { saver: w.saver }, opts.graphDefaults ?? graphDefaults());
+  w.store = new ThreadcastStore({ client: w.cmd });
+  w.graphs = await serveGraphs(opts.graphs, { saver: w.saver, store: w.store }, opts.graphDefaults ?? graphDefaults());
   w.assistants = [...w.graphs.keys()];
   w.streams = w.assistants.map(keys.stream);
   w.assistantOf = new Map(w.assistants.map((a) => [keys.stream(a), a]));
@@ -89,6 +92,7 @@ export async function serve(opts = {}) {
     running: w.running,
     graphs: w.graphs,
     saver: w.saver,
+    store: w.store,
     /**
      * Stops reading, leaves the registry, and waits up to graceMs for the
      * runs in hand; what is still running then is left to other workers.

@@ -3,7 +3,8 @@
 // exported in (a StateGraph, a compiled graph, a Promise, a factory of the
 // run's config) and a langgraph.json; the config, context and metadata a run
 // is run with (the graph's defaults from LANGGRAPH_CONFIG under the run's
-// own), the run's metadata in its checkpoints; the SDK logger. Through
+// own), the run's metadata in its checkpoints; the store (config.store,
+// runtime.store), which is the REST API's store; the SDK logger. Through
 // @langchain/langgraph-sdk against two gateways behind HAProxy and two
 // workers serving lib/env-graphs.mjs.
 import { test, describe, before, after } from 'node:test';
@@ -17,6 +18,8 @@ import { restStack, randomUUID } from './lib/rest.mjs';
 import { assistantLayer, checkpointMetadata, mergeRun, streamMetadata, systemAssistantId } from '../../src/worker/config.js';
 import { ServedGraph, graphDefaults, serveGraphs } from '../../src/worker/graphs.js';
 import { registerSdkLogger } from '../../src/worker/logger.js';
+import { ThreadcastStore } from '../../src/worker/store.js';
+import { Redis } from '../../src/worker/test/fixtures.js';
 
 after(stopAll);
 
@@ -75,7 +78,7 @@ describe('the worker\'s parts that need no Redis', () => {
     const S = Annotation.Root({ n: Annotation() });
     const builder = (node = 'a') => new StateGraph(S).addNode(node, () => ({ n: 1 })).addEdge(START, node).addEdge(node, END);
     const dynamic = async (config) => builder(config.configurable?.nodeName ?? 'default').compile();
-    const env = { saver: { tag: 'saver' } };
+    const env = { saver: { tag: 'saver' }, store: { tag: 'store' } };
     const compiled = builder().compile();
     const graphs = await serveGraphs({ b: builder(), c: compiled, p: Promise.resolve(builder()), f: dynamic, w: { builder: {}, graph: compiled, compile: null } },
       env, { f: { configurable: { nodeName: 'x' } } });
@@ -83,6 +86,7 @@ describe('the worker\'s parts that need no Redis', () => {
       const g = await graphs.get(id).build();
       assert.equal(graphs.get(id).isFactory, false, id);
       assert.equal(g.checkpointer, env.saver, `${id} gets the worker's checkpointer`);
+      assert.equal(g.store, env.store, `${id} gets the worker's store`);
       assert.ok(g.nodes.a, id);
       assert.ok(g.subgraphPaths instanceof Set);
     }
@@ -93,6 +97,7 @@ describe('the worker\'s parts that need no Redis', () => {
     const one = await f.build({ configurable: { nodeName: 'one' } });
     const two = await f.build({ configurable: {} });
     assert.ok(one.nodes.one && two.nodes.default, 'a factory is called again for each config');
+    assert.equal(one.store, env.store);
     await assert.rejects(serveGraphs({ x: 42 }, env, {}), /graph "x" is number, not a graph/);
     await assert.rejects(serveGraphs({ x: { some: 'object' } }, env, {}), /neither a StateGraph nor a compiled graph/);
     await assert.rejects(serveGraphs({}, env, {}), /at least one graph/);
@@ -199,6 +204,92 @@ describe('graphs behind two gateways and two workers', () => {
     assert.deepEqual(tagged.map((c) => c.metadata.source), ['loop', 'loop', 'input']);
     assert.deepEqual(tagged.slice(0, 2).map((c) => c.values.question), ['two', 'two']);
     assert.equal((await client.threads.getHistory(thread, { metadata: { user_id: 'u2' }, limit: 100 })).length, 3);
+  });
+
+  test('the store: what a graph puts the REST store serves, and what a client puts a graph reads (config.store, runtime.store)', async () => {
+    const ns = ['graph-env', randomUUID().slice(0, 8)];
+    await client.store.putItem(ns, 'from-client', { said: 'by the client', n: 1 });
+    for (const graph of ['memory', 'memory_runtime']) {
+      const key = `from-${graph}`;
+      const out = await client.runs.wait(null, graph, { input: { ops: [
+        { op: 'get', namespace: ns, key: 'from-client' },
+        { op: 'put', namespace: ns, key, value: { said: `by ${graph}`, n: 2 } },
+        { op: 'get', namespace: ns, key: 'absent' },
+      ] } });
+      assert.equal(out.error, null, JSON.stringify(out.error));
+      const [got, , absent] = out.results;
+      assert.deepEqual(got.value, { said: 'by the client', n: 1 });
+      assert.deepEqual(got.namespace, ns);
+      assert.equal(got.key, 'from-client');
+      assert.ok(Date.parse(got.createdAt) <= Date.parse(got.updatedAt));
+      assert.equal(absent, null, 'a missing item is null');
+      const item = await client.store.getItem(ns, key);
+      assert.deepEqual(item.value, { said: `by ${graph}`, n: 2 }, 'the REST store has what the graph put');
+    }
+    const out = await client.runs.wait(null, 'memory', { input: { ops: [
+      { op: 'search', namespace: [ns[0]], filter: { n: { $gte: 2 } } },
+      { op: 'search', namespace: ns, limit: 1, offset: 1 },
+      { op: 'delete', namespace: ns, key: 'from-client' },
+      { op: 'search', namespace: ns },
+    ] } });
+    assert.equal(out.error, null, JSON.stringify(out.error));
+    const [filtered, page, , rest] = out.results;
+    assert.deepEqual(filtered.map((i) => i.key).sort(), ['from-memory', 'from-memory_runtime']);
+    assert.deepEqual(page.map((i) => i.key), ['from-memory'], 'limit and offset in the store\'s order');
+    assert.deepEqual(rest.map((i) => i.key).sort(), ['from-memory', 'from-memory_runtime'], 'the delete took the item away');
+    const gone = await client.store.getItem(ns, 'from-client').catch((e) => e.status);
+    assert.ok(gone === null || gone === 404, `the deleted item is gone: ${JSON.stringify(gone)}`);
+    const search = await client.store.searchItems(ns);
+    assert.equal(search.items.length, 2);
+    // LangGraph 1.7's AsyncBatchedStore, which wraps every graph's store, has no listNamespaces
+    // (under the reference server too): the worker's store itself has it.
+    const listed = await client.runs.wait(null, 'memory', { input: { ops: [{ op: 'namespaces', prefix: [ns[0]] }] } });
+    assert.match(listed.error?.message ?? '', /batch. method is not implemented on .AsyncBatchedStore/);
+  });
+
+  test('the worker\'s store on its own: one round trip per batch, reads before writes, listNamespaces, errors', async () => {
+    const ioredis = new Redis(s.redis.url);
+    try {
+      const store = new ThreadcastStore({ client: ioredis });
+      const ns = ['direct', randomUUID().slice(0, 8)];
+      await store.put(ns, 'a', { v: 1 });
+      const [before, , absent] = await store.batch([
+        { namespace: ns, key: 'a' },
+        { namespace: ns, key: 'a', value: { v: 2 } },
+        { namespace: ns, key: 'b' },
+        { namespace: ns, key: 'a', value: { v: 3 } },
+        { namespace: [...ns, 'deeper'], key: 'c', value: { v: 4 } },
+      ]);
+      assert.deepEqual(before.value, { v: 1 }, 'a batch\'s reads see the store as it was');
+      assert.equal(absent, null);
+      assert.deepEqual((await store.get(ns, 'a')).value, { v: 3 }, 'the last write of a key wins');
+      assert.ok((await store.get(ns, 'a')).createdAt instanceof Date);
+      assert.deepEqual(await store.listNamespaces({ prefix: ns }), [ns, [...ns, 'deeper']]);
+      assert.deepEqual(await store.listNamespaces({ prefix: ns, maxDepth: 2 }), [ns]);
+      assert.deepEqual(await store.listNamespaces({ prefix: ['direct', '*'], suffix: ['deeper'] }), [[...ns, 'deeper']]);
+      assert.deepEqual((await store.search(ns, { filter: { v: 4 } })).map((i) => [i.key, i.score]), [['c', undefined]]);
+      await store.delete(ns, 'a');
+      assert.equal(await store.get(ns, 'a'), null);
+      assert.deepEqual((await client.store.searchItems(ns)).items.map((i) => i.key), ['c'], 'the REST store agrees');
+      await assert.rejects(store.search(ns, { limit: 0 }), { name: 'StoreError', status: 422, message: 'limit must be an integer from 1 to 1000' });
+      await assert.rejects(store.put(ns, '', { v: 1 }), { name: 'StoreError', message: 'key must not be empty' });
+    } finally {
+      ioredis.disconnect();
+    }
+  });
+
+  test('the store\'s limits and errors are the REST API\'s: a graph gets them as exceptions', async () => {
+    const ns = ['graph-env-limits'];
+    const fails = async (op) => (await client.runs.wait(null, 'memory', { input: { ops: [op] } })).error;
+    assert.deepEqual(await fails({ op: 'put', namespace: ns, key: 'big', repeat: 1048576 }),
+      { name: 'StoreError', message: 'value is 1048584 bytes of JSON; the limit is 1048576' });
+    assert.deepEqual(await fails({ op: 'put', namespace: ns, key: 'k'.repeat(1025), value: { a: 1 } }),
+      { name: 'StoreError', message: 'key is 1025 bytes; the limit is 1024' });
+    assert.deepEqual(await fails({ op: 'search', namespace: ns, limit: 1001 }),
+      { name: 'StoreError', message: 'limit must be an integer from 1 to 1000' });
+    assert.equal((await fails({ op: 'put', namespace: ['a.b'], key: 'k', value: { a: 1 } })).name, 'InvalidNamespaceError');
+    assert.equal((await fails({ op: 'get', namespace: ['a.b'], key: 'k' })).name, 'InvalidNamespaceError');
+    assert.equal(await statusOf(client.store.getItem(ns, 'big')), 404, 'nothing was written');
   });
 
   test('the SDK logger: a graph that asks for it as it is imported loads, and its lines are the worker\'s log lines', async () => {
