@@ -135,6 +135,14 @@ static void thread_checked(struct tc_rest *r, redisReply *reply)
 		return;
 	}
 	cJSON *t = cJSON_ParseWithLength(body, len);
+	/* The reference refuses a state update while a run of the thread is pending or running. */
+	const char *st = tc_run_str(t, "status");
+	if (r->op->op && !strcmp(r->op->op, "rest.state.update") && st && !strcmp(st, "busy")) {
+		tc__rest_answer_detail(
+			r, 409, "the thread is busy: a run is pending or running; update its state once it ends");
+		cJSON_Delete(t);
+		return;
+	}
 	const cJSON *meta = cJSON_GetObjectItemCaseSensitive(t, "metadata");
 	const char *assistant = tc_run_str(meta, "assistant_id");
 	if (!assistant)

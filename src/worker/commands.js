@@ -38,6 +38,18 @@ function checkpointParams(thread, p) {
   return c;
 }
 
+/**
+ * Takes the thread for a state update, refused while a REST run waits here
+ * to start on it (its after_seconds) or any run holds it: the reference
+ * refuses updates while a run is pending or running.
+ */
+async function claimForUpdate(w, thread) {
+  for (const wait of w.waiting.values()) {
+    if (wait.thread === thread) throw new ProtocolError('invalid_argument', `run "${wait.runId}" is pending on thread "${thread}"; wait for it to end`);
+  }
+  await claimThread(w, thread);
+}
+
 const noCheckpoint = (c) => new ProtocolError('no_such_checkpoint',
   `thread "${c.thread_id}" has no checkpoint "${c.checkpoint_id}"${c.checkpoint_ns ? ` at namespace "${c.checkpoint_ns}"` : ''}`);
 
@@ -92,7 +104,7 @@ async function restStateUpdate(w, entry, p) {
   if (p.values != null && typeof p.values !== 'object') throw new ProtocolError('invalid_argument', 'values must be an object, a list of objects or null');
   if (p.as_node != null && typeof p.as_node !== 'string') throw new ProtocolError('invalid_argument', 'as_node must be a string');
   const configurable = checkpointParams(thread, p);
-  await claimThread(w, thread);
+  await claimForUpdate(w, thread);
   try {
     if (configurable.checkpoint_id && !(await w.saver.getTuple({ configurable }))) throw noCheckpoint(configurable);
     let next;

@@ -26,6 +26,7 @@ export const keys = {
   ainfo: (a) => `{tc:commands}:ainfo:${a}`,         // what the REST API shows of assistant a
   undo: (t) => `tc:{${t}}:lg:undo`,                 // what the thread's REST run wrote (rollback)
   rest: '{tc:commands}',                            // FCALL threadcast_rest 1 {tc:commands} <op> <json>
+  restRun: (id) => `{tc:commands}:r:${id}`,         // a REST run's record (read: its `cancel`)
   store: '{tc:store}',                              // FCALL threadcast_store 1 {tc:store} <op> <json>
   append: (t) => t,                                 // FCALL threadcast_append_batch's key: the thread id itself
 };

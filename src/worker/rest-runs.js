@@ -118,9 +118,43 @@ async function restPlan(w, thread, assistant, runId, p) {
 }
 
 /**
- * The start of a REST run (rest.run): waits for the thread (runs never
- * overlap; a rest.cancel meanwhile reports the run interrupted), builds its
- * graph (a graph factory is called with the run's config), records
+ * A run asked to start `after_seconds` after it was created (params
+ * after_seconds): waits until then, as the reference's queue does, unless
+ * it is cancelled meanwhile (wait.cancelAction) or the worker closes.
+ * Returns true to go on. The moment is the run record's created_at plus the
+ * delay, on Redis' clock.
+ */
+async function waitAfterSeconds(w, thread, runId, p, wait) {
+  const delay = Number(p.after_seconds);
+  if (!(delay > 0)) return true;
+  const got = await restCall(w, 'runs.get', { path: { thread_id: thread, run_id: runId } });
+  const created = got.status === 200 ? Date.parse(JSON.parse(got.body).created_at) : NaN;
+  const [sec, usec] = await w.cmd.time();
+  const redisNow = Number(sec) * 1000 + Math.floor(Number(usec) / 1000);
+  const until = Date.now() + ((Number.isFinite(created) ? created : redisNow) + delay * 1000 - redisNow);
+  while (Date.now() < until) {
+    if (w.closing || await cancelled(w, wait)) return false;
+    await new Promise((r) => setTimeout(r, Math.min(250, until - Date.now())));
+  }
+  return true;
+}
+
+/**
+ * Whether a run that waits here (for its after_seconds, for its thread) is
+ * cancelled: a rest.cancel this worker read, or one another worker read —
+ * it finds no run to stop, but threadcast_rest marked the run's record
+ * (`cancel`), which is read here.
+ */
+async function cancelled(w, wait) {
+  wait.cancelAction ??= await w.cmd.hget(keys.restRun(wait.runId), 'cancel');
+  return !!wait.cancelAction;
+}
+
+/**
+ * The start of a REST run (rest.run): waits for its after_seconds, then for
+ * the thread (runs never overlap; a rest.cancel meanwhile reports the run
+ * interrupted; a closing worker leaves it to another), builds its graph
+ * (a graph factory is called with the run's config), records
  * the run as run.start does (a worker that takes over after a crash goes on
  * with it), reports run.started, and appends the root `started` event with
  * runId = the REST run id. Returns the run's ctl for runGraph (which
@@ -137,16 +171,17 @@ export async function startRestRun(w, entry, p) {
     return null;
   }
   const assistant = entry.assistant;
-  const wait = { runId, cancelAction: null };
+  const wait = { runId, thread, cancelAction: null };
   w.waiting.set(runId, wait);
   try {
+    const due = await waitAfterSeconds(w, thread, runId, p, wait);
     for (;;) {
-      if (!w.running.has(thread) && await acquire(w, thread)) break;
       if (w.closing) return KEEP;
-      if (wait.cancelAction) {
+      if (await cancelled(w, wait)) {
         await restCall(w, 'run.finished', { run_id: runId, status: 'interrupted', ...(wait.cancelAction === 'rollback' ? { rollback: true } : {}) });
         return null;
       }
+      if (due && !w.running.has(thread) && await acquire(w, thread)) break;
       await new Promise((r) => setTimeout(r, 250));
     }
   } finally {

@@ -4,9 +4,9 @@
 // run's config) and a langgraph.json; the config, context and metadata a run
 // is run with (the graph's defaults from LANGGRAPH_CONFIG under the run's
 // own), the run's metadata in its checkpoints; the store (config.store,
-// runtime.store), which is the REST API's store; the SDK logger. Through
-// @langchain/langgraph-sdk against two gateways behind HAProxy and two
-// workers serving lib/env-graphs.mjs.
+// runtime.store), which is the REST API's store; the SDK logger; a run's
+// after_seconds. Through @langchain/langgraph-sdk against two gateways
+// behind HAProxy and two workers serving lib/env-graphs.mjs.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -298,6 +298,31 @@ describe('graphs behind two gateways and two workers', () => {
     await waitUntil(() => s.workers.some((w) => w.logs.some((l) => l.msg === 'a graph speaks' && l.level === 'warn' && l.question === 'who speaks?')),
       5000, 'the graph\'s log line');
     assert.ok(s.workers.some((w) => w.logs.some((l) => l.msg === 'from a child' && l.part === 'child' && l.n === 2)));
+  });
+
+  test('after_seconds: a run starts no earlier than asked; state updates are refused while it waits; cancelled then, it never runs', async () => {
+    const thread = (await client.threads.create()).thread_id;
+    const t0 = Date.now();
+    const run = await client.runs.create(thread, 'settings', { input: { question: 'later' }, afterSeconds: 2 });
+    await sleep(800);
+    assert.equal((await client.runs.get(thread, run.run_id)).status, 'pending');
+    assert.deepEqual((await client.threads.getState(thread)).values, {}, 'nothing ran yet');
+    const refused = await statusOf(client.threads.updateState(thread, { values: { question: 'meanwhile' }, asNode: 'look' }));
+    assert.equal(refused, 409, 'an update while a run is pending is refused, as the reference refuses it');
+    const out = await client.runs.join(thread, run.run_id);
+    assert.ok(Date.now() - t0 >= 2000, `ran after ${Date.now() - t0} ms`);
+    assert.equal(out.question, 'later');
+    const history = await client.threads.getHistory(thread);
+    assert.ok(Date.parse(history.at(-1).created_at) - Date.parse(run.created_at) >= 1900, 'its first checkpoint is 2 s after the run was created');
+
+    const other = (await client.threads.create()).thread_id;
+    const delayed = await client.runs.create(other, 'settings', { input: { question: 'never' }, afterSeconds: 5 });
+    await sleep(300);
+    await client.runs.cancel(other, delayed.run_id);
+    await waitUntil(async () => (await client.runs.get(other, delayed.run_id)).status === 'interrupted', 4000, 'the waiting run interrupted');
+    assert.equal((await client.threads.get(other)).status, 'idle');
+    await sleep(5000);
+    assert.deepEqual(await client.threads.getHistory(other), [], 'it never ran');
   });
 
   test('a chat model\'s answer stays a string in the state: the graph that loops until content === "end" ends',
