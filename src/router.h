@@ -57,7 +57,7 @@ enum tc_http_method {
  * one line a route, with what each method it serves does:
  * M(METHOD, KIND, "op", OUT, FLAGS) — how rest/routes.c serves it (KIND:
  * one function call LUA, a run's CREATE / JOIN / CANCEL / STATUS, a worker
- * answers WORKER / COPY / STATE, seed 002's AGENT), the Redis function's op
+ * answers WORKER / COPY / STATE / BULK, seed 002's AGENT), the Redis function's op
  * (or the worker's method), the response (JSON, a run's STREAM, a WAIT for
  * its end), and flags: TC_REST_W the token's "commands" right is needed,
  * TC_REST_STORE the store's function, TC_REST_SL a run on a new, temporary
@@ -66,7 +66,7 @@ enum tc_http_method {
  */
 #define TC_REST_ROUTE_MAP(X, M)                                                                                        \
 	X(STATE, "/threads/:thread_id/state", M(GET, STATE, "rest.state.get", JSON, 0))                                \
-	X(R_THREADS, "/threads", M(POST, LUA, "threads.create", JSON, TC_REST_W))                                      \
+	X(R_THREADS, "/threads", M(POST, BULK, "threads.create", JSON, TC_REST_W))                                     \
 	X(R_THREADS_SEARCH, "/threads/search", M(POST, LUA, "threads.search", JSON, 0))                                \
 	X(R_THREAD, "/threads/:thread_id",                                                                             \
 	  M(GET, LUA, "threads.get", JSON, 0) M(PATCH, LUA, "threads.patch", JSON, TC_REST_W)                          \

@@ -339,8 +339,16 @@ local function threads_create(c)
   if absent(if_exists) then if_exists = 'raise' end
   if if_exists ~= 'raise' and if_exists ~= 'do_nothing' then http(422, 'if_exists must be "raise" or "do_nothing"') end
   local ttl = check_ttl(c)
-  if not absent(b.supersteps) and (type(b.supersteps) ~= 'table' or next(b.supersteps) ~= nil) then
-    http(422, 'supersteps is not supported: create the thread, then update its state')
+  -- supersteps: the gateway has a worker write them once the thread exists (rest.state.bulk).
+  if not absent(b.supersteps) then
+    if type(b.supersteps) ~= 'table' or is_object(b.supersteps) and next(b.supersteps) ~= nil then
+      http(422, 'supersteps must be an array of {"updates": [...]}')
+    end
+    for i, step in ipairs(b.supersteps) do
+      if not is_object(step) or type(step.updates) ~= 'table' or #step.updates == 0 then
+        http(422, 'supersteps[' .. (i - 1) .. '].updates must be a non-empty array')
+      end
+    end
   end
   local t = thread_record(tid)
   if t then

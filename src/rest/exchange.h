@@ -30,6 +30,7 @@ enum tc_rest_kind {
 	K_WORKER, /**< threads.get, then a worker answers (op: its method) */
 	K_COPY,   /**< threads.copy, then a worker copies the checkpoints */
 	K_STATE,  /**< threads.get, then a worker; a thread without a record: from its events */
+	K_BULK,   /**< threads.create, then (supersteps) a worker writes the new thread's state */
 	K_STATUS, /**< a run's record: seed 004's stream status */
 	K_AGENT,  /**< seed 002: a request becomes runs.create (threads.get first for a threadId) */
 };
@@ -70,7 +71,7 @@ struct tc_rest {
 	enum tc_rest_out out;
 	unsigned status;
 	char location[320], content_location[320];
-	struct tc_buf *saved; /**< K_CANCEL / K_COPY: the body to answer once the rest is done */
+	struct tc_buf *saved; /**< K_CANCEL / K_COPY / K_BULK: the body to answer once the rest is done */
 	unsigned saved_status;
 	enum tc_rest_fmt fk;                    /**< how a run's stream is written */
 	struct tc_run_view view;                /**< a run's stream or wait: its place in the run's feed */

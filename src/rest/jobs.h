@@ -16,7 +16,10 @@ void tc__rest_run_read(struct tc_rest *r);
 void tc__rest_run_cancel(struct tc_rest *r);
 
 /* worker.c */
-/** K_WORKER, K_COPY, K_STATE: the thread's record, then a worker's answer (or the thread's events). */
+/**
+ * K_WORKER, K_COPY, K_STATE, K_BULK: the thread's record, then a worker's
+ * answer (or the thread's events).
+ */
 void tc__rest_worker_begin(struct tc_rest *r);
 
 /* agents.c */

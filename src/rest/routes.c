@@ -72,6 +72,7 @@ static void begin(struct tc_rest *r)
 	case K_WORKER:
 	case K_STATE:
 	case K_COPY:
+	case K_BULK:
 		tc__rest_worker_begin(r);
 		return;
 	case K_AGENT:

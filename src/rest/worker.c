@@ -1,7 +1,8 @@
 /*
  * rest/worker.c — what only a worker can answer (rest.h): a thread's state
- * at a checkpoint, its history, state updates, copies, through the command
- * bridge; a thread without a REST record answers from its events.
+ * at a checkpoint, its history, state updates, copies, a new thread's
+ * supersteps, through the command bridge; a thread without a REST record
+ * answers from its events.
  */
 #include "rest/jobs.h"
 
@@ -114,7 +115,35 @@ static void answer_empty_state(struct tc_rest *r)
 	tc__rest_answer(r, 200, empty, sizeof(empty) - 1);
 }
 
-/* threads.get (K_WORKER, K_STATE) or threads.copy (K_COPY) answered: a worker goes on. */
+/*
+ * threads.create (K_BULK) answered: with `supersteps`, the new thread's graph
+ * (metadata graph_id) writes them as its state before the thread is answered,
+ * as the reference's create does.
+ */
+static void bulk_created(struct tc_rest *r, const char *body, size_t len)
+{
+	const cJSON *steps = cJSON_GetObjectItemCaseSensitive(r->body, "supersteps");
+	if (!cJSON_IsArray(steps) || !cJSON_GetArraySize(steps)) {
+		tc__rest_answer(r, 200, body, len);
+		return;
+	}
+	cJSON *t = cJSON_ParseWithLength(body, len);
+	const char *tid = tc_run_str(t, "thread_id");
+	const char *graph = tc_run_str(cJSON_GetObjectItemCaseSensitive(t, "metadata"), "graph_id");
+	if (!tid || !graph) {
+		tc__rest_answer_detail(
+			r, 400,
+			"supersteps need the thread's graph: create it with metadata.graph_id (the SDK's graphId)");
+	} else {
+		snprintf(r->thread, sizeof(r->thread), "%s", tid);
+		r->saved = tc_buf_copy(body, len);
+		r->saved_status = 200;
+		ask_worker(r, "rest.state.bulk", graph);
+	}
+	cJSON_Delete(t);
+}
+
+/* threads.get (K_WORKER, K_STATE), threads.copy (K_COPY) or threads.create (K_BULK) answered: a worker goes on. */
 static void thread_checked(struct tc_rest *r, redisReply *reply)
 {
 	unsigned status;
@@ -132,6 +161,10 @@ static void thread_checked(struct tc_rest *r, redisReply *reply)
 	}
 	if (status != 200) {
 		tc__rest_answer(r, status, body, len);
+		return;
+	}
+	if (r->op->kind == K_BULK) {
+		bulk_created(r, body, len);
 		return;
 	}
 	cJSON *t = cJSON_ParseWithLength(body, len);
@@ -167,5 +200,5 @@ static void thread_checked(struct tc_rest *r, redisReply *reply)
 
 void tc__rest_worker_begin(struct tc_rest *r)
 {
-	tc__rest_fcall(r, r->op->kind == K_COPY ? "threads.copy" : "threads.get", thread_checked);
+	tc__rest_fcall(r, r->op->kind == K_COPY || r->op->kind == K_BULK ? r->op->op : "threads.get", thread_checked);
 }

@@ -12,7 +12,7 @@ import { KEEP, ProtocolError, answer, success } from './answers.js';
 import { keys } from './keys.js';
 import { claimThread, forward, markCancel, release } from './lock.js';
 import { plain } from './relay.js';
-import { HISTORY_MAX, emptyState, threadState, truthy } from './rest.js';
+import { HISTORY_MAX, emptyState, threadState, toCommand, truthy } from './rest.js';
 import { startRestRun } from './rest-runs.js';
 import { cancelRun, inject, pendingInterrupts, runGraph, startRun, threadGraph, withIds } from './runs.js';
 import { runLeftBy, takeOver } from './takeover.js';
@@ -117,6 +117,53 @@ async function restStateUpdate(w, entry, p) {
     const c = next.configurable ?? {};
     return success(w, entry, { checkpoint: { thread_id: thread, checkpoint_ns: c.checkpoint_ns ?? '', checkpoint_id: c.checkpoint_id,
       ...(c.checkpoint_map ? { checkpoint_map: plain(c.checkpoint_map) } : {}) } });
+  } finally {
+    await release(w, thread);
+  }
+}
+
+/**
+ * rest.state.bulk: a thread's state written as consecutive supersteps
+ * (`supersteps: [{updates: [{values, command, as_node}, …]}, …]`, what
+ * threads.create's `supersteps` asks), one checkpoint per superstep, as
+ * LangGraph's bulkUpdateState writes them. Answers the last checkpoint.
+ */
+async function restStateBulk(w, entry, p) {
+  const thread = entry.thread;
+  const steps = p.supersteps;
+  if (!Array.isArray(steps) || !steps.length) throw new ProtocolError('invalid_argument', 'supersteps must be a non-empty list');
+  const supersteps = steps.map((s, i) => {
+    if (!s || !Array.isArray(s.updates) || !s.updates.length) {
+      throw new ProtocolError('invalid_argument', `supersteps[${i}].updates must be a non-empty list`);
+    }
+    return { updates: s.updates.map((u, j) => {
+      const where = `supersteps[${i}].updates[${j}]`;
+      if (!u || typeof u !== 'object') throw new ProtocolError('invalid_argument', `${where} must be an object`);
+      const asNode = u.as_node ?? u.asNode;
+      if (asNode != null && typeof asNode !== 'string') throw new ProtocolError('invalid_argument', `${where}.as_node must be a string`);
+      let values = u.values;
+      if (u.command != null) {
+        try {
+          values = toCommand(u.command);
+        } catch (e) {
+          throw new ProtocolError('invalid_argument', `${where}: ${e.message}`);
+        }
+      }
+      return { values, asNode: asNode ?? undefined };
+    }) };
+  });
+  const graph = await threadGraph(w, entry.assistant, thread);
+  await claimForUpdate(w, thread);
+  try {
+    let next;
+    try {
+      next = await graph.bulkUpdateState({ configurable: { thread_id: thread, checkpoint_ns: '' } }, supersteps);
+    } catch (e) {
+      if (/InvalidUpdate|Value|Empty/.test(e.name ?? '')) throw new ProtocolError('invalid_argument', `cannot update the state: ${e.message}`);
+      throw e;
+    }
+    const c = next.configurable ?? {};
+    return success(w, entry, { checkpoint: { thread_id: thread, checkpoint_ns: c.checkpoint_ns ?? '', checkpoint_id: c.checkpoint_id } });
   } finally {
     await release(w, thread);
   }
@@ -309,6 +356,7 @@ const handlers = {
   'rest.cancel': restCancel,
   'rest.state.get': restStateGet,
   'rest.state.update': restStateUpdate,
+  'rest.state.bulk': restStateBulk,
   'rest.history': restHistory,
   'rest.copy': restCopy,
   'run.start': runStart,

@@ -5,8 +5,9 @@
 // is run with (the graph's defaults from LANGGRAPH_CONFIG under the run's
 // own), the run's metadata in its checkpoints; the store (config.store,
 // runtime.store), which is the REST API's store; the SDK logger; a run's
-// after_seconds. Through @langchain/langgraph-sdk against two gateways
-// behind HAProxy and two workers serving lib/env-graphs.mjs.
+// after_seconds; threads created with supersteps. Through
+// @langchain/langgraph-sdk against two gateways behind HAProxy and two
+// workers serving lib/env-graphs.mjs.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -323,6 +324,26 @@ describe('graphs behind two gateways and two workers', () => {
     assert.equal((await client.threads.get(other)).status, 'idle');
     await sleep(5000);
     assert.deepEqual(await client.threads.getHistory(other), [], 'it never ran');
+  });
+
+  test('threads.create with supersteps writes them as the thread\'s history, as the run it copies wrote it', async () => {
+    const thread = (await client.threads.create()).thread_id;
+    const parts = [];
+    for await (const p of client.runs.stream(thread, 'settings', { input: { question: 'copied' }, streamMode: ['updates'] })) parts.push(p);
+    const history = await client.threads.getHistory(thread);
+    const clone = await client.threads.create({ graphId: 'settings', supersteps: [
+      { updates: [{ asNode: '__input__', values: history.at(-2).values }] },
+      { updates: [{ asNode: '__start__', values: history.at(-2).values }] },
+      ...parts.filter((p) => p.event === 'updates').map(({ data }) => ({ updates: Object.entries(data).map(([asNode, values]) => ({ asNode, values })) })),
+    ] });
+    assert.equal(clone.metadata.graph_id, 'settings');
+    const copied = await client.threads.getHistory(clone.thread_id);
+    assert.deepEqual(copied.map(({ next, values }) => ({ next, values })), history.map(({ next, values }) => ({ next, values })));
+
+    assert.equal(await statusOf(client.threads.create({ supersteps: [{ updates: [{ asNode: '__input__', values: {} }] }] })), 400,
+      'supersteps need the thread\'s graph');
+    assert.equal(await statusOf(client.threads.create({ graphId: 'settings', supersteps: [{ updates: [] }] })), 422);
+    assert.equal(await statusOf(client.threads.create({ graphId: 'settings', supersteps: [{ updates: [{ asNode: 'nowhere', values: {} }] }] })), 422);
   });
 
   test('a chat model\'s answer stays a string in the state: the graph that loops until content === "end" ends',

@@ -160,7 +160,8 @@ test('bad input gets 422 naming the field', async () => {
     [{ ttl: -1 }, /^ttl must be a number of minutes above 0/],
     [{ ttl: { ttl: 5, strategy: 'keep_latest' } }, /^ttl\.strategy must be "delete"$/],
     [{ ttl: { strategy: 'delete' } }, /^ttl\.ttl must be a number of minutes/],
-    [{ supersteps: [{ updates: [] }] }, /^supersteps is not supported/],
+    [{ supersteps: [{ updates: [] }] }, /^supersteps\[0\]\.updates must be a non-empty array$/],
+    [{ supersteps: { updates: [] } }, /^supersteps must be an array/],
   ];
   for (const [body, re] of bad) await refused('threads.create', { body, ids }, 422, re);
   await refused('threads.create', { body: [1, 2], ids }, 422, /^the request body must be a JSON object$/);
