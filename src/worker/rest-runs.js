@@ -63,7 +63,8 @@ async function restOutcome(w, ctl, status, error) {
       if (t.result === undefined && t.interrupts?.length) interrupts[t.id] = t.interrupts.map((i) => plain({ id: i.id, value: i.value }));
     }
     out.interrupts = interrupts;
-    out.next = [...(st.next ?? [])];
+    // A failed run's nodes still to run are not a stop (interrupt_before/after): its thread is "error".
+    if (status !== 'failed') out.next = [...(st.next ?? [])];
   } catch (e) {
     w.log('warn', 'cannot read the state after a run', { thread: ctl.thread, run_id: ctl.runId, error: String(e.message ?? e) });
   }

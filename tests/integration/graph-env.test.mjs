@@ -5,9 +5,9 @@
 // is run with (the graph's defaults from LANGGRAPH_CONFIG under the run's
 // own), the run's metadata in its checkpoints; the store (config.store,
 // runtime.store), which is the REST API's store; the SDK logger; a run's
-// after_seconds; threads created with supersteps. Through
-// @langchain/langgraph-sdk against two gateways behind HAProxy and two
-// workers serving lib/env-graphs.mjs.
+// after_seconds; a failure left on the run and the thread; threads created
+// with supersteps. Through @langchain/langgraph-sdk against two gateways
+// behind HAProxy and two workers serving lib/env-graphs.mjs.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -324,6 +324,22 @@ describe('graphs behind two gateways and two workers', () => {
     assert.equal((await client.threads.get(other)).status, 'idle');
     await sleep(5000);
     assert.deepEqual(await client.threads.getHistory(other), [], 'it never ran');
+  });
+
+  test('a graph that throws: the run is "error" with the exception\'s class and message, the thread "error"', async () => {
+    const thread = (await client.threads.create()).thread_id;
+    const run = await client.runs.create(thread, 'settings', { input: { question: 'fail' } });
+    await client.runs.join(thread, run.run_id);
+    assert.equal((await client.runs.get(thread, run.run_id)).status, 'error');
+    const t = await client.threads.get(thread);
+    assert.equal(t.status, 'error', 'not "interrupted": the node that failed is no interrupt');
+    assert.deepEqual(t.error, { error: 'CustomError', message: 'the graph failed on purpose' });
+    assert.deepEqual(t.interrupts, {});
+    const parts = [];
+    for await (const p of client.runs.joinStream(thread, run.run_id, { lastEventId: '-1' })) parts.push(p);
+    const err = parts.find((p) => p.event === 'error');
+    assert.ok(err, JSON.stringify(parts.map((p) => p.event)));
+    assert.match(JSON.stringify(err.data), /the graph failed on purpose/);
   });
 
   test('threads.create with supersteps writes them as the thread\'s history, as the run it copies wrote it', async () => {

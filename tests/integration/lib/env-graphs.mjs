@@ -6,7 +6,8 @@
 // - "memory" (a StateGraph): config.store and runtime.store — put, get,
 //   search, listNamespaces, delete — driven by the input `ops`.
 // - "settings" (a Promise of a compiled graph, context schema {model}):
-//   returns what it was run with: configurable, context, metadata.
+//   returns what it was run with: configurable, context, metadata; the
+//   question "fail" makes it throw a CustomError.
 // - "dynamic" (a graph factory, (config) => graph): one node, named after
 //   configurable.nodeName ("default" without it).
 // - "chat" (a compiled graph): a fake chat model answering "begin" then
@@ -81,8 +82,17 @@ const Settings = Annotation.Root({
 });
 const Context = Annotation.Root({ model: Annotation() });
 
+/** What a graph throws, by its own class name. */
+class CustomError extends Error {
+  constructor(message) {
+    super(message);
+    this.name = 'CustomError';
+  }
+}
+
 const settings = Promise.resolve(new StateGraph(Settings, Context)
   .addNode('look', (s, config) => {
+    if (s.question === 'fail') throw new CustomError('the graph failed on purpose');
     const configurable = Object.fromEntries(Object.entries(config.configurable ?? {}).filter(([k]) => !k.startsWith('__')));
     return { seen: { configurable, context: config.context ?? null, metadata: config.metadata ?? null } };
   })
