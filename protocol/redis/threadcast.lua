@@ -280,7 +280,7 @@ local DEFAULT_TTL = 86400
 -- options keep the text they came as (or these) for the calls.
 local DEFAULT_MAXLEN_ARG = '' .. DEFAULT_MAXLEN
 local DEFAULT_TTL_ARG = '' .. DEFAULT_TTL
-local MAX_EVENT_BYTES = 1048576
+local MAX_EVENT_BYTES = 16777216
 local MAX_BATCH = 1000
 local MAX_SEGMENTS = 32
 

@@ -89,6 +89,8 @@ export async function runGraph(w, ctl) {
     status = pendingInterrupts(head).length || (ctl.rest && head.next?.length) ? 'interrupted' : 'completed';
   } catch (e) {
     status = 'failed';
+    // The relay may have stopped the run (an event too large to carry): the graph stops too.
+    if (!ctl.abort.signal.aborted) ctl.abort.abort(e);
     if (ctl.cancelled && ctl.rest) {
       relay.closeOpen('the run was cancelled', 'cancelled');
       status = 'interrupted';

@@ -1,4 +1,5 @@
-// Graphs for graph-env.test.mjs (threadcast-worker --graphs this file): what the worker gives a graph — the store, its config
+// Graphs for graph-env.test.mjs and large-events.test.mjs (threadcast-worker
+// --graphs this file): what the worker gives a graph — the store, its config
 // and context, the SDK logger — and the forms a graph may be exported in.
 // @langchain/* are imported from the worker's own node_modules (the very
 // files the worker loads), so graph and worker share one module instance.
@@ -12,6 +13,7 @@
 //   configurable.nodeName ("default" without it).
 // - "chat" (a compiled graph): a fake chat model answering "begin" then
 //   "end"; loops until the state's last AI message's content === "end".
+// - "big": writes `bytes` bytes of text into its state (`blob`).
 // - "logs": calls the SDK's getLogger() as it is imported and from its node.
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -131,6 +133,19 @@ function chat() {
     .compile();
 }
 
+/* ---- big: a large state ------------------------------------------------------------------------ */
+
+const Big = Annotation.Root({
+  bytes: Annotation({ reducer: last }),
+  blob: Annotation({ reducer: last }),
+});
+
+function big() {
+  return new StateGraph(Big)
+    .addNode('grow', (s) => ({ blob: 'x'.repeat(s.bytes) }))
+    .addEdge(START, 'grow').addEdge('grow', END);
+}
+
 /* ---- logs: the SDK logger ---------------------------------------------------------------------- */
 
 function logs() {
@@ -149,5 +164,6 @@ export const graphs = {
   settings,
   dynamic,
   chat: chat(),
+  big: big(),
   logs: logs(),
 };
