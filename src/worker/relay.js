@@ -23,7 +23,7 @@ import { keys } from './keys.js';
 
 /** Most events per append call (the function takes up to 1000). */
 const BATCH_MAX = 256;
-/** Most bytes of events per append call (one bigger event goes alone): a call's doorbell carries them all. */
+/** Most bytes of events per append call (one bigger event goes alone): the call's arguments, held by Redis at once. */
 const BATCH_BYTES = 8 * 1024 * 1024;
 /** Events waiting to be appended past which the graph waits for Redis. */
 const QUEUE_HIGH = 4096;

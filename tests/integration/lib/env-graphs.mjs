@@ -1,4 +1,4 @@
-// Graphs for graph-env.test.mjs and large-events.test.mjs (threadcast-worker
+// Graphs for graph-env.test.mjs and graph-large-events.test.mjs (threadcast-worker
 // --graphs this file): what the worker gives a graph — the store, its config
 // and context, the SDK logger — and the forms a graph may be exported in.
 // @langchain/* are imported from the worker's own node_modules (the very
