@@ -140,6 +140,10 @@ async function waitAfterSeconds(w, thread, runId, p, wait) {
   return true;
 }
 
+/** Reports a run cancelled before it started: interrupted (a rollback deletes it), nothing written. */
+const cancelledBeforeStart = (w, wait) => restCall(w, 'run.finished', { run_id: wait.runId, status: 'interrupted',
+  ...(wait.cancelAction === 'rollback' ? { rollback: true } : {}) });
+
 /**
  * Whether a run that waits here (for its after_seconds, for its thread) is
  * cancelled: a rest.cancel this worker read, or one another worker read —
@@ -179,7 +183,7 @@ export async function startRestRun(w, entry, p) {
     for (;;) {
       if (w.closing) return KEEP;
       if (await cancelled(w, wait)) {
-        await restCall(w, 'run.finished', { run_id: runId, status: 'interrupted', ...(wait.cancelAction === 'rollback' ? { rollback: true } : {}) });
+        await cancelledBeforeStart(w, wait);
         return null;
       }
       if (due && !w.running.has(thread) && await acquire(w, thread)) break;
@@ -214,6 +218,15 @@ export async function startRestRun(w, entry, p) {
     ctl = { thread, graph, assistant, runId, relay, input: plan.input, configurable: { ...plan.configurable }, metadata: plan.metadata,
       options: plan.options, rest: true, dispose, startError, injects: [], abort: new AbortController() };
     w.running.set(thread, ctl);
+    // A rest.cancel read between the lock and here found no run to stop (its mark in the record
+    // stays): the run ends before it starts, as one cancelled while it waits.
+    if (await cancelled(w, wait)) {
+      w.running.delete(thread);
+      await recordDone(w, thread);
+      await release(w, thread);
+      await cancelledBeforeStart(w, wait);
+      return null;
+    }
     const afterSeq = Number(await w.cmd.hget(keys.meta(thread), 'seq')) || 0;
     const started = await restCall(w, 'run.started', { run_id: runId, after_seq: afterSeq });
     if (started.status >= 400 && started.status < 500) { // deleted or cancelled before it could start
