@@ -72,6 +72,7 @@ import {
 import { randomInt } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
 import { CHECKPOINT_PREFIX, checkpointIndexScan, checkpointKeys, keys as workerKeys } from './keys.js';
+import { checkpointMetadata } from './config.js';
 
 /** Checkpoints fetched per round trip while listing. */
 const LIST_PAGE = 64;
@@ -487,12 +488,15 @@ export class RedisSaver extends BaseCheckpointSaver {
 const UNDO_TTL = 86400;
 
 /**
- * The worker's checkpointer: RedisSaver, plus, for the checkpoints a REST
- * run writes, the run's id (and assistant) in their metadata, as the
- * reference server has them, and an undo journal (tc:{T}:lg:undo, a set of
- * JSON items, written before the write it names) so that a `rollback`
- * cancel can take back everything the run wrote. restRunOf(thread) is the
- * REST run this worker is running on the thread, if any.
+ * The worker's checkpointer: RedisSaver, plus every checkpoint's metadata
+ * as the reference server's checkpointer writes it (config.js'
+ * checkpointMetadata: the config's configurable and the run's metadata
+ * with LangGraph's own, so history can be searched by a run's metadata),
+ * and, for the checkpoints a REST run writes, an undo journal
+ * (tc:{T}:lg:undo, a set of JSON items, written before the write it names)
+ * so that a `rollback` cancel can take back everything the run wrote.
+ * restRunOf(thread) is the REST run this worker is running on the thread,
+ * if any.
  */
 export class WorkerSaver extends RedisSaver {
   constructor(opts, restRunOf) {
@@ -525,11 +529,11 @@ export class WorkerSaver extends RedisSaver {
 
   put(config, checkpoint, metadata, newVersions) {
     const c = config?.configurable ?? {};
+    const md = checkpointMetadata(config, metadata);
     const run = c.thread_id !== undefined ? this.restRunOf(c.thread_id) : null;
-    if (!run) return super.put(config, checkpoint, metadata, newVersions);
+    if (!run) return super.put(config, checkpoint, md, newVersions);
     const ns = c.checkpoint_ns ?? '';
     const items = [['cp', ns, checkpoint.id], ...Object.entries(newVersions ?? {}).map(([ch, v]) => ['b', ns, ch, String(v)])];
-    const md = { ...metadata, run_id: run.runId, assistant_id: run.assistant, graph_id: run.assistant };
     return this.#track(c.thread_id, this.#journal(c.thread_id, items).then(() => super.put(config, checkpoint, md, newVersions)));
   }
 

@@ -12,9 +12,9 @@ import { KEEP, ProtocolError, answer, success } from './answers.js';
 import { keys } from './keys.js';
 import { claimThread, forward, markCancel, release } from './lock.js';
 import { plain } from './relay.js';
-import { HISTORY_MAX, emptyState, threadState, truthy } from './rest.js';
+import { HISTORY_MAX, emptyState, threadState, toCommand, truthy } from './rest.js';
 import { startRestRun } from './rest-runs.js';
-import { cancelRun, inject, pendingInterrupts, runGraph, startRun, withIds } from './runs.js';
+import { cancelRun, inject, pendingInterrupts, runGraph, startRun, threadGraph, withIds } from './runs.js';
 import { runLeftBy, takeOver } from './takeover.js';
 
 /** The checkpoint a REST state command names ({checkpoint_id}, {checkpoint: {…}}), as configurable. */
@@ -36,6 +36,18 @@ function checkpointParams(thread, p) {
   }
   if (c.checkpoint_id === '') delete c.checkpoint_id;
   return c;
+}
+
+/**
+ * Takes the thread for a state update, refused while a REST run waits here
+ * to start on it (its after_seconds) or any run holds it: the reference
+ * refuses updates while a run is pending or running.
+ */
+async function claimForUpdate(w, thread) {
+  for (const wait of w.waiting.values()) {
+    if (wait.thread === thread) throw new ProtocolError('invalid_argument', `run "${wait.runId}" is pending on thread "${thread}"; wait for it to end`);
+  }
+  await claimThread(w, thread);
 }
 
 const noCheckpoint = (c) => new ProtocolError('no_such_checkpoint',
@@ -76,7 +88,7 @@ async function restCancel(w, entry, p) {
 }
 
 async function restStateGet(w, entry, p) {
-  const graph = w.graphs.get(entry.assistant);
+  const graph = await threadGraph(w, entry.assistant, entry.thread);
   const configurable = checkpointParams(entry.thread, p);
   if (!(await w.saver.getTuple({ configurable }))) {
     if (configurable.checkpoint_id) throw noCheckpoint(configurable);
@@ -88,11 +100,11 @@ async function restStateGet(w, entry, p) {
 
 async function restStateUpdate(w, entry, p) {
   const thread = entry.thread;
-  const graph = w.graphs.get(entry.assistant);
+  const graph = await threadGraph(w, entry.assistant, entry.thread);
   if (p.values != null && typeof p.values !== 'object') throw new ProtocolError('invalid_argument', 'values must be an object, a list of objects or null');
   if (p.as_node != null && typeof p.as_node !== 'string') throw new ProtocolError('invalid_argument', 'as_node must be a string');
   const configurable = checkpointParams(thread, p);
-  await claimThread(w, thread);
+  await claimForUpdate(w, thread);
   try {
     if (configurable.checkpoint_id && !(await w.saver.getTuple({ configurable }))) throw noCheckpoint(configurable);
     let next;
@@ -110,8 +122,55 @@ async function restStateUpdate(w, entry, p) {
   }
 }
 
+/**
+ * rest.state.bulk: a thread's state written as consecutive supersteps
+ * (`supersteps: [{updates: [{values, command, as_node}, …]}, …]`, what
+ * threads.create's `supersteps` asks), one checkpoint per superstep, as
+ * LangGraph's bulkUpdateState writes them. Answers the last checkpoint.
+ */
+async function restStateBulk(w, entry, p) {
+  const thread = entry.thread;
+  const steps = p.supersteps;
+  if (!Array.isArray(steps) || !steps.length) throw new ProtocolError('invalid_argument', 'supersteps must be a non-empty list');
+  const supersteps = steps.map((s, i) => {
+    if (!s || !Array.isArray(s.updates) || !s.updates.length) {
+      throw new ProtocolError('invalid_argument', `supersteps[${i}].updates must be a non-empty list`);
+    }
+    return { updates: s.updates.map((u, j) => {
+      const where = `supersteps[${i}].updates[${j}]`;
+      if (!u || typeof u !== 'object') throw new ProtocolError('invalid_argument', `${where} must be an object`);
+      const asNode = u.as_node ?? u.asNode;
+      if (asNode != null && typeof asNode !== 'string') throw new ProtocolError('invalid_argument', `${where}.as_node must be a string`);
+      let values = u.values;
+      if (u.command != null) {
+        try {
+          values = toCommand(u.command);
+        } catch (e) {
+          throw new ProtocolError('invalid_argument', `${where}: ${e.message}`);
+        }
+      }
+      return { values, asNode: asNode ?? undefined };
+    }) };
+  });
+  const graph = await threadGraph(w, entry.assistant, thread);
+  await claimForUpdate(w, thread);
+  try {
+    let next;
+    try {
+      next = await graph.bulkUpdateState({ configurable: { thread_id: thread, checkpoint_ns: '' } }, supersteps);
+    } catch (e) {
+      if (/InvalidUpdate|Value|Empty/.test(e.name ?? '')) throw new ProtocolError('invalid_argument', `cannot update the state: ${e.message}`);
+      throw e;
+    }
+    const c = next.configurable ?? {};
+    return success(w, entry, { checkpoint: { thread_id: thread, checkpoint_ns: c.checkpoint_ns ?? '', checkpoint_id: c.checkpoint_id } });
+  } finally {
+    await release(w, thread);
+  }
+}
+
 async function restHistory(w, entry, p) {
-  const graph = w.graphs.get(entry.assistant);
+  const graph = await threadGraph(w, entry.assistant, entry.thread);
   const limit = p.limit == null ? 10 : Number(p.limit);
   if (!Number.isInteger(limit) || limit < 1 || limit > HISTORY_MAX) {
     throw new ProtocolError('invalid_argument', `limit must be an integer from 1 to ${HISTORY_MAX} (got ${JSON.stringify(p.limit)})`);
@@ -177,7 +236,7 @@ async function runStart(w, entry, p) {
   }
   await claimThread(w, thread);
   try {
-    const graph = w.graphs.get(entry.assistant);
+    const graph = await threadGraph(w, entry.assistant, entry.thread);
     const configurable = { ...(p.config?.configurable ?? {}) };
     delete configurable.thread_id;
     const cfg = { configurable: { thread_id: thread } };
@@ -206,7 +265,7 @@ async function inputRespond(w, entry, p) {
   await claimThread(w, thread);
   try {
     const assistant = entry.assistant;
-    const graph = w.graphs.get(assistant);
+    const graph = await threadGraph(w, assistant, thread);
     const pending = pendingInterrupts(await graph.getState({ configurable: { thread_id: thread } }));
     for (const r of responses) {
       if (!pending.some((i) => i.id === r.interrupt_id)) {
@@ -245,7 +304,7 @@ async function runCancel(w, entry) {
 
 async function stateGet(w, entry, p) {
   const ns = (p.namespace ?? []).join('|');
-  const graph = w.graphs.get(entry.assistant);
+  const graph = await threadGraph(w, entry.assistant, entry.thread);
   const cfg = { configurable: { thread_id: entry.thread, checkpoint_ns: ns } };
   if (!(await w.saver.getTuple(cfg))) {
     if (ns) throw new ProtocolError('no_such_namespace', `thread "${entry.thread}" has no state at namespace ${JSON.stringify(p.namespace)}`);
@@ -258,7 +317,7 @@ async function stateGet(w, entry, p) {
 }
 
 async function stateListCheckpoints(w, entry, p) {
-  const graph = w.graphs.get(entry.assistant);
+  const graph = await threadGraph(w, entry.assistant, entry.thread);
   const limit = Math.min(Math.max(Number.isInteger(p.limit) ? p.limit : 20, 1), 200);
   const cfg = { configurable: { thread_id: entry.thread, checkpoint_ns: (p.namespace ?? []).join('|') } };
   const page = [];
@@ -297,6 +356,7 @@ const handlers = {
   'rest.cancel': restCancel,
   'rest.state.get': restStateGet,
   'rest.state.update': restStateUpdate,
+  'rest.state.bulk': restStateBulk,
   'rest.history': restHistory,
   'rest.copy': restCopy,
   'run.start': runStart,

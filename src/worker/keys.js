@@ -6,7 +6,8 @@
 // spelled here and nowhere else, exactly as the contract writes it.
 //
 // Hash tags: the command bridge's names share {tc:commands} (one Cluster
-// slot, the one tc:commands hashes to); everything of thread T shares {T}.
+// slot, the one tc:commands hashes to); everything of thread T shares {T};
+// the store is {tc:store}.
 // The reply channel is not built here: a command entry names it (`reply`).
 
 /** The consumer group on every command stream. */
@@ -25,6 +26,8 @@ export const keys = {
   ainfo: (a) => `{tc:commands}:ainfo:${a}`,         // what the REST API shows of assistant a
   undo: (t) => `tc:{${t}}:lg:undo`,                 // what the thread's REST run wrote (rollback)
   rest: '{tc:commands}',                            // FCALL threadcast_rest 1 {tc:commands} <op> <json>
+  restRun: (id) => `{tc:commands}:r:${id}`,         // a REST run's record (read: its `cancel`)
+  store: '{tc:store}',                              // FCALL threadcast_store 1 {tc:store} <op> <json>
   append: (t) => t,                                 // FCALL threadcast_append_batch's key: the thread id itself
 };
 

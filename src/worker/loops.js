@@ -4,7 +4,8 @@
 //   blocking XREADGROUP, `sub` for the control channel;
 // - start-up (prepare): the function library, loaded when no gateway has
 //   loaded it yet; the consumer group on each assistant's stream; what the
-//   REST API shows of each assistant; the registry;
+//   REST API shows of each assistant (and its graph's defaults); the
+//   registry;
 // - the read loop: XREADGROUP on the assistants' streams, each entry handed
 //   to commands.js' handle() and acknowledged once handled (unless it
 //   answered KEEP), never twice at once (w.inflight);
@@ -70,11 +71,15 @@ export async function prepare(w) {
     }
   }
 
-  // What the REST API shows of each graph's assistants (assistants.get, /graph, /schemas, /subgraphs).
-  for (const [assistant, graph] of w.graphs) {
+  // What the REST API shows of each assistant (assistants.get, /graph, /schemas, /subgraphs), and its
+  // system assistant's config and context (the graph's defaults).
+  for (const [assistant, served] of w.graphs) {
+    const { context, ...config } = served.defaults;
     const info = { name: assistant, graph: '{}', schemas: JSON.stringify({ graph_id: assistant, input_schema: null, output_schema: null,
       state_schema: null, config_schema: null, context_schema: null }) };
+    if (Object.keys(served.defaults).length) Object.assign(info, { config: JSON.stringify(config), context: JSON.stringify(context ?? {}) });
     try {
+      const graph = await served.build({ ...config, configurable: { ...(config.configurable ?? {}) } });
       info.graph = JSON.stringify(await graphJson(graph));
       info.schemas = JSON.stringify(await graphSchemas(assistant, graph));
       info.graph_xray = JSON.stringify(await graphJson(graph, true));
@@ -88,7 +93,9 @@ export async function prepare(w) {
     } catch (e) {
       w.log('warn', 'cannot describe the graph for the REST API', { assistant, error: String(e.message ?? e) });
     }
-    await w.cmd.multi().hset(keys.ainfo(assistant), info).hsetnx(keys.ainfo(assistant), 'created_at', new Date().toISOString()).exec();
+    const tx = w.cmd.multi();
+    if (!info.config) tx.hdel(keys.ainfo(assistant), 'config', 'context'); // none now: none left from an earlier start
+    await tx.hset(keys.ainfo(assistant), info).hsetnx(keys.ainfo(assistant), 'created_at', new Date().toISOString()).exec();
   }
 
   await register(w);

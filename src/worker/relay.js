@@ -23,10 +23,23 @@ import { keys } from './keys.js';
 
 /** Most events per append call (the function takes up to 1000). */
 const BATCH_MAX = 256;
+/** Most bytes of events per append call (one bigger event goes alone): the call's arguments, held by Redis at once. */
+const BATCH_BYTES = 8 * 1024 * 1024;
 /** Events waiting to be appended past which the graph waits for Redis. */
 const QUEUE_HIGH = 4096;
-/** threadcast_append's cap on one event; bigger ones are left out (logged). */
-const EVENT_MAX = 1024 * 1024;
+/** threadcast_append's cap on one event (protocol/README.md): a bigger one fails the run. */
+export const EVENT_MAX = 16 * 1024 * 1024;
+
+/**
+ * An event the run made that threadcast cannot carry (over EVENT_MAX): the
+ * run fails with it, visibly, rather than go on with a hole in its stream.
+ */
+export class EventTooLargeError extends Error {
+  constructor(method, bytes) {
+    super(`the run's ${method} event is ${bytes} bytes, over threadcast's limit of ${EVENT_MAX} bytes per event; the run cannot be streamed`);
+    this.name = 'EventTooLargeError';
+  }
+}
 
 /** JSON with LangChain objects written as plain dicts ({type, content, …}). */
 export function toJson(value) {
@@ -78,7 +91,9 @@ export class Relay {
    */
   constructor({ redis, thread, assistant, runId, log, appendOpts = [], subgraphs = new Set() }) {
     Object.assign(this, { redis, thread, assistant, runId, log, appendOpts, subgraphs });
-    this.queue = [];
+    this.queue = [];            // event JSON texts waiting to be appended
+    this.sizes = [];            // their byte lengths
+    this.queuedBytes = 0;
     this.flushing = null;
     this.seenInterrupts = new Set();
     this.open = new Map();      // messages of this run not finished yet
@@ -86,10 +101,13 @@ export class Relay {
     this.failed = null;         // an append error that nothing could fix
   }
 
-  /** Queues one event (a protocol event object) as threadcast stores it. */
+  /**
+   * Queues one event (a protocol event object) as threadcast stores it;
+   * throws EventTooLargeError for one threadcast cannot carry.
+   */
   async push(ev) {
     for (const out of this.fix(ev)) this.enqueue(out);
-    if (this.queue.length >= QUEUE_HIGH) await this.drain();
+    if (this.queue.length >= QUEUE_HIGH || this.queuedBytes >= BATCH_BYTES) await this.drain();
   }
 
   /**
@@ -163,15 +181,16 @@ export class Relay {
     await this.drain();
   }
 
+  /** Queues one event; one over EVENT_MAX throws EventTooLargeError (nothing is queued). */
   enqueue(ev) {
     delete ev.type;
     delete ev.seq;
     const json = toJson(ev);
-    if (Buffer.byteLength(json) > EVENT_MAX) {
-      this.log('warn', 'event too big for threadcast, left out', { thread: this.thread, method: ev.method, bytes: Buffer.byteLength(json) });
-      return;
-    }
+    const bytes = Buffer.byteLength(json);
+    if (bytes > EVENT_MAX) throw new EventTooLargeError(ev.method, bytes);
     this.queue.push(json);
+    this.sizes.push(bytes);
+    this.queuedBytes += bytes;
     if (!this.flushing) this.flushing = new Promise((r) => setImmediate(r)).then(() => this.flush());
   }
 
@@ -184,12 +203,19 @@ export class Relay {
   async flush() {
     try {
       while (this.queue.length) {
-        const batch = this.queue.splice(0, BATCH_MAX);
+        let n = 0;
+        let bytes = 0;
+        while (n < this.queue.length && n < BATCH_MAX && (n === 0 || bytes + this.sizes[n] <= BATCH_BYTES)) bytes += this.sizes[n++];
+        const batch = this.queue.splice(0, n);
+        this.sizes.splice(0, n);
+        this.queuedBytes -= bytes;
         await this.append(batch);
       }
     } catch (e) {
       this.failed = e;
       this.queue.length = 0;
+      this.sizes.length = 0;
+      this.queuedBytes = 0;
     } finally {
       this.flushing = null;
     }

@@ -14,6 +14,7 @@ import { keys } from './keys.js';
 import { acquire, recordDone, recordRun, release } from './lock.js';
 import { Relay, plain } from './relay.js';
 import { InputError, toCommand, truthy } from './rest.js';
+import { assistantLayer, mergeRun, streamMetadata } from './config.js';
 
 /** FCALL threadcast_rest <op>: the REST records' function. Answers {status, body}; never throws. */
 export async function restCall(w, op, args) {
@@ -53,6 +54,7 @@ async function restOutcome(w, ctl, status, error) {
   // successfully: its thread is "interrupted" (interrupts, next), not the run.
   else out.status = status === 'failed' ? 'error' : 'success';
   if (error) out.error = { error: error.name && error.name !== 'Error' ? error.name : 'Error', message: String(error.message ?? error) };
+  if (!ctl.graph) return out; // its graph could not be built: nothing ran
   try {
     const st = await ctl.graph.getState({ configurable: { thread_id: ctl.thread } });
     out.values = plain(st.values) ?? {};
@@ -61,7 +63,8 @@ async function restOutcome(w, ctl, status, error) {
       if (t.result === undefined && t.interrupts?.length) interrupts[t.id] = t.interrupts.map((i) => plain({ id: i.id, value: i.value }));
     }
     out.interrupts = interrupts;
-    out.next = [...(st.next ?? [])];
+    // A failed run's nodes still to run are not a stop (interrupt_before/after): its thread is "error".
+    if (status !== 'failed') out.next = [...(st.next ?? [])];
   } catch (e) {
     w.log('warn', 'cannot read the state after a run', { thread: ctl.thread, run_id: ctl.runId, error: String(e.message ?? e) });
   }
@@ -71,7 +74,13 @@ async function restOutcome(w, ctl, status, error) {
 /** Reports run.finished for a REST run that is over (status and error as runGraph saw them). */
 export const finishRestRun = async (w, ctl, status, error) => restCall(w, 'run.finished', await restOutcome(w, ctl, status, error));
 
-/** How a REST run's params become LangGraph's input, configurable and stream options. */
+/**
+ * How a REST run's params become LangGraph's input and options: config,
+ * context and metadata merged with the assistant's and the thread's
+ * (config.js), the start checkpoint, interrupts, recursion limit, tags.
+ * Returns { input, config (what a graph factory is called with),
+ * configurable, options, metadata (the stream's) }.
+ */
 async function restPlan(w, thread, assistant, runId, p) {
   const input = p.command != null ? toCommand(p.command) : (p.input ?? null);
   const config = p.config ?? {};
@@ -79,9 +88,13 @@ async function restPlan(w, thread, assistant, runId, p) {
   if (config.configurable != null && (typeof config.configurable !== 'object' || Array.isArray(config.configurable))) {
     throw new InputError('config.configurable must be an object');
   }
-  const configurable = { ...(config.configurable ?? {}) };
-  delete configurable.thread_id;
-  const checkpointId = p.checkpoint_id ?? configurable.checkpoint_id;
+  if (p.context != null && typeof p.context !== 'object') throw new InputError('context must be an object');
+  const checkpointId = p.checkpoint_id ?? config.configurable?.checkpoint_id;
+  const layer = await assistantLayer(p, assistant, w.graphs.get(assistant).defaults);
+  const threadLayer = p.thread && typeof p.thread === 'object' ? p.thread : {};
+  const merged = mergeRun(layer, threadLayer, { config, context: p.context, metadata: p.metadata },
+    { run_id: runId, thread_id: thread, graph_id: assistant, assistant_id: typeof p.assistant_id === 'string' ? p.assistant_id : assistant });
+  const { configurable } = merged.config;
   delete configurable.checkpoint_id;
   if (checkpointId != null) {
     if (typeof checkpointId !== 'string' || !checkpointId) throw new InputError('checkpoint_id must be a non-empty string');
@@ -89,34 +102,71 @@ async function restPlan(w, thread, assistant, runId, p) {
     if (!found) throw new InputError(`thread "${thread}" has no checkpoint "${checkpointId}"`);
     configurable.checkpoint_id = checkpointId;
   }
-  Object.assign(configurable, { run_id: runId, assistant_id: assistant, graph_id: assistant });
-  const options = {};
-  if (p.context != null) options.context = p.context;
+  const options = { context: merged.context };
   for (const [k, opt] of [['interrupt_before', 'interruptBefore'], ['interrupt_after', 'interruptAfter']]) {
     const v = p[k];
     if (v == null) continue;
     if (v !== '*' && !(Array.isArray(v) && v.every((n) => typeof n === 'string'))) throw new InputError(`${k} must be "*" or a list of node names`);
     options[opt] = v;
   }
-  if (config.recursion_limit != null) {
-    if (!Number.isInteger(config.recursion_limit) || config.recursion_limit < 1) throw new InputError('config.recursion_limit must be a positive integer');
-    options.recursionLimit = config.recursion_limit;
+  const limit = merged.config.recursion_limit;
+  if (limit != null) {
+    if (!Number.isInteger(limit) || limit < 1) throw new InputError('config.recursion_limit must be a positive integer');
+    options.recursionLimit = limit;
   }
-  if (Array.isArray(config.tags)) options.tags = config.tags.filter((t) => typeof t === 'string');
-  const metadata = { ...(config.metadata ?? {}), ...(p.metadata && typeof p.metadata === 'object' ? p.metadata : {}),
-    run_id: runId, thread_id: thread, assistant_id: assistant, graph_id: assistant };
-  return { input, configurable, options, metadata };
+  if (Array.isArray(merged.config.tags)) options.tags = merged.config.tags.filter((t) => typeof t === 'string');
+  return { input, config: merged.config, configurable, options, metadata: streamMetadata(merged.config.metadata) };
 }
 
 /**
- * The start of a REST run (rest.run): waits for the thread (runs never
- * overlap; a rest.cancel meanwhile reports the run interrupted), records
+ * A run asked to start `after_seconds` after it was created (params
+ * after_seconds): waits until then, as the reference's queue does, unless
+ * it is cancelled meanwhile (wait.cancelAction) or the worker closes.
+ * Returns true to go on. The moment is the run record's created_at plus the
+ * delay, on Redis' clock.
+ */
+async function waitAfterSeconds(w, thread, runId, p, wait) {
+  const delay = Number(p.after_seconds);
+  if (!(delay > 0)) return true;
+  const got = await restCall(w, 'runs.get', { path: { thread_id: thread, run_id: runId } });
+  const created = got.status === 200 ? Date.parse(JSON.parse(got.body).created_at) : NaN;
+  const [sec, usec] = await w.cmd.time();
+  const redisNow = Number(sec) * 1000 + Math.floor(Number(usec) / 1000);
+  const until = Date.now() + ((Number.isFinite(created) ? created : redisNow) + delay * 1000 - redisNow);
+  while (Date.now() < until) {
+    if (w.closing || await cancelled(w, wait)) return false;
+    await new Promise((r) => setTimeout(r, Math.min(250, until - Date.now())));
+  }
+  return true;
+}
+
+/** Reports a run cancelled before it started: interrupted (a rollback deletes it), nothing written. */
+const cancelledBeforeStart = (w, wait) => restCall(w, 'run.finished', { run_id: wait.runId, status: 'interrupted',
+  ...(wait.cancelAction === 'rollback' ? { rollback: true } : {}) });
+
+/**
+ * Whether a run that waits here (for its after_seconds, for its thread) is
+ * cancelled: a rest.cancel this worker read, or one another worker read —
+ * it finds no run to stop, but threadcast_rest marked the run's record
+ * (`cancel`), which is read here.
+ */
+async function cancelled(w, wait) {
+  wait.cancelAction ??= await w.cmd.hget(keys.restRun(wait.runId), 'cancel');
+  return !!wait.cancelAction;
+}
+
+/**
+ * The start of a REST run (rest.run): waits for its after_seconds, then for
+ * the thread (runs never overlap; a rest.cancel meanwhile reports the run
+ * interrupted; a closing worker leaves it to another), builds its graph
+ * (a graph factory is called with the run's config), records
  * the run as run.start does (a worker that takes over after a crash goes on
  * with it), reports run.started, and appends the root `started` event with
  * runId = the REST run id. Returns the run's ctl for runGraph (which
  * reports run.finished), null when there is no run to run, or KEEP when
  * the worker is closing before the thread was free. Input that cannot run
- * (a bad command, an unknown checkpoint) makes a run that fails at once.
+ * (a bad command, an unknown checkpoint) or a graph that cannot be built
+ * makes a run that fails at once.
  */
 export async function startRestRun(w, entry, p) {
   const thread = entry.thread;
@@ -126,17 +176,17 @@ export async function startRestRun(w, entry, p) {
     return null;
   }
   const assistant = entry.assistant;
-  const graph = w.graphs.get(assistant);
-  const wait = { runId, cancelAction: null };
+  const wait = { runId, thread, cancelAction: null };
   w.waiting.set(runId, wait);
   try {
+    const due = await waitAfterSeconds(w, thread, runId, p, wait);
     for (;;) {
-      if (!w.running.has(thread) && await acquire(w, thread)) break;
       if (w.closing) return KEEP;
-      if (wait.cancelAction) {
-        await restCall(w, 'run.finished', { run_id: runId, status: 'interrupted', ...(wait.cancelAction === 'rollback' ? { rollback: true } : {}) });
+      if (await cancelled(w, wait)) {
+        await cancelledBeforeStart(w, wait);
         return null;
       }
+      if (due && !w.running.has(thread) && await acquire(w, thread)) break;
       await new Promise((r) => setTimeout(r, 250));
     }
   } finally {
@@ -151,17 +201,32 @@ export async function startRestRun(w, entry, p) {
     } catch (e) {
       if (!(e instanceof InputError)) throw e;
       startError = e;
-      plan = { input: null, configurable: {}, options: {}, metadata: {} };
+      plan = { input: null, config: {}, configurable: {}, options: {}, metadata: {} };
+    }
+    let graph = null;
+    try {
+      graph = await w.graphs.get(assistant).build(plan.config);
+    } catch (e) { // a graph factory that throws: the run fails, visibly
+      startError ??= e;
     }
     const dispose = truthy(p.temporary) && p.on_completion !== 'keep';
     await recordRun(w, { thread, entry, runId, assistant, input: plan.input, configurable: plan.configurable,
-      rest: { options: plan.options, metadata: plan.metadata, dispose } });
+      rest: { options: plan.options, metadata: plan.metadata, config: { ...plan.config, configurable: undefined }, dispose } });
     await w.cmd.hdel(keys.run(thread), 'cancel');
     await w.cmd.del(keys.undo(thread));
-    const relay = new Relay({ redis: w.cmd, thread, assistant, runId, log: w.log, appendOpts: ['ASSISTANT', assistant], subgraphs: graph.subgraphPaths });
+    const relay = new Relay({ redis: w.cmd, thread, assistant, runId, log: w.log, appendOpts: ['ASSISTANT', assistant], subgraphs: graph?.subgraphPaths });
     ctl = { thread, graph, assistant, runId, relay, input: plan.input, configurable: { ...plan.configurable }, metadata: plan.metadata,
       options: plan.options, rest: true, dispose, startError, injects: [], abort: new AbortController() };
     w.running.set(thread, ctl);
+    // A rest.cancel read between the lock and here found no run to stop (its mark in the record
+    // stays): the run ends before it starts, as one cancelled while it waits.
+    if (await cancelled(w, wait)) {
+      w.running.delete(thread);
+      await recordDone(w, thread);
+      await release(w, thread);
+      await cancelledBeforeStart(w, wait);
+      return null;
+    }
     const afterSeq = Number(await w.cmd.hget(keys.meta(thread), 'seq')) || 0;
     const started = await restCall(w, 'run.started', { run_id: runId, after_seq: afterSeq });
     if (started.status >= 400 && started.status < 500) { // deleted or cancelled before it could start

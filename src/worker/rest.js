@@ -72,12 +72,15 @@ export function threadState(snap) {
   };
 }
 
-/** A subgraph task's config names its namespace but not always a checkpoint id. */
+/**
+ * A subgraph task's checkpoint: its config's configurable as LangGraph
+ * gives it ({thread_id, checkpoint_ns}, no checkpoint id), as the reference
+ * answers it.
+ */
 function partialCheckpoint(config) {
   const c = config?.configurable;
   if (!c || typeof c.thread_id !== 'string') return null;
-  return { thread_id: c.thread_id, checkpoint_ns: c.checkpoint_ns || '', checkpoint_id: c.checkpoint_id || null,
-    checkpoint_map: c.checkpoint_map ? plain(c.checkpoint_map) : null };
+  return plain(c);
 }
 
 /** The state of a thread that never ran, as the reference server answers it. */

@@ -89,6 +89,8 @@ export async function runGraph(w, ctl) {
     status = pendingInterrupts(head).length || (ctl.rest && head.next?.length) ? 'interrupted' : 'completed';
   } catch (e) {
     status = 'failed';
+    // The relay may have stopped the run (an event too large to carry): the graph stops too.
+    if (!ctl.abort.signal.aborted) ctl.abort.abort(e);
     if (ctl.cancelled && ctl.rest) {
       relay.closeOpen('the run was cancelled', 'cancelled');
       status = 'interrupted';
@@ -152,14 +154,19 @@ async function applyInjects(ctl) {
  * with it), appends its first events, answers, then runs it.
  */
 export async function startRun(w, entry, { thread, assistant, input, configurable = {}, metadata, answered = [], humans = [], result = (r) => r }) {
-  const graph = w.graphs.get(assistant);
+  // The graph's system assistant's config and context (graph defaults) under the command's own.
+  const served = w.graphs.get(assistant);
+  const { context, ...defaults } = served.defaults;
+  configurable = { ...(defaults.configurable ?? {}), ...configurable };
+  const graph = await served.build({ ...defaults, configurable, ...(metadata ? { metadata } : {}) });
   const runId = `run-${randomUUID()}`;
   await recordRun(w, { thread, entry, runId, assistant, input, configurable });
   const relay = new Relay({ redis: w.cmd, thread, assistant, runId, log: w.log, appendOpts: ['ASSISTANT', assistant], subgraphs: graph.subgraphPaths });
   relay.started();
   if (answered.length) relay.raw({ method: 'input.answered', params: { namespace: [], data: { interrupt_ids: answered } } });
   for (const h of humans) for (const ev of wholeMessage([], undefined, 'human', h.id, h.content)) relay.raw(ev);
-  const ctl = { thread, graph, assistant, runId, relay, input, configurable: { ...configurable }, metadata, injects: [], abort: new AbortController() };
+  const ctl = { thread, graph, assistant, runId, relay, input, configurable: { ...configurable }, metadata, injects: [], abort: new AbortController(),
+    ...(context !== undefined ? { options: { context } } : {}) };
   w.running.set(thread, ctl);
   try {
     await relay.drain();
@@ -170,6 +177,21 @@ export async function startRun(w, entry, { thread, assistant, input, configurabl
   }
   await success(w, entry, result({ run_id: runId }));
   await runGraph(w, ctl);
+}
+
+/**
+ * The graph a command on a thread reads or updates: a graph factory is
+ * built with the configurable of the thread's last run here (its record's),
+ * as the reference builds it with the thread's config.
+ */
+export async function threadGraph(w, assistant, thread) {
+  const served = w.graphs.get(assistant);
+  if (!served.isFactory) return served.build();
+  let configurable = {};
+  try {
+    configurable = JSON.parse(await w.cmd.hget(keys.run(thread), 'configurable')) ?? {};
+  } catch { /* no run yet: the factory's default */ }
+  return served.build({ configurable });
 }
 
 /** An injected message: shown whole at once, applied at the next step boundary. */

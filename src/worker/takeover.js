@@ -60,21 +60,32 @@ export async function takeOver(w, entry, record) {
     return KEEP;
   }
   const assistant = record.assistant;
-  const graph = w.graphs.get(assistant);
-  const relay = new Relay({ redis: w.cmd, thread, assistant, runId: record.run_id, log: w.log, appendOpts: ['ASSISTANT', assistant], subgraphs: graph.subgraphPaths });
+  const recorded = JSON.parse(record.configurable || '{}');
+  const rest = record.rest ? JSON.parse(record.rest) : null;
+  let graph;
+  let startError = null;
+  try {
+    graph = await w.graphs.get(assistant).build({ ...(rest?.config ?? {}), configurable: recorded });
+  } catch (e) { // a graph factory that fails now: the run fails, visibly
+    startError = e;
+  }
+  const relay = new Relay({ redis: w.cmd, thread, assistant, runId: record.run_id, log: w.log, appendOpts: ['ASSISTANT', assistant], subgraphs: graph?.subgraphPaths });
   // Messages the dead worker left open are closed: their step runs again, under new ids.
   const runSeq = Number(await w.cmd.hget(keys.meta(thread), 'run_seq')) || 1;
   const rows = await w.cmd.xrange(keys.events(thread), `${runSeq}-0`, '+');
   const events = rows.map(([, f]) => JSON.parse(f[f.indexOf('e') + 1]));
   for (const m of openMessages(events)) relay.raw(closeMessage(m, 'the worker running this step stopped; the step runs again', 'worker_lost'));
   const head = await headOf(w, thread);
-  const input = head === record.base ? loadInput(record.input) : null;
-  const configurable = head === record.base ? JSON.parse(record.configurable || '{}') : {};
-  w.log('info', 'taking over a run', { thread, run_id: record.run_id, from: head === record.base ? 'the start' : 'the last checkpoint' });
-  const ctl = { thread, graph, assistant, runId: record.run_id, relay, input, configurable, injects: [], abort: new AbortController() };
-  if (record.rest) { // a REST run: its id and options go on; a cancel that came while nobody ran it applies now
-    const { options, metadata, dispose } = JSON.parse(record.rest);
-    Object.assign(ctl, { rest: true, options, metadata, dispose, configurable: { ...configurable, run_id: record.run_id, assistant_id: assistant, graph_id: assistant } });
+  const fromStart = head === record.base;
+  const input = fromStart ? loadInput(record.input) : null;
+  // Going on from the last checkpoint: the run's configurable, but not the checkpoint it started from.
+  const { checkpoint_id: _from, ...configurable } = recorded;
+  w.log('info', 'taking over a run', { thread, run_id: record.run_id, from: fromStart ? 'the start' : 'the last checkpoint' });
+  const ctl = { thread, graph, assistant, runId: record.run_id, relay, input, configurable: fromStart ? recorded : configurable,
+    injects: [], abort: new AbortController(), ...(startError ? { startError } : {}) };
+  if (rest) { // a REST run: its id and options go on; a cancel that came while nobody ran it applies now
+    const { options, metadata, dispose } = rest;
+    Object.assign(ctl, { rest: true, options, metadata, dispose });
     if (record.cancel) cancelRun(ctl, record.cancel);
   }
   w.running.set(thread, ctl);

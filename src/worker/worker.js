@@ -22,40 +22,29 @@
 // rest-runs.js (REST runs), lock.js (the thread lock and run record),
 // takeover.js (what dead workers left), answers.js (replies), keys.js
 // (every Redis name), checkpoint.js (the savers), relay.js (events to
-// threadcast), rest.js (the REST API's shapes). README.md has the map.
+// threadcast), rest.js (the REST API's shapes), graphs.js (the graphs'
+// forms and sources), config.js (what a run is run with), store.js (the
+// graphs' store), logger.js (log lines, the SDK logger). README.md has the
+// map.
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { WorkerSaver } from './checkpoint.js';
+import { graphDefaults, serveGraphs } from './graphs.js';
 import { keys } from './keys.js';
 import { defineScripts } from './lock.js';
+import { jsonLog, registerSdkLogger } from './logger.js';
 import { close, connect, prepare, start } from './loops.js';
+import { ThreadcastStore } from './store.js';
 
 export { keys };
-
-function defaultLog(level, msg, fields = {}) {
-  process.stderr.write(`${JSON.stringify({ ts: new Date().toISOString(), level, msg, ...fields })}\n`);
-}
-
-/** The graphs by assistant id, compiled with the saver, each with its subgraph paths (subgraphPaths). */
-async function compileGraphs(given, saver) {
-  const graphs = new Map();
-  for (const [assistant, g] of Object.entries(given)) {
-    if (!/^[\x21-\x7e]{1,128}$/.test(assistant) || assistant === '*') throw new Error(`bad assistant id "${assistant}"`);
-    let compiled = g;
-    if (typeof g.compile === 'function' && typeof g.streamEvents !== 'function') compiled = g.compile({ checkpointer: saver, name: assistant });
-    else compiled.checkpointer = saver;
-    compiled.subgraphPaths = new Set();
-    for await (const [path] of compiled.getSubgraphsAsync(undefined, true)) compiled.subgraphPaths.add(path);
-    graphs.set(assistant, compiled);
-  }
-  if (!graphs.size) throw new Error('serve() needs at least one graph');
-  return graphs;
-}
 
 /**
  * Starts a worker. Options:
  *   redis      URL (default $THREADCAST_REDIS_URL or redis://127.0.0.1:6379)
- *   graphs     { <assistant id>: a StateGraph (compiled here) or a compiled graph }
+ *   graphs     { <assistant id>: a StateGraph (compiled here), a compiled graph, a Promise
+ *              of either, or a factory (config) => either (graphs.js) }
+ *   graphDefaults  { <assistant id>: {configurable, context, …} }, the graphs' system
+ *              assistants' config (default: $LANGGRAPH_CONFIG)
  *   name       consumer name (default <host>-<pid>-<random>)
  *   log        (level, msg, fields) → void (default JSON lines on stderr)
  *   heartbeatMs, liveMs   registry heartbeat and how long one counts (3 s, 10 s)
@@ -66,7 +55,8 @@ async function compileGraphs(given, saver) {
  */
 export async function serve(opts = {}) {
   const url = opts.redis ?? process.env.THREADCAST_REDIS_URL ?? 'redis://127.0.0.1:6379';
-  const log = opts.log ?? defaultLog;
+  const log = opts.log ?? jsonLog;
+  registerSdkLogger(log); // for graphs imported from here on (bin/ registers it before importing any)
   /** The worker's shared state: settings, connections, graphs, and what it has in hand. */
   const w = {
     log,
@@ -87,7 +77,8 @@ export async function serve(opts = {}) {
     return ctl?.rest ? ctl : null;
   };
   w.saver = new WorkerSaver({ client: w.cmd, ttlSeconds: opts.ttlSeconds }, restRunOf);
-  w.graphs = await compileGraphs(opts.graphs ?? {}, w.saver);
+  w.store = new ThreadcastStore({ client: w.cmd });
+  w.graphs = await serveGraphs(opts.graphs, { saver: w.saver, store: w.store }, opts.graphDefaults ?? graphDefaults());
   w.assistants = [...w.graphs.keys()];
   w.streams = w.assistants.map(keys.stream);
   w.assistantOf = new Map(w.assistants.map((a) => [keys.stream(a), a]));
@@ -101,6 +92,7 @@ export async function serve(opts = {}) {
     running: w.running,
     graphs: w.graphs,
     saver: w.saver,
+    store: w.store,
     /**
      * Stops reading, leaves the registry, and waits up to graceMs for the
      * runs in hand; what is still running then is left to other workers.

@@ -252,6 +252,38 @@ describe('REST runs', () => {
   });
 });
 
+describe('REST runs cancelled before they start', () => {
+  test('a run whose record says cancelled (its rest.cancel went to a worker that had nothing to stop) never runs', async () => {
+    for (const [t, action] of [['rw-marked-i', 'interrupt'], ['rw-marked-r', 'rollback']]) {
+      const runId = `run-marked-${action}`;
+      // threadcast_rest writes the mark with the cancel entry; here it is there before the worker reads the run.
+      await rc.cmd('HSET', `{tc:commands}:r:${runId}`, 'cancel', action);
+      await restRun(t, runId, { input: { text: 'never' } });
+      const fin = await finished(runId);
+      assert.equal(fin.status, 'interrupted');
+      assert.equal(fin.rollback, action === 'rollback' ? true : undefined);
+      assert.equal(called('run.started', runId).length, 0, 'never started');
+      assert.deepEqual(await storedEvents(rc, t), [], 'nothing appended');
+      assert.equal(await rc.cmd('EXISTS', `tc:{${t}}:lg:idx`), 0, 'no checkpoint');
+      await released(t);
+    }
+  });
+
+  test('a run held back by its thread\'s lock is cancelled by the mark too, and the thread goes on', async () => {
+    const t = 'rw-marked-wait';
+    await rc.cmd('SET', `tc:{${t}}:lg:lock`, 'someone-else', 'PX', '3000');
+    await restRun(t, 'run-marked-wait', { input: { text: 'held' } });
+    await new Promise((r) => setTimeout(r, 500));
+    await rc.cmd('HSET', '{tc:commands}:r:run-marked-wait', 'cancel', 'interrupt');
+    const fin = await finished('run-marked-wait', 5000);
+    assert.equal(fin.status, 'interrupted');
+    assert.equal(called('run.started', 'run-marked-wait').length, 0);
+    await waitUntil(async () => (await rc.cmd('GET', `tc:{${t}}:lg:lock`)) === null, 5000, 'the other lock to lapse');
+    await restRun(t, 'run-after-marked', { input: { text: 'after' } });
+    assert.deepEqual((await finished('run-after-marked')).values.log, ['first saw after', 'second done']);
+  });
+});
+
 describe('REST runs across workers, stateless runs', () => {
   test('a rest.cancel read by a worker that does not run it reaches the lock owner (tc:worker:<name>)', async () => {
     const other = await startWorker(redis.url, { name: 'rest-alias', args: ['--graphs', graphsModule], env: { TC_TEST_GRAPHS: 'alias' } });
