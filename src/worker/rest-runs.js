@@ -109,6 +109,18 @@ async function restPlan(w, thread, assistant, runId, p) {
 }
 
 /**
+ * How a REST run is observed (observe.js): the side events its stream modes
+ * need — LangChain's callback events for "events", LangGraph's debug chunks
+ * for "debug" and "checkpoints"; only runs that ask pay for them — and its
+ * id as the graph's root run id (the callback events' run_id), as the Agent
+ * Server gives it.
+ */
+function restObserve(p, runId) {
+  const modes = Array.isArray(p.stream_mode) ? p.stream_mode : [p.stream_mode];
+  return { events: modes.includes('events'), debug: modes.includes('debug') || modes.includes('checkpoints'), runId };
+}
+
+/**
  * The start of a REST run (rest.run): waits for the thread (runs never
  * overlap; a rest.cancel meanwhile reports the run interrupted), records
  * the run as run.start does (a worker that takes over after a crash goes on
@@ -154,13 +166,14 @@ export async function startRestRun(w, entry, p) {
       plan = { input: null, configurable: {}, options: {}, metadata: {} };
     }
     const dispose = truthy(p.temporary) && p.on_completion !== 'keep';
+    const observe = restObserve(p, runId);
     await recordRun(w, { thread, entry, runId, assistant, input: plan.input, configurable: plan.configurable,
-      rest: { options: plan.options, metadata: plan.metadata, dispose } });
+      rest: { options: plan.options, metadata: plan.metadata, dispose, observe } });
     await w.cmd.hdel(keys.run(thread), 'cancel');
     await w.cmd.del(keys.undo(thread));
     const relay = new Relay({ redis: w.cmd, thread, assistant, runId, log: w.log, appendOpts: ['ASSISTANT', assistant], subgraphs: graph.subgraphPaths });
     ctl = { thread, graph, assistant, runId, relay, input: plan.input, configurable: { ...plan.configurable }, metadata: plan.metadata,
-      options: plan.options, rest: true, dispose, startError, injects: [], abort: new AbortController() };
+      options: plan.options, observe, rest: true, dispose, startError, injects: [], abort: new AbortController() };
     w.running.set(thread, ctl);
     const afterSeq = Number(await w.cmd.hget(keys.meta(thread), 'seq')) || 0;
     const started = await restCall(w, 'run.started', { run_id: runId, after_seq: afterSeq });

@@ -73,8 +73,8 @@ export async function takeOver(w, entry, record) {
   w.log('info', 'taking over a run', { thread, run_id: record.run_id, from: head === record.base ? 'the start' : 'the last checkpoint' });
   const ctl = { thread, graph, assistant, runId: record.run_id, relay, input, configurable, injects: [], abort: new AbortController() };
   if (record.rest) { // a REST run: its id and options go on; a cancel that came while nobody ran it applies now
-    const { options, metadata, dispose } = JSON.parse(record.rest);
-    Object.assign(ctl, { rest: true, options, metadata, dispose, configurable: { ...configurable, run_id: record.run_id, assistant_id: assistant, graph_id: assistant } });
+    const { options, metadata, dispose, observe } = JSON.parse(record.rest);
+    Object.assign(ctl, { rest: true, options, metadata, dispose, observe, configurable: { ...configurable, run_id: record.run_id, assistant_id: assistant, graph_id: assistant } });
     if (record.cancel) cancelRun(ctl, record.cancel);
   }
   w.running.set(thread, ctl);
