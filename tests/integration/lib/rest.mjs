@@ -24,15 +24,16 @@ export const graphsModule = path.join(here, 'rest-graphs.mjs');
  * "reporter"), HAProxy in front of the gateways. tokenMs paces the fake
  * model (THREADCAST_FAKE_TOKEN_MS): a run of "agent" streams about 100
  * tokens. s.graph is the agent graph on the workers' checkpoints (the truth
- * the API's state must agree with). gatewayArgs: more of the gateways' options.
+ * the API's state must agree with). gatewayArgs: more of the gateways' options;
+ * graphs: another module for the workers to serve (it must have "agent" too).
  */
-export async function restStack({ tokenMs = 5, workerArgs = [], gatewayArgs = [] } = {}) {
+export async function restStack({ tokenMs = 5, workerArgs = [], gatewayArgs = [], graphs: served = graphsModule } = {}) {
   const redis = await startRedis();
   const gw = () => startThreadcast({ redisUrl: redis.url, args: gatewayArgs });
   const gws = await Promise.all([gw(), gw()]);
   await Promise.all(gws.map((g) => g.ready()));
   const workers = await Promise.all(['rest1', 'rest2'].map((name) => startWorker(redis.url,
-    { name, args: ['--graphs', graphsModule, ...workerArgs], env: { THREADCAST_FAKE_TOKEN_MS: String(tokenMs) } })));
+    { name, args: ['--graphs', served, ...workerArgs], env: { THREADCAST_FAKE_TOKEN_MS: String(tokenMs) } })));
   const lbPort = await startHaproxy(gws.map((g) => g.port));
   const rc = redisClient(redis.port);
   const ioredis = new Redis(redis.url);
