@@ -66,6 +66,8 @@ void tc_bufq_push(struct tc_bufq *q, struct tc_buf *b)
 	slots(q)[(q->head + q->count) & (cap - 1)] = b;
 	q->count++;
 	q->bytes += b->len;
+	if (q->big_from && b->len >= q->big_from)
+		q->big_bytes += b->len;
 }
 
 struct tc_buf *tc_bufq_peek(const struct tc_bufq *q)
@@ -81,6 +83,8 @@ struct tc_buf *tc_bufq_pop(struct tc_bufq *q)
 	q->head = (q->head + 1) & (capacity(q) - 1);
 	q->count--;
 	q->bytes -= b->len;
+	if (q->big_from && b->len >= q->big_from)
+		q->big_bytes -= b->len;
 	if (q->count == 0 && q->cap > 32) {
 		/* A burst is over: give a large ring back so idle stays small. */
 		free(q->ring);
@@ -97,5 +101,7 @@ void tc_bufq_clear(struct tc_bufq *q)
 	while ((b = tc_bufq_pop(q)))
 		tc_buf_unref(b);
 	free(q->ring);
+	uint32_t big_from = q->big_from;
 	memset(q, 0, sizeof(*q));
+	q->big_from = big_from;
 }

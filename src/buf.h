@@ -64,8 +64,17 @@ void tc_buf_attach(struct tc_buf *b, struct tc_buf_att *a);
 /**
  * FIFO of buffer references with a byte count. The ring grows by doubling;
  * the *byte* bound is the caller's policy (see conn.c), the queue only
- * counts. Each queued entry owns one reference.
+ * counts: all bytes, and apart those of entries of big_from bytes or more. Each queued entry owns one reference.
  */
+/**
+ * A connection's frames of more than a quarter of --max-queue-bytes (a big
+ * values event) are not held to that bound, which would cut a client for
+ * one event, but to this one of their own (conn.c; a run's feed keeps its
+ * log so too): two events of the append limit (16 MiB) and their framing.
+ * The frames are shared, so a client holds references, seldom copies.
+ */
+#define TC_BUFQ_BIG_MAX (40u << 20)
+
 /** Entries a queue holds in itself before it allocates a ring. */
 #define TC_BUFQ_INLINE 2
 
@@ -77,6 +86,10 @@ struct tc_bufq {
 	uint32_t head;  /**< index of the oldest entry */
 	uint32_t count; /**< entries queued */
 	size_t bytes;   /**< sum of payload lengths queued */
+	/** Entries of at least big_from bytes (0: none) are also counted here. */
+	size_t big_bytes;
+	/** Set by the owner (kept by tc_bufq_clear): where a big entry starts, or 0. */
+	uint32_t big_from;
 };
 
 /** Appends b, taking over the caller's reference. */
@@ -85,7 +98,7 @@ void tc_bufq_push(struct tc_bufq *q, struct tc_buf *b);
 struct tc_buf *tc_bufq_peek(const struct tc_bufq *q);
 /** Removes the oldest entry and returns its reference to the caller. */
 struct tc_buf *tc_bufq_pop(struct tc_bufq *q);
-/** Drops every entry and the ring itself; the queue is empty and reusable. */
+/** Drops every entry and the ring itself; the queue is empty and reusable (big_from stays). */
 void tc_bufq_clear(struct tc_bufq *q);
 
 #endif

@@ -35,7 +35,7 @@
 	X(max_subscriptions, "max-subscriptions", "MAX_SUBSCRIPTIONS", INT, "64", 1, 100000,                                                                                                                        \
 	  "subscriptions one connection may hold")                                                                                                                                                                  \
 	X(max_queue_bytes, "max-queue-bytes", "MAX_QUEUE_BYTES", INT, "1048576", 4096, 1073741824,                                                                                                                  \
-	  "outbound bytes queued per connection before it is cut off")                                                                                                                                              \
+	  "outbound bytes queued per connection before it is cut off (frames of more than a quarter of it, big events, count apart up to 40 MiB)")                                                                  \
 	X(max_replay, "max-replay", "MAX_REPLAY", INT, "100000", 1, 100000000,                                                                                                                                      \
 	  "events one subscribe, reconnect or SSE stream replays at most; older ones are skipped and counted in missedEvents")                                                                                      \
 	X(max_connections, "max-connections", "MAX_CONNECTIONS", INT, "100000", 1, 10000000,                                                                                                                        \

@@ -132,12 +132,14 @@ void tc__conn_send(struct tc_conn *c, struct tc_buf *b)
 		tc_buf_unref(b);
 		return;
 	}
-	if (c->out.bytes + b->len > (size_t)cfg->max_queue_bytes) {
+	bool big = b->len >= c->out.big_from;
+	if (big ? c->out.big_bytes + b->len > TC_BUFQ_BIG_MAX
+		: c->out.bytes - c->out.big_bytes + b->len > (size_t)cfg->max_queue_bytes) {
 		tc_buf_unref(b);
 		tc_metrics.slow_consumer_cuts++;
 		tc_log(TC_LOG_WARN, "slow consumer cut off", TC_LS("thread", tc__conn_thread(c)),
 		       TC_LS("transport", c->ops->transport), TC_LI("queued_bytes", c->out.bytes),
-		       TC_LI("limit", cfg->max_queue_bytes));
+		       TC_LI("limit", big ? TC_BUFQ_BIG_MAX : cfg->max_queue_bytes));
 		tc__conn_close(c, TC_CONN_DROP, TC_CLOSE_TRY_AGAIN, tc_close_reason(TC_CLOSE_TRY_AGAIN));
 		return;
 	}
@@ -222,6 +224,7 @@ void tc__conn_init(struct tc_conn *c, struct tc_conn_set *set, const struct tc_c
 	c->set = set;
 	c->ops = ops;
 	c->wsi = wsi;
+	c->out.big_from = (uint32_t)(set->cfg->max_queue_bytes / 4 + 1);
 	if (io) {
 		c->session = tc_session_new(set->env, thread, io, c);
 		tc_session_set_spelling(c->session, sp);

@@ -92,7 +92,7 @@ struct tc_conn {
 	const struct tc_conn_ops *ops; /**< its kind */
 	struct lws *wsi;               /**< its lws connection */
 	struct tc_session *session;    /**< its protocol state, closed with the conn; NULL for a REST exchange */
-	struct tc_bufq out;            /**< frames not yet handed to lws; bounded by --max-queue-bytes */
+	struct tc_bufq out;            /**< frames not yet handed to lws; bounded (conn.c, TC_BUFQ_BIG_MAX) */
 	const char *close_reason;      /**< with close_code: a static string */
 	uint16_t close_code;           /**< nonzero: closing (an enum tc_close) once `out` is written */
 	bool want_write;               /**< lws_callback_on_writable() pending */
@@ -118,6 +118,12 @@ struct tc_http_body;
 struct tc_pss {
 	struct tc_conn *conn;      /**< once the request is accepted as a connection */
 	struct tc_http_body *body; /**< a request body being read (http.c), else NULL */
+	/**
+	 * The request's body came without a length (chunked, or none at all):
+	 * lws 4.1 then waits for 100 MiB of it, so the connection cannot carry
+	 * another request: the answer says connection: close, then hangs up.
+	 */
+	bool close_after;
 };
 
 /**

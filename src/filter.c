@@ -287,6 +287,30 @@ static int prefix_depth(const char *p)
 	return d;
 }
 
+/*
+ * Whether the encoded namespace ns[0..len) starts with the encoded prefix p,
+ * segment by segment. A prefix segment without ':' also takes a segment
+ * that is it followed by ":<anything>" (a node's task: "agent" takes
+ * "agent:3f2c…"), as the reference server matches; ':' is never escaped, so
+ * the encoded bytes compare as the segments do.
+ */
+static bool prefix_match(const char *p, const char *ns, size_t len)
+{
+	const char *n = ns, *end = ns + len;
+	while (*p) { /* at a '/' of each */
+		if (n == end)
+			return false;
+		const char *pe = strchr(p + 1, '/'), *ne = memchr(n + 1, '/', (size_t)(end - n - 1));
+		size_t pl = pe ? (size_t)(pe - p) : strlen(p), nl = ne ? (size_t)(ne - n) : (size_t)(end - n);
+		bool same = pl == nl && !memcmp(p, n, pl);
+		if (!same && !(pl < nl && n[pl] == ':' && !memcmp(p, n, pl) && !memchr(p, ':', pl)))
+			return false;
+		p += pl;
+		n += nl;
+	}
+	return true;
+}
+
 bool tc_filter_match(const struct tc_filter *f, const struct tc_event_key *k)
 {
 	if (!channel_match(f, k))
@@ -295,10 +319,7 @@ bool tc_filter_match(const struct tc_filter *f, const struct tc_event_key *k)
 		return f->depth < 0 || k->depth <= f->depth;
 	for (size_t i = 0; i < f->nprefixes; i++) {
 		const char *p = f->prefixes[i];
-		size_t plen = strlen(p);
-		if (plen > k->ns_len || memcmp(p, k->ns, plen))
-			continue;
-		if (plen < k->ns_len && k->ns[plen] != '/')
+		if (!prefix_match(p, k->ns, k->ns_len))
 			continue;
 		if (f->depth < 0 || k->depth - prefix_depth(p) <= f->depth)
 			return true;

@@ -3,16 +3,17 @@
  *
  * A filter selects by channel (exact: "custom" does not take "custom:x"),
  * by namespace prefix (whole segments: ["a"] is a prefix of ["a","b"] but
- * not of ["ab"]) and by depth (levels below the prefix; 0 = the prefix
- * itself; without namespaces, levels below the root).
+ * not of ["ab"]; a segment without ':' also takes itself followed by
+ * ":<task id>", so ["a"] is a prefix of ["a:1f3e"], as the reference server
+ * matches) and by depth (levels below the prefix; 0 = the prefix itself;
+ * without namespaces, levels below the root).
  *
  * Matching never parses JSON: an event is described by a tc_event_key that is
  * computed once per event (not per recipient) from the channel name and the
  * *encoded namespace* stored beside the event JSON. The encoding writes each
  * segment as "/" + segment with "%", "/" and control characters written as
  * %XX (upper-case hex), so [] is "", [""] is "/", ["a","b/c"] is "/a/b%2Fc":
- * segment-prefix match becomes a byte prefix followed by "/" or the end, and
- * depth is the number of "/". protocol/redis/threadcast.lua encodes alike.
+ * segments compare as bytes between "/"s, and depth is the number of "/". protocol/redis/threadcast.lua encodes alike.
  *
  * Pure functions, no I/O.
  */

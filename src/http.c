@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 
 #include "bridge.h"
+#include "chunked.h"
 #include "httpres.h"
 #include "hub.h"
 #include "log.h"
@@ -253,7 +254,7 @@ static int serve_static(struct tc_server *srv, struct lws *wsi, const char *path
 		int n = snprintf(loc, sizeof(loc), "%s/", path);
 		if (lws_http_redirect(wsi, HTTP_STATUS_MOVED_PERMANENTLY, (unsigned char *)loc, n, &p, end) < 0)
 			return -1;
-		return lws_http_transaction_completed(wsi) ? -1 : 0;
+		return tc__http_done(wsi);
 	}
 	for (size_t i = 0; i < sizeof(mime_types) / sizeof(mime_types[0]); i++) {
 		size_t el = strlen(mime_types[i].ext);
@@ -263,7 +264,7 @@ static int serve_static(struct tc_server *srv, struct lws *wsi, const char *path
 	if (!S_ISREG(st.st_mode) || !mime)
 		return tc__http_error(wsi, 404, "not_found", "no such route or file");
 	int n = lws_serve_http_file(wsi, file, mime, headers, (int)sizeof(headers) - 1);
-	return n < 0 || (n > 0 && lws_http_transaction_completed(wsi)) ? -1 : 0;
+	return n < 0 || (n > 0 && tc__http_done(wsi)) ? -1 : 0;
 }
 
 /* ---- request bodies: POST /threads/:thread_id/stream and /commands ------------------------ */
@@ -277,6 +278,8 @@ struct tc_http_body {
 	int sp; /* the stream's spelling; commands: what ?protocol= asked, or -1 */
 	char *data;
 	size_t len;
+	bool chunked; /* Transfer-Encoding: chunked, undone by dechunk */
+	struct tc_chunked dechunk;
 };
 
 static void body_free(struct tc_http_body *b)
@@ -294,20 +297,53 @@ void tc__http_closed(struct tc_pss *pss)
 	pss->body = NULL;
 }
 
-/* Bodies are read up to --max-frame-bytes; lws delivers them next. */
-static int expect_body(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss, enum body_kind kind,
-		       const struct request *rq)
+/*
+ * The body is refused (too large: status 413, or its framing): dropped,
+ * with the exchange waiting for it, and said as its route says errors.
+ */
+static int refuse_body(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss, unsigned status, const char *msg)
 {
-	char cl[32];
-	if (tc__http_header(wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH, cl, sizeof(cl)) &&
-	    strtoull(cl, NULL, 10) > (unsigned long long)srv->cfg->max_frame_bytes)
-		return too_large(srv, wsi, kind == BODY_REST);
+	bool rest = pss->body->kind == BODY_REST;
 	body_free(pss->body);
-	pss->body = tc_xcalloc(1, sizeof(*pss->body));
-	pss->body->kind = kind;
-	pss->body->grant = rq->grant;
-	pss->body->sp = rq->sp;
-	snprintf(pss->body->thread, sizeof(pss->body->thread), "%s", rq->thread ? rq->thread : "");
+	pss->body = NULL;
+	if (status == 413)
+		return too_large(srv, wsi, rest);
+	return rest ? tc__http_detail(wsi, status, msg) : tc__http_error(wsi, status, "invalid_argument", msg);
+}
+
+/*
+ * Bodies are read up to --max-frame-bytes; lws delivers them next. One
+ * without Content-Length (chunked, or none: a POST with nothing) leaves lws
+ * 4.1 waiting for 100 MiB: such a request is the connection's last
+ * (pss->close_after). rest: the REST exchange waiting for it, or NULL.
+ */
+static int expect_body(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss, enum body_kind kind,
+		       const struct request *rq, struct tc_rest *rest)
+{
+	char cl[32], te[64];
+	bool has_cl = tc__http_header(wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH, cl, sizeof(cl)) != NULL;
+	bool has_te = lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_TRANSFER_ENCODING) > 0;
+	body_free(pss->body);
+	struct tc_http_body *b = pss->body = tc_xcalloc(1, sizeof(*pss->body));
+	b->kind = kind;
+	b->rest = rest;
+	b->grant = rq->grant;
+	b->sp = rq->sp;
+	snprintf(b->thread, sizeof(b->thread), "%s", rq->thread ? rq->thread : "");
+	b->chunked = has_te;
+	if (has_te && has_cl) { /* which one ends the body? A proxy may think the other (smuggling) */
+		pss->close_after = true;
+		return refuse_body(srv, wsi, pss, 400,
+				   "a request may not have both Content-Length and Transfer-Encoding");
+	}
+	if (has_te &&
+	    (!tc__http_header(wsi, WSI_TOKEN_HTTP_TRANSFER_ENCODING, te, sizeof(te)) || strcasecmp(te, "chunked")))
+		return refuse_body(srv, wsi, pss, 501,
+				   "the only Transfer-Encoding of a request body understood is chunked");
+	if (has_cl && strtoull(cl, NULL, 10) > (unsigned long long)srv->cfg->max_frame_bytes)
+		return refuse_body(srv, wsi, pss, 413, NULL);
+	if (!has_te && !has_cl)
+		return tc__http_body_complete(srv, wsi, pss); /* nothing will come */
 	return 0;
 }
 
@@ -316,16 +352,24 @@ int tc__http_body(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss, co
 	struct tc_http_body *b = pss->body;
 	if (!b || !len)
 		return 0; /* a body nobody asked for is ignored (and lws may hand an empty piece) */
-	if (b->len + len > (size_t)srv->cfg->max_frame_bytes) {
-		bool rest = b->kind == BODY_REST;
-		body_free(b);
-		pss->body = NULL;
-		return too_large(srv, wsi, rest);
+	size_t max = (size_t)srv->cfg->max_frame_bytes;
+	if (!b->chunked) {
+		if (b->len + len > max)
+			return refuse_body(srv, wsi, pss, 413, NULL);
+		b->data = tc_xrealloc(b->data, b->len + len + 1);
+		memcpy(b->data + b->len, in, len);
+		b->len += len;
+		return 0;
 	}
+	size_t n, used;
 	b->data = tc_xrealloc(b->data, b->len + len + 1);
-	memcpy(b->data + b->len, in, len);
-	b->len += len;
-	return 0;
+	enum tc_chunked_rc rc = tc_chunked_decode(&b->dechunk, in, len, b->data + b->len, &n, &used, max);
+	if (rc == TC_CHUNKED_BAD)
+		return refuse_body(srv, wsi, pss, 400, "the request body's chunked encoding is malformed");
+	if (rc == TC_CHUNKED_TOO_BIG || b->len + n > max)
+		return refuse_body(srv, wsi, pss, 413, NULL);
+	b->len += n;
+	return rc == TC_CHUNKED_DONE ? tc__http_body_complete(srv, wsi, pss) : 0;
 }
 
 /*
@@ -365,7 +409,7 @@ int tc__http_body_complete(struct tc_server *srv, struct lws *wsi, struct tc_pss
 
 static int serve_commands(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss, const struct request *rq)
 {
-	return expect_body(srv, wsi, pss, BODY_COMMAND, rq);
+	return expect_body(srv, wsi, pss, BODY_COMMAND, rq, NULL);
 }
 
 /* ---- /threads/:thread_id/stream without an upgrade: SSE ----------------------------------- */
@@ -380,7 +424,7 @@ static bool accepts_event_stream(struct lws *wsi)
 static int serve_stream(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss, const struct request *rq)
 {
 	if (rq->method == TC_HTTP_POST)
-		return expect_body(srv, wsi, pss, BODY_SSE, rq);
+		return expect_body(srv, wsi, pss, BODY_SSE, rq, NULL);
 	if (accepts_event_stream(wsi))
 		return tc__sse_from_query(srv, wsi, pss, rq->thread, &rq->grant, (enum tc_spelling)rq->sp);
 	return tc__http_error(wsi, 426, "upgrade_required",
@@ -408,13 +452,8 @@ static int serve_rest(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss
 		return tc__http_detail(wsi, 403,
 				       "this token may not change anything (its \"commands\" claim is not true)");
 	rc = tc__rest_request(srv, wsi, pss, rq->m->id, rq->method, rq->m, &pending);
-	if (pending) {
-		rc = expect_body(srv, wsi, pss, BODY_REST, rq);
-		if (pss->body)
-			pss->body->rest = pending;
-		else
-			tc__rest_drop(pending);
-	}
+	if (pending)
+		rc = expect_body(srv, wsi, pss, BODY_REST, rq, pending);
 	return rc;
 }
 
@@ -441,6 +480,9 @@ int tc__http_request(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss,
 	struct request rq = { .method = method_of(wsi), .m = &m };
 	int rc;
 
+	/* lws 4.1 takes a POST, PUT or PATCH without a length to have a body of 100 MiB. */
+	pss->close_after = (rq.method & (TC_HTTP_POST | TC_HTTP_PUT | TC_HTTP_PATCH)) &&
+			   !lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH);
 	/* A browser asks before a cross-origin call (CORS), whatever the path. */
 	if (rq.method == TC_HTTP_OPTIONS && tc__http_preflight(wsi, &rc))
 		return rc;

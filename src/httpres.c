@@ -161,7 +161,7 @@ int tc__http_preflight(struct lws *wsi, int *rc)
 	    lws_finalize_write_http_header(wsi, start, &p, end))
 		*rc = -1;
 	else
-		*rc = lws_http_transaction_completed(wsi) ? -1 : 0;
+		*rc = tc__http_done(wsi);
 	return 1;
 }
 
@@ -174,6 +174,11 @@ int tc__http_head_x(struct lws *wsi, unsigned status, const char *type, lws_file
 	if (common_headers(wsi, status, type, content_len, &p, end) || cors_headers(wsi, &p, end) ||
 	    lws_add_http_header_by_name(wsi, (const unsigned char *)"cache-control:", (const unsigned char *)"no-store",
 					8, &p, end))
+		return -1;
+	struct tc_pss *pss = lws_wsi_user(wsi);
+	if (pss && pss->close_after && content_len != LWS_ILLEGAL_HTTP_CONTENT_LEN &&
+	    lws_add_http_header_by_name(wsi, (const unsigned char *)"connection:", (const unsigned char *)"close", 5,
+					&p, end))
 		return -1;
 	for (; extra && extra[0]; extra += 2)
 		if (extra[1] &&
@@ -200,7 +205,7 @@ int tc__http_send(struct lws *wsi, unsigned status, const char *type, const char
 	memcpy(buf + LWS_PRE, body, len);
 	if (!tc__http_head(wsi, status, type, len) &&
 	    (tc__http_is_head(wsi) || lws_write(wsi, buf + LWS_PRE, len, LWS_WRITE_HTTP_FINAL) == (int)len))
-		rc = lws_http_transaction_completed(wsi) ? -1 : 0;
+		rc = tc__http_done(wsi);
 	free(buf);
 	return rc;
 }
@@ -233,6 +238,14 @@ int tc__http_detail(struct lws *wsi, unsigned status, const char *message)
 	return rc;
 }
 
+int tc__http_done(struct lws *wsi)
+{
+	struct tc_pss *pss = lws_wsi_user(wsi);
+	if (pss && pss->close_after)
+		return -1; /* (lws writes what it still holds before it closes) */
+	return lws_http_transaction_completed(wsi) ? -1 : 0;
+}
+
 int tc__http_refuse_if_full(struct tc_conn_set *set, struct lws *wsi)
 {
 	if (set->draining)
@@ -250,9 +263,7 @@ int tc__http_exchange_over(struct tc_conn *c, int rc)
 	assert(pss->conn == c);
 	pss->conn = NULL;
 	tc__conn_destroy(c); /* the exchange is over; the connection may carry another */
-	if (rc)
-		return -1;
-	return lws_http_transaction_completed(wsi) ? -1 : 0;
+	return rc ? -1 : tc__http_done(wsi);
 }
 
 /* ==== what a request says ================================================================ */

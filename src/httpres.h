@@ -43,6 +43,12 @@ int tc__http_head(struct lws *wsi, unsigned status, const char *type, lws_filepo
 int tc__http_head_x(struct lws *wsi, unsigned status, const char *type, lws_filepos_t content_len,
 		    const char *const *extra);
 
+/**
+ * Ends the HTTP transaction whose answer was written: the connection may
+ * carry the next request, or (pss->close_after) hangs up. Returns what the
+ * lws callback returns.
+ */
+int tc__http_done(struct lws *wsi);
 /** Sends a whole response of body (a string) and completes the exchange. Returns what the lws callback returns. */
 int tc__http_send(struct lws *wsi, unsigned status, const char *type, const char *body);
 

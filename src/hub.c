@@ -312,7 +312,7 @@ static bool ring(struct tc_thread *t, const struct tc_doorbell *d)
 	}
 	if (seq <= t->head)
 		return true;
-	if (seq == t->head + 1 && !t->filling) {
+	if (seq == t->head + 1 && !t->filling && d->json) {
 		deliver(t, seq, d->method, d->method_len, d->ns, d->ns_len, d->json, d->json_len);
 		return true;
 	}
@@ -323,7 +323,8 @@ static bool ring(struct tc_thread *t, const struct tc_doorbell *d)
 }
 
 /*
- * A doorbell carries the events of one append call: one, or a batch. Each
+ * A doorbell carries the events of one append call: one, or a batch, or
+ * (when they are big) only the seq of the last, a gap to fill. Each
  * is delivered from the message itself while the seqs follow on; a malformed
  * message is dropped whole (checked before anything is delivered), and the
  * next doorbell's gap brings its events from the stream.

@@ -429,6 +429,15 @@ int tc_store_doorbell_open(struct tc_doorbell_reader *r, const char *p, size_t l
 
 	memset(r, 0, sizeof(*r));
 	r->end = p + len;
+	if (len && *p == '#') { /* thin: the events are only in the stream */
+		r->p = p + 1;
+		r->left = 1;
+		r->thin = true;
+		if (next_field(&r->p, r->end, &r->epoch, &r->epoch_len) || !epoch_ok(r->epoch, r->epoch_len) ||
+		    next_field(&r->p, r->end, &f, &flen) || tc_store_u64(f, flen, &r->seq) || !r->seq || r->p != r->end)
+			return -1;
+		return 0;
+	}
 	if (!len || *p != '*') { /* one event: read whole by tc_store_doorbell_next */
 		r->p = p;
 		r->left = 1;
@@ -451,6 +460,14 @@ int tc_store_doorbell_next(struct tc_doorbell_reader *r, struct tc_doorbell *out
 
 	if (!r->left)
 		return r->p == r->end ? 0 : -1;
+	if (r->thin) {
+		memset(out, 0, sizeof(*out));
+		out->epoch = r->epoch;
+		out->epoch_len = r->epoch_len;
+		out->seq = r->seq;
+		r->left = 0;
+		return 1;
+	}
 	if (!r->batch) {
 		r->left = 0;
 		if (tc_store_doorbell_parse(r->p, (size_t)(r->end - r->p), out))

@@ -18,7 +18,9 @@
  *   tc:{T}:live     sharded pub/sub, the doorbell, one per append call:
  *                   "<epoch>\n<seq>\n<method>\n<encoded namespace>\n<event JSON>",
  *                   or for a batch "*<epoch>\n<first seq>\n<count>\n" then per
- *                   event "<method>\n<encoded namespace>\n<JSON length>\n<JSON>"
+ *                   event "<method>\n<encoded namespace>\n<JSON length>\n<JSON>",
+ *                   or, past 64 KiB of JSON, "#<epoch>\n<last seq>\n" (read
+ *                   the events from the stream)
  *   tc:commands     stream of runtime commands for wildcard workers (group
  *                   "workers"), fields thread, method, params, corr, reply,
  *                   deadline
@@ -137,6 +139,8 @@ void tc_store_read_index(struct tc_store_cmd *c, const char *thread, enum tc_sto
 /** FCALL threadcast_append 1 <thread> <json> [MAXLEN n] [TTL s] [RUN id]. */
 void tc_store_append(struct tc_store_cmd *c, const char *thread, const char *json,
 		     const struct tc_store_append_opts *o);
+/** Largest event JSON the append functions take (their MAX_EVENT_BYTES). */
+#define TC_STORE_EVENT_MAX (16 << 20)
 /** Most events in one threadcast_append_batch call (the function's own limit). */
 #define TC_STORE_BATCH_MAX 1000
 /**
@@ -251,7 +255,10 @@ struct tc_stream_entry {
  */
 int tc_store_entry_parse(const redisReply *entry, struct tc_stream_entry *out);
 
-/** A doorbell's fields, pointing into the message. */
+/**
+ * A doorbell's fields, pointing into the message. json is NULL for a thin
+ * doorbell: events up to seq are in the stream only (they were too big).
+ */
 struct tc_doorbell {
 	const char *epoch, *method, *ns, *json;
 	size_t epoch_len, method_len, ns_len, json_len;
@@ -271,6 +278,7 @@ struct tc_doorbell_reader {
 	uint64_t seq;  /**< the next event's seq */
 	uint64_t left; /**< events still to read */
 	bool batch;
+	bool thin; /**< "#<epoch>\n<last seq>\n": one event-less entry, json NULL */
 };
 
 /**
@@ -280,7 +288,8 @@ struct tc_doorbell_reader {
 int tc_store_doorbell_open(struct tc_doorbell_reader *r, const char *p, size_t len);
 
 /**
- * The next event of the doorbell into out: 1, 0 when all were read (and
+ * The next event of the doorbell into out (for a thin doorbell, one with
+ * json NULL and the call's last seq): 1, 0 when all were read (and
  * nothing is left over), -1 when the message is malformed from here on.
  */
 int tc_store_doorbell_next(struct tc_doorbell_reader *r, struct tc_doorbell *out);

@@ -280,7 +280,11 @@ local DEFAULT_TTL = 86400
 -- options keep the text they came as (or these) for the calls.
 local DEFAULT_MAXLEN_ARG = '' .. DEFAULT_MAXLEN
 local DEFAULT_TTL_ARG = '' .. DEFAULT_TTL
-local MAX_EVENT_BYTES = 1048576
+local MAX_EVENT_BYTES = 16777216
+-- A call whose events' JSON passes this many bytes rings a thin doorbell
+-- (no payload): every subscribed gateway reads the events from the stream.
+-- Redis cuts a pub/sub client whose output passes 32 MiB (8 MiB for 60 s).
+local LIVE_INLINE_MAX = 65536
 local MAX_BATCH = 1000
 local MAX_SEGMENTS = 32
 
@@ -459,7 +463,10 @@ local function store(tid, events, o, now)
 
   -- Keys written rarely get their TTL when written (touch): a key made
   -- between two refreshes of an idle thread must not outlive it.
-  local bell = n > 1 and { '*', epoch, '\n', sfirst, '\n', n, '\n' } or nil
+  local bytes = 0
+  for i = 1, n do bytes = bytes + #events[i].json end
+  local thin = bytes > LIVE_INLINE_MAX
+  local bell = n > 1 and not thin and { '*', epoch, '\n', sfirst, '\n', n, '\n' } or nil
   for i = 1, n do
     local e, seq = events[i], first + i - 1
     local id = (i == 1 and sfirst or '' .. seq) .. '-0'
@@ -520,9 +527,12 @@ local function store(tid, events, o, now)
 
   -- One doorbell for the call. One event: "<epoch>\n<seq>\n<method>\n<ns>\n<json>";
   -- a batch: "*<epoch>\n<first seq>\n<count>\n" then per event
-  -- "<method>\n<ns>\n<json length>\n<json>".
+  -- "<method>\n<ns>\n<json length>\n<json>"; more than LIVE_INLINE_MAX
+  -- bytes of JSON: "#<epoch>\n<last seq>\n", the events only in the stream.
   local live = pre .. keys.LIVE
-  if n == 1 then
+  if thin then
+    redis.call('SPUBLISH', live, '#' .. epoch .. '\n' .. last .. '\n')
+  elseif n == 1 then
     local e = events[1]
     redis.call('SPUBLISH', live, epoch .. '\n' .. sfirst .. '\n' .. e.method .. '\n' .. e.nsenc .. '\n' .. e.json)
   else

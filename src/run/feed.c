@@ -41,10 +41,11 @@ struct tc_run_feed {
 	uint64_t base;
 	uint64_t dropped_id;  /* base > 0: the id of the last unit that left the log */
 	uint64_t dropped_seq; /* and the seq it was made from */
-	size_t bytes;
-	bool ended;  /* the translator ended the stream */
-	bool failed; /* the session gave up */
-	int code;    /* failed: the close code, and its reason (static) */
+	size_t bytes;         /* of the log's units, big ones apart: */
+	size_t big_bytes;     /* those of more than a quarter of --max-queue-bytes (see TC_BUFQ_BIG_MAX) */
+	bool ended;           /* the translator ended the stream */
+	bool failed;          /* the session gave up */
+	int code;             /* failed: the close code, and its reason (static) */
 	const char *reason;
 };
 
@@ -200,7 +201,13 @@ cJSON *tc_run_feed_result(const struct tc_run_view *v)
 
 /* ==== the translation ========================================================================= */
 
-/* A unit the translator made: into the log (its oldest go past log_max), then to the viewers. */
+/* Whether a unit of len bytes is a big one, held to a bound of its own as a connection holds it. */
+static bool is_big(const struct tc_run_feed *f, size_t len)
+{
+	return len > (size_t)f->feeds->env->cfg->max_queue_bytes / 4;
+}
+
+/* A unit the translator made: to the viewers, and into the log (its oldest go past log_max). */
 static void feed_emit(void *ctx, uint64_t id, const char *text, size_t len)
 {
 	struct tc_run_feed *f = ctx;
@@ -215,18 +222,19 @@ static void feed_emit(void *ctx, uint64_t id, const char *text, size_t len)
 	}
 	*at(f, f->base + f->count) = (struct unit){ .id = id, .seq = f->cur_seq, .b = tc_buf_copy(text, len) };
 	f->count++;
-	f->bytes += len;
+	*(is_big(f, len) ? &f->big_bytes : &f->bytes) += len;
 	tc_metrics.run_units++;
-	while (f->bytes > f->feeds->log_max && f->count > 1) {
+	/* Viewers with room take it first: the log only has to keep what the slow ones lack. */
+	pump_all(f);
+	while ((f->bytes > f->feeds->log_max || f->big_bytes > TC_BUFQ_BIG_MAX) && f->count > 1) {
 		struct unit *u = at(f, f->base);
-		f->bytes -= u->b->len;
+		*(is_big(f, u->b->len) ? &f->big_bytes : &f->bytes) -= u->b->len;
 		f->dropped_id = u->id;
 		f->dropped_seq = u->seq;
 		tc_buf_unref(u->b);
 		f->base++;
 		f->count--;
 	}
-	pump_all(f);
 }
 
 /* ---- the session's transport hooks: the feed is its client ---- */

@@ -42,8 +42,8 @@ struct opts {
 
 /* Redirections followed before giving up (a Cluster resharding in a loop). */
 #define MAX_REDIRECTS 16
-/* A line longer than this cannot be an event (the contract's cap is 1 MiB). */
-#define MAX_LINE (1024 * 1024 + 1024)
+/* A line longer than this cannot be an event (the contract caps an event at 16 MiB). */
+#define MAX_LINE (TC_STORE_EVENT_MAX + 1024)
 
 /* One command in flight: a batch of events (one event with --batch 1). */
 struct unit {

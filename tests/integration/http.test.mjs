@@ -2,7 +2,8 @@
 // or refused before the upgrade.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { connect, gateway, exchange } from './lib/harness.mjs';
+import net from 'node:net';
+import { connect, gateway, exchange, sleep } from './lib/harness.mjs';
 
 // HTTP routes: health, readiness, metrics, and refusals before the upgrade.
 describe('HTTP routes and refusals before the upgrade', () => {
@@ -140,5 +141,78 @@ describe('spec §1: HTTP routing and accepted upgrades', () => {
     await usable('x');
     await usable('-');
     await usable(':');
+  });
+});
+
+// Request bodies without a Content-Length: chunked ones are decoded (libwebsockets 4.1 passes
+// their framing through), a POST with neither has an empty body; either way lws 4.1 would wait
+// for more body, so the answer says connection: close and the gateway hangs up.
+describe('request bodies without a length', () => {
+  let tc;
+  gateway({ args: ['--auth', 'off', '--max-frame-bytes', '4096'] }, (_r, t) => { tc = t; });
+
+  /** Writes the pieces (a pause between them) and reads until the gateway closes (or 5 s). */
+  function raw(pieces) {
+    return new Promise((resolve, reject) => {
+      const s = net.createConnection({ port: tc.port, host: '127.0.0.1' });
+      let text = '';
+      const timer = setTimeout(() => { s.destroy(); resolve({ text, closed: false }); }, 5000);
+      s.on('data', (d) => { text += d; });
+      s.on('end', () => { clearTimeout(timer); s.destroy(); resolve({ text, closed: true }); });
+      s.on('error', reject);
+      s.on('connect', async () => {
+        for (const p of pieces) { s.write(p); await sleep(30); }
+      });
+    });
+  }
+  const head = (more = '') => `POST /threads HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n${more}\r\n`;
+  const status = (r) => Number(/^HTTP\/1\.1 (\d+)/.exec(r.text)?.[1]);
+  const body = (r) => JSON.parse(r.text.slice(r.text.indexOf('\r\n\r\n') + 4));
+
+  test('a chunked body in pieces, with a chunk extension and a trailer, is read whole; then the connection closes', async () => {
+    const r = await raw([head('Transfer-Encoding: chunked\r\n'), '5;ext=1\r\n{"met\r\n', 'F\r\nadata":{"k":2}}\r\n', '0\r\nX-Trailer: 1\r\n\r\n']);
+    assert.equal(status(r), 200, r.text);
+    assert.deepEqual(body(r).metadata, { k: 2 });
+    assert.match(r.text, /\r\nconnection: close\r\n/i);
+    assert.equal(r.closed, true);
+  });
+
+  test('a chunked EventStreamRequest starts its SSE stream', async () => {
+    const req = JSON.stringify({ channels: ['lifecycle'] });
+    const r = await raw([`POST /threads/chunky/stream HTTP/1.1\r\nHost: t\r\nAccept: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n`,
+      `${req.length.toString(16)}\r\n${req}\r\n0\r\n\r\n`]);
+    assert.equal(status(r), 200, r.text);
+    assert.match(r.text, /content-type: text\/event-stream/i);
+  });
+
+  test('a POST with neither Content-Length nor Transfer-Encoding has an empty body', async () => {
+    const r = await raw([head()]);
+    assert.equal(status(r), 200, r.text);
+    assert.deepEqual(body(r).metadata, {});
+    assert.equal(r.closed, true);
+  });
+
+  test('bad framing is refused precisely, and the connection closed', async () => {
+    const cases = [
+      [[head('Transfer-Encoding: chunked\r\n'), 'zz\r\n'], 400, /chunked encoding is malformed/],
+      [[head('Transfer-Encoding: chunked\r\n'), '2\n{}\r\n0\r\n\r\n'], 400, /chunked encoding is malformed/], // bare LF
+      [[head('Transfer-Encoding: gzip\r\n'), 'x'], 501, /only Transfer-Encoding .* is chunked/],
+      [[head('Transfer-Encoding: chunked\r\nContent-Length: 5\r\n'), '0\r\n\r\n'], 400, /both Content-Length and Transfer-Encoding/],
+      [[head('Transfer-Encoding: chunked\r\n'), `1001\r\n${'x'.repeat(10)}`], 413, /at most 4096 bytes/],
+      [[head('Transfer-Encoding: chunked\r\n'), `800\r\n${'x'.repeat(2048)}\r\n`, `800\r\n${'x'.repeat(2048)}\r\n`, `1\r\nx\r\n0\r\n\r\n`], 413, /at most 4096 bytes/],
+    ];
+    for (const [pieces, code, re] of cases) {
+      const r = await raw(pieces);
+      assert.equal(status(r), code, r.text);
+      assert.match(body(r).detail, re);
+      assert.equal(r.closed, true, `closed after ${code}`);
+    }
+  });
+
+  test('requests with a Content-Length keep the connection for the next one', async () => {
+    const one = '{"metadata":{"n":1}}';
+    const r = await raw([`${head(`Content-Length: ${one.length}\r\n`)}${one}`, `GET /ok HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n`]);
+    assert.equal((r.text.match(/HTTP\/1\.1 200 /g) ?? []).length, 2, r.text);
+    assert.doesNotMatch(r.text.split('\r\n\r\n')[0], /connection: close/i);
   });
 });

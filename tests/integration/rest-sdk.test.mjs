@@ -58,6 +58,16 @@ describe('the Agent Protocol REST API through @langchain/langgraph-sdk', () => {
     assert.deepEqual(after.values, values, 'the thread keeps its last values');
   });
 
+  test('a human message whose content is a list of text blocks (what the chat UI sends) is read as its text', async () => {
+    const threadId = randomUUID();
+    await client.threads.create({ threadId });
+    const q = 'tell me about seals';
+    const values = await client.runs.wait(threadId, 'agent', { input: { messages: [{ type: 'human',
+      content: [{ type: 'text', text: 'tell me' }, { type: 'image_url', image_url: { url: 'data:image/png;base64,AA==' } }, { type: 'text', text: 'about seals' }] }] } });
+    const ai = transcript(values).slice(1);
+    assert.deepEqual(ai, [lines.searching, lines.answer(q), lines.summary]);
+  });
+
   test('seed journey 2: a stateless runs.wait; its thread is deleted after, unless onCompletion is "keep"', async () => {
     const q = "What's the fastest route to the airport?";
     let created;

@@ -3,10 +3,10 @@
 // its own gateway.)
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { connect, gateway, exchange } from './lib/harness.mjs';
+import { connect, gateway, exchange, produce, waitUntil } from './lib/harness.mjs';
 
-let tc;
-gateway({ args: ['--max-subscriptions', '3'] }, (_r, t) => { tc = t; });
+let redis, tc;
+gateway({ args: ['--max-subscriptions', '3'] }, (r, t) => { redis = r; tc = t; });
 
 let threadNo = 0;
 const fresh = () => connect(tc.url(`spec-sub-${++threadNo}`));
@@ -134,4 +134,18 @@ test("a subscription id is not on another connection, and that connection cannot
   assert.equal((await unsub(a, 2, { subscriptionId: result.subscriptionId })).type, 'success');
   await a.close();
   await b.close();
+});
+
+test('a namespace segment without ":" takes the task-suffixed segments of that node, as the reference server matches', async () => {
+  const c = await fresh();
+  const thread = `spec-sub-${threadNo}`;
+  const r = await sub(c, 1, { channels: ['updates'], namespaces: [['gp_two'], ['tools:1', 'inner']] });
+  assert.equal(r.type, 'success');
+  const namespaces = [['gp_two:6e1f'], ['gp_two:6e1f', 'child:2'], ['gp_twox:1'], ['gp'], [], ['other', 'gp_two:1'],
+    ['tools:1', 'inner:9'], ['tools:2', 'inner'], ['tools', 'inner']];
+  await produce(redis.url, thread, namespaces.map((namespace, i) => ({ method: 'updates', params: { namespace, data: { i } } })));
+  await waitUntil(() => c.events.length >= 3, 5000, 'the matching events');
+  await exchange(c, []); // and nothing else queued behind them
+  assert.deepEqual(c.events.map((e) => e.params.namespace), [['gp_two:6e1f'], ['gp_two:6e1f', 'child:2'], ['tools:1', 'inner:9']]);
+  await c.close();
 });

@@ -137,6 +137,24 @@ static void namespaces_and_depth(void **state)
 	assert_false(match(f, "values", "[\"a\",\"b\"]"));
 	tc_filter_free(f);
 
+	/* A segment without ':' also takes its task-suffixed form, as the reference server matches. */
+	f = must_parse("{\"channels\":[\"values\"],\"namespaces\":[[\"gp_two\"],[\"x:1\",\"y\"]],\"depth\":1}");
+	assert_true(match(f, "values", "[\"gp_two:7c1e\"]"));
+	assert_true(match(f, "values", "[\"gp_two:7c1e\",\"child:2\"]"));
+	assert_false(match(f, "values", "[\"gp_two:7c1e\",\"child:2\",\"deep\"]")); /* depth */
+	assert_false(match(f, "values", "[\"gp_twox:7c1e\"]"));
+	assert_false(match(f, "values", "[\"gp\"]"));
+	assert_true(match(f, "values", "[\"x:1\",\"y:9\"]"));
+	assert_false(match(f, "values", "[\"x:2\",\"y\"]")); /* a prefix segment with ':' is exact */
+	assert_false(match(f, "values", "[\"x\",\"y\"]"));
+	tc_filter_free(f);
+	f = must_parse("{\"channels\":[\"values\"],\"namespaces\":[[\"\"]]}");
+	assert_true(match(f, "values", "[\"\"]"));
+	assert_true(match(f, "values", "[\":t\"]"));
+	assert_false(match(f, "values", "[\"a\"]"));
+	assert_false(match(f, "values", "[]"));
+	tc_filter_free(f);
+
 	/* An empty namespaces list reads as "not given". */
 	f = must_parse("{\"channels\":[\"values\"],\"namespaces\":[]}");
 	assert_true(match(f, "values", "[\"z\"]"));

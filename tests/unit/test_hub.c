@@ -166,6 +166,34 @@ static void skipped_seqs_are_filled_in_order(void **state)
 	assert_int_equal(fx->a.seqs[4], 8);
 }
 
+/* A thin doorbell (the events were too big to ring with) is a gap: the stream is read. */
+static void thin_doorbell_reads_the_stream(void **state)
+{
+	struct fixture *fx = *state;
+	attach_live(fx, &fx->a, 3, "e1");
+	fake_push(fx->redis, "smessage", CH, "#e1\n5\n");
+	assert_int_equal(fx->a.nsent, 0);
+	assert_string_equal(fake_peek(fx->redis), "XRANGE tc:{t1}:events 3-1 + COUNT 512");
+	fake_reply(fx->redis, entries(4, 5));
+	assert_int_equal(fx->a.nsent, 2);
+	assert_int_equal(fx->a.seqs[1], 5);
+	assert_int_equal(fake_pending(fx->redis), 0);
+	/* One already delivered asks for nothing; one of another epoch is a new history. */
+	fake_push(fx->redis, "smessage", CH, "#e1\n5\n");
+	assert_int_equal(fake_pending(fx->redis), 0);
+	fake_push(fx->redis, "smessage", CH, doorbell("e1", 6));
+	assert_int_equal(fx->a.nsent, 3);
+	/* The very next seq, thin, is read too: the doorbell has nothing to deliver. */
+	fake_push(fx->redis, "smessage", CH, "#e1\n7\n");
+	assert_int_equal(fx->a.nsent, 3);
+	assert_string_equal(fake_peek(fx->redis), "XRANGE tc:{t1}:events 6-1 + COUNT 512");
+	fake_reply(fx->redis, entries(7, 7));
+	assert_int_equal(fx->a.nsent, 4);
+	fake_push(fx->redis, "smessage", CH, "#e2\n1\n");
+	assert_int_equal(fx->a.nsent, 4);
+	assert_true(fx->a.nlost > 0);
+}
+
 /* A new epoch means Redis lost the history: every member is told, nothing is delivered. */
 static void epoch_change_loses_members(void **state)
 {
@@ -426,6 +454,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(next_seq_from_doorbell, setup, teardown),
 		cmocka_unit_test_setup_teardown(skipped_seqs_are_filled_in_order, setup, teardown),
+		cmocka_unit_test_setup_teardown(thin_doorbell_reads_the_stream, setup, teardown),
 		cmocka_unit_test_setup_teardown(epoch_change_loses_members, setup, teardown),
 		cmocka_unit_test_setup_teardown(resync_after_link_loss_detects_new_epoch, setup, teardown),
 		cmocka_unit_test_setup_teardown(resync_after_link_loss_fills_the_gap, setup, teardown),

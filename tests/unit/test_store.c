@@ -295,6 +295,26 @@ static void batch_doorbells(void **state)
 	}
 }
 
+/* A thin doorbell names only the call's last seq: its events are read from the stream. */
+static void thin_doorbells(void **state)
+{
+	struct tc_doorbell_reader r;
+	struct tc_doorbell d;
+	const char *thin = "#e1\n9\n";
+	assert_int_equal(tc_store_doorbell_open(&r, thin, strlen(thin)), 0);
+	assert_int_equal(tc_store_doorbell_next(&r, &d), 1);
+	assert_int_equal(d.seq, 9);
+	assert_null(d.json);
+	assert_memory_equal(d.epoch, "e1", 2);
+	assert_int_equal(d.epoch_len, 2);
+	assert_int_equal(tc_store_doorbell_next(&r, &d), 0);
+
+	const char *bad[] = { "#e1\n9", "#e1\n0\n", "#e-1\n9\n", "#e1\n9\nx", "#\n9\n", "#e1\nx\n" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		if (tc_store_doorbell_open(&r, bad[i], strlen(bad[i])) != -1)
+			fail_msg("accepted bad thin doorbell %zu", i);
+}
+
 static void index_values(void **state)
 {
 	uint64_t seq;
@@ -370,9 +390,11 @@ int main(void)
 {
 	tc_cjson_init();
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(keys_and_channels), cmocka_unit_test(numbers),    cmocka_unit_test(command_builders),
-		cmocka_unit_test(replies),           cmocka_unit_test(doorbells),  cmocka_unit_test(batch_doorbells),
-		cmocka_unit_test(index_values),      cmocka_unit_test(agent_tree), cmocka_unit_test(function_libraries),
+		cmocka_unit_test(keys_and_channels), cmocka_unit_test(numbers),
+		cmocka_unit_test(command_builders),  cmocka_unit_test(replies),
+		cmocka_unit_test(doorbells),         cmocka_unit_test(batch_doorbells),
+		cmocka_unit_test(thin_doorbells),    cmocka_unit_test(index_values),
+		cmocka_unit_test(agent_tree),        cmocka_unit_test(function_libraries),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

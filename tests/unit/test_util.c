@@ -118,6 +118,25 @@ static void bufq_shrinks_when_empty(void **state)
 	assert_null(q.ring);
 }
 
+/* Entries of big_from bytes or more are counted apart too; clearing keeps the threshold. */
+static void bufq_counts_big_entries_apart(void **state)
+{
+	struct tc_bufq q = { .big_from = 4 };
+	tc_bufq_push(&q, tc_buf_copy("abc", 3));
+	tc_bufq_push(&q, tc_buf_copy("abcd", 4));
+	tc_bufq_push(&q, tc_buf_copy("abcdefgh", 8));
+	assert_int_equal(q.bytes, 15);
+	assert_int_equal(q.big_bytes, 12);
+	tc_buf_unref(tc_bufq_pop(&q));
+	assert_int_equal(q.big_bytes, 12);
+	tc_buf_unref(tc_bufq_pop(&q));
+	assert_int_equal(q.big_bytes, 8);
+	tc_bufq_clear(&q);
+	assert_int_equal(q.bytes, 0);
+	assert_int_equal(q.big_bytes, 0);
+	assert_int_equal(q.big_from, 4);
+}
+
 static void bufq_small_queue_allocates_nothing(void **state)
 {
 	struct tc_bufq q = { 0 };
@@ -202,6 +221,7 @@ int main(void)
 		cmocka_unit_test(buf_refcount),
 		cmocka_unit_test(bufq_fifo_and_bytes),
 		cmocka_unit_test(bufq_shrinks_when_empty),
+		cmocka_unit_test(bufq_counts_big_entries_apart),
 		cmocka_unit_test(bufq_small_queue_allocates_nothing),
 		cmocka_unit_test(cluster_slots),
 		cmocka_unit_test(uuid4s),

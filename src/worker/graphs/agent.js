@@ -73,9 +73,21 @@ export class FakeToolCallingModel extends FakeStreamingChatModel {
   }
 }
 
+/**
+ * A message's content as text: a string as it is; a list of content blocks
+ * (what LangChain's chat UI sends: [{type: 'text', text}, …]) as its text
+ * blocks joined, other blocks (images, files) left out.
+ */
+export function textOf(content) {
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content)) return '';
+  return content.map((b) => (typeof b === 'string' ? b : b?.type === 'text' && typeof b.text === 'string' ? b.text : ''))
+    .filter(Boolean).join(' ');
+}
+
 function lastHuman(messages) {
   for (let i = messages.length - 1; i >= 0; i--) {
-    if (HumanMessage.isInstance(messages[i])) return String(messages[i].content);
+    if (HumanMessage.isInstance(messages[i])) return textOf(messages[i].content);
   }
   return '';
 }
