@@ -450,25 +450,30 @@ static void note_messages(struct tc_run_modes *f, const cJSON *values)
 	}
 }
 
-/* messages-tuple: one message a node returned, unless shown already (its id made unique when it has none). */
+/*
+ * messages-tuple: one message a node returned, unless shown already. A
+ * LangGraph node's messages have ids by the time its update is read (a new
+ * one is given its id as the node ends); one without is taken only when it
+ * is a tool's result, with an id its tool call makes unique.
+ */
 static void returned_message(struct tc_run_modes *f, const char *ns, const char *node, const cJSON *m)
 {
-	const char *id = tc_run_str(m, "id");
-	if (!is_message(m) || (id && idset_has(&f->shown, id)))
+	const char *id = tc_run_str(m, "id"), *type = tc_run_str(m, "type"), *call = tc_run_str(m, "tool_call_id");
+	char made[192];
+	if (!is_message(m))
 		return;
-	cJSON *msg = cJSON_Duplicate(m, true);
 	if (!id) {
-		/* Chunks are assembled by id: one the tool call makes unique. */
-		const char *call = tc_run_str(m, "tool_call_id");
-		char made[192];
-		snprintf(made, sizeof(made), "run-%.64s-%s%.100s", f->fw.run_id, call ? "tool-" : "out-",
-			 call ? call : node);
-		cJSON_DeleteItemFromObjectCaseSensitive(msg, "id");
-		cJSON_AddStringToObject(msg, "id", made);
-		idset_put(&f->shown, made);
-	} else {
-		idset_put(&f->shown, id);
+		if (!type || strcmp(type, "tool") || !call)
+			return;
+		snprintf(made, sizeof(made), "run-%.64s-tool-%.100s", f->fw.run_id, call);
+		id = made;
 	}
+	if (idset_has(&f->shown, id))
+		return;
+	idset_put(&f->shown, id);
+	cJSON *msg = cJSON_Duplicate(m, true);
+	if (id == made)
+		cJSON_AddStringToObject(msg, "id", made);
 	emit_tuple(f, ns, node, msg);
 }
 

@@ -204,8 +204,10 @@ static void returned_messages_are_tuples(void **state)
 	     "\"data\":{\"event\":\"tool-finished\",\"tool_call_id\":\"c1\",\"output\":{\"content\":\"42\",\"type\":\"tool\"}}");
 	feed(f, "updates", "[]",
 	     "\"node\":\"tools\",\"data\":{\"node\":\"tools\",\"values\":{\"messages\":[{\"content\":\"42\",\"type\":\"tool\",\"tool_call_id\":\"c1\",\"id\":\"t1\"},"
-	     "{\"content\":\"43\",\"type\":\"tool\",\"tool_call_id\":\"c2\"},{\"content\":\"hi\",\"type\":\"human\",\"id\":\"h1\"}],\"n\":1}}}");
-	assert_int_equal(s.units, 3); /* "a"; the two tool messages (not the streamed one, not the state's) */
+	     "{\"content\":\"43\",\"type\":\"tool\",\"tool_call_id\":\"c2\"},{\"content\":\"hi\",\"type\":\"human\",\"id\":\"h1\"},"
+	     "{\"content\":\"no id\",\"type\":\"human\"}],\"n\":1}}}");
+	/* "a"; the two tool messages (not the streamed one, not the state's, not one without an id that is no tool's) */
+	assert_int_equal(s.units, 3);
 	assert_non_null(strstr(
 		s.text,
 		"id: 2\nevent: messages\ndata: [{\"content\":\"42\",\"type\":\"tool\",\"tool_call_id\":\"c1\",\"id\":\"t1\"},{\"langgraph_node\":\"tools\""));
