@@ -38,7 +38,8 @@ local RUN_STATUSES = { pending = true, running = true, success = true, error = t
                        interrupted = true }
 local STRATEGIES = { reject = true, interrupt = true, rollback = true, enqueue = true }
 local STREAM_MODES = { values = true, messages = true, ['messages-tuple'] = true, updates = true,
-                       events = true, debug = true, custom = true, tasks = true, checkpoints = true }
+                       events = true, debug = true, custom = true, tasks = true, checkpoints = true,
+                       tools = true }
 
 -- A Lua string as a JSON string (cjson is not there while the library loads).
 local function jstr(s) return cjson.encode(s) end
@@ -723,7 +724,7 @@ local function run_body(c)
     local seen = {}
     for _, m in ipairs(sm) do
       if not STREAM_MODES[m] then
-        http(422, 'stream_mode "' .. m .. '" is not one of values, messages, messages-tuple, updates, events, debug, custom, tasks, checkpoints')
+        http(422, 'stream_mode "' .. m .. '" is not one of values, messages, messages-tuple, updates, events, debug, custom, tasks, checkpoints, tools')
       end
       seen[#seen + 1] = jstr(m)
     end

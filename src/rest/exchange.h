@@ -67,7 +67,7 @@ struct tc_rest {
 	char fresh_run[40], fresh_thread[40]; /**< ids for what it may create */
 	uint64_t after_seq;                   /**< a run's events come after this seq */
 	char *kwargs;                         /**< a joined run's kwargs (JSON text) */
-	uint64_t join_from;                   /**< a join from now: the id up to which nothing is sent */
+	uint64_t join_from;                   /**< a join from now: the thread's seq up to which nothing is sent */
 	/* the response */
 	enum tc_rest_out out;
 	unsigned status;

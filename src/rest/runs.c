@@ -115,14 +115,21 @@ static const struct tc_run_view_ops view_ops = {
 	.fail = view_fail,
 };
 
-/* Last-Event-ID as one of runfmt.h's ids or a seed's sequence; 0 when absent, "-1" (from the start) or not one. */
-static uint64_t resume_id(const char *leid)
+/*
+ * Last-Event-ID as the id of an event the client has (a run stream's, a
+ * seed's sequence): false when absent, "-1" (from the start) or not one.
+ */
+static bool resume_id(const char *leid, uint64_t *id)
 {
 	char *end;
+	*id = 0;
 	if (!leid[0] || leid[0] == '-')
-		return 0;
+		return false;
 	unsigned long long v = strtoull(leid, &end, 10);
-	return *end ? 0 : (uint64_t)v;
+	if (*end)
+		return false;
+	*id = (uint64_t)v;
+	return true;
 }
 
 /* The text of the last message of a run's input (its kwargs): seed 003's run_start message. */
@@ -175,9 +182,9 @@ static void run_spec(struct tc_rest *r, enum tc_rest_out out, const cJSON *modes
  * Follows run r->run_id of r->thread from the event after after_seq (or
  * from where Last-Event-ID says) through the run's feed (run/feed.h),
  * shared with every other client of the run in the same format. A stream
- * that starts at the beginning starts with "metadata", whose id comes
- * before the run's first event's. Without follow, only the stream's head
- * is made (a finished run joined from now).
+ * that starts at the beginning starts with "metadata" {run_id, attempt},
+ * id 0, before the run's first event (id 1). Without follow, only the
+ * stream's head is made (a finished run joined from now).
  */
 static void follow_run(struct tc_rest *r, enum tc_rest_out out, const cJSON *modes, bool subgraphs, bool follow)
 {
@@ -188,10 +195,9 @@ static void follow_run(struct tc_rest *r, enum tc_rest_out out, const cJSON *mod
 	char *message;
 
 	r->out = out;
-	uint64_t from = resume_id(r->leid), meta_id = r->after_seq * TC_RUN_MODES_IDS + TC_RUN_MODES_IDS - 1;
-	if (r->fk == FMT_SDK && from <= meta_id)
-		from = 0;
-	bool metadata = r->fk == FMT_SDK && !from && !r->join_from;
+	uint64_t from;
+	bool resumed = resume_id(r->leid, &from);
+	bool metadata = r->fk == FMT_SDK && !resumed && !r->join_from;
 	snprintf(r->content_location, sizeof(r->content_location), "/threads/%s/runs/%s", r->thread, r->run_id);
 	if (out == OUT_STREAM) {
 		tc__rest_stream(r, r->fk == FMT_NDJSON);
@@ -205,11 +211,9 @@ static void follow_run(struct tc_rest *r, enum tc_rest_out out, const cJSON *mod
 	if (metadata && out == OUT_STREAM) {
 		cJSON *meta = cJSON_CreateObject();
 		cJSON_AddStringToObject(meta, "run_id", r->run_id);
-		cJSON_AddStringToObject(meta, "thread_id", r->thread);
-		char id[32];
+		cJSON_AddNumberToObject(meta, "attempt", 1);
 		size_t len;
-		snprintf(id, sizeof(id), "%llu", (unsigned long long)meta_id);
-		char *text = tc_sse_event(id, "metadata", meta, &len);
+		char *text = tc_sse_event("0", "metadata", meta, &len);
 		tc__rest_stream_unit(r, text, len);
 		free(text);
 		cJSON_Delete(meta);
@@ -223,7 +227,9 @@ static void follow_run(struct tc_rest *r, enum tc_rest_out out, const cJSON *mod
 	 * from now skips, is made but not sent to it.
 	 */
 	run_spec(r, out, modes, subgraphs, &spec, &message);
-	r->view = (struct tc_run_view){ .ops = &view_ops, .after = r->fk == FMT_SDK && !from ? r->join_from : from };
+	r->view = (struct tc_run_view){ .ops = &view_ops,
+					.after = from,
+					.after_seq = r->fk == FMT_SDK && !resumed ? r->join_from : 0 };
 	int refused = tc_run_feed_attach(srv->feeds, &spec, &r->view, &err);
 	free(message);
 	if (refused) { /* (the feed could not start: answered in place of the stream) */
@@ -299,7 +305,7 @@ static void head_for_join(struct tc_rest *r, redisReply *reply)
 		tc__rest_answer_detail(r, 503, TC_MSG_REDIS_DOWN);
 		return;
 	}
-	r->join_from = m.seq * TC_RUN_MODES_IDS + TC_RUN_MODES_IDS - 1;
+	r->join_from = m.seq;
 	join(r, true);
 }
 

@@ -20,6 +20,7 @@
 /* One unit of the log. */
 struct unit {
 	uint64_t id;
+	uint64_t seq; /* the thread's event it was made from (UINT64_MAX: none) */
 	struct tc_buf *b;
 };
 
@@ -32,17 +33,19 @@ struct tc_run_feed {
 	void *fmt;                  /* the translator */
 	struct tc_session *session; /* following the thread */
 	struct tc_dlist viewers;
+	uint64_t cur_seq; /* the event being translated (UINT64_MAX: none) */
 	/* the log: a ring of units at positions base .. base+count-1 */
 	struct unit *ring;
 	size_t cap; /* a power of two (0: none yet) */
 	size_t count;
 	uint64_t base;
-	uint64_t dropped_id; /* base > 0: the id of the last unit that left the log */
-	size_t bytes;        /* of the log's units, big ones apart: */
-	size_t big_bytes;    /* those of more than a quarter of --max-queue-bytes (see TC_BUFQ_BIG_MAX) */
-	bool ended;          /* the translator ended the stream */
-	bool failed;         /* the session gave up */
-	int code;            /* failed: the close code, and its reason (static) */
+	uint64_t dropped_id;  /* base > 0: the id of the last unit that left the log */
+	uint64_t dropped_seq; /* and the seq it was made from */
+	size_t bytes;         /* of the log's units, big ones apart: */
+	size_t big_bytes;     /* those of more than a quarter of --max-queue-bytes (see TC_BUFQ_BIG_MAX) */
+	bool ended;           /* the translator ended the stream */
+	bool failed;          /* the session gave up */
+	int code;             /* failed: the close code, and its reason (static) */
 	const char *reason;
 };
 
@@ -155,7 +158,7 @@ static void pump(struct tc_run_feed *f, struct tc_run_view *v)
 			return;
 		}
 		struct unit *u = at(f, v->next);
-		if (u->id > v->after) {
+		if (u->id > v->after && (u->seq > v->after_seq || u->seq == UINT64_MAX)) {
 			/* Up to half the queue's bound, and never past it: the client is paced, not cut. */
 			size_t queued = v->ops->queued(v);
 			if (queued && (queued >= max / 2 || queued + u->b->len > max))
@@ -217,7 +220,7 @@ static void feed_emit(void *ctx, uint64_t id, const char *text, size_t len)
 		f->ring = ring;
 		f->cap = cap;
 	}
-	*at(f, f->base + f->count) = (struct unit){ .id = id, .b = tc_buf_copy(text, len) };
+	*at(f, f->base + f->count) = (struct unit){ .id = id, .seq = f->cur_seq, .b = tc_buf_copy(text, len) };
 	f->count++;
 	*(is_big(f, len) ? &f->big_bytes : &f->bytes) += len;
 	tc_metrics.run_units++;
@@ -227,6 +230,7 @@ static void feed_emit(void *ctx, uint64_t id, const char *text, size_t len)
 		struct unit *u = at(f, f->base);
 		*(is_big(f, u->b->len) ? &f->big_bytes : &f->bytes) -= u->b->len;
 		f->dropped_id = u->id;
+		f->dropped_seq = u->seq;
 		tc_buf_unref(u->b);
 		f->base++;
 		f->count--;
@@ -242,7 +246,9 @@ static void feed_send(void *ctx, struct tc_buf *frame)
 	if (!f->ended && !f->failed && !tc_event_parts_read(frame, &parts)) {
 		cJSON *event = cJSON_ParseWithLength(parts.json, parts.json_len);
 		tc_metrics.run_events++;
+		f->cur_seq = parts.seq;
 		f->ended = f->ops->event(f->fmt, parts.seq, event);
+		f->cur_seq = UINT64_MAX;
 		cJSON_Delete(event);
 		if (f->ended)
 			pump_all(f);
@@ -343,7 +349,7 @@ static void feed_free(struct tc_run_feed *f)
 	free(f);
 }
 
-/* Every protocol channel: the translators choose. */
+/* Every protocol channel: the translators choose; the SDK's stream modes also take the worker's side events. */
 static const char *const channels[] = { "values", "updates",     "messages", "tools", "lifecycle",
 					"input",  "checkpoints", "tasks",    "custom" };
 
@@ -353,6 +359,7 @@ static struct tc_run_feed *feed_start(struct tc_run_feeds *t, const struct tc_ru
 {
 	struct tc_run_feed *f = tc_xcalloc(1, sizeof(*f));
 	f->feeds = t;
+	f->cur_seq = UINT64_MAX;
 	f->format = spec->format;
 	f->fmt = translator(f, spec, &f->ops);
 	t->alive++;
@@ -362,6 +369,8 @@ static struct tc_run_feed *feed_start(struct tc_run_feeds *t, const struct tc_ru
 	cJSON *ch = cJSON_AddArrayToObject(req, "channels");
 	for (size_t i = 0; i < sizeof(channels) / sizeof(channels[0]); i++)
 		cJSON_AddItemToArray(ch, cJSON_CreateString(channels[i]));
+	if (spec->format == TC_RUN_MODES)
+		cJSON_AddItemToArray(ch, cJSON_CreateString(TC_RUN_MODES_SIDE));
 	cJSON_AddNumberToObject(req, "since", (double)spec->after_seq);
 	enum tc_err rc = tc_session_open_stream(f->session, req, NULL, err);
 	cJSON_Delete(req);
@@ -381,10 +390,10 @@ static struct tc_run_feed *feed_start(struct tc_run_feeds *t, const struct tc_ru
 	return f;
 }
 
-/* Whether v can be served from f: no unit after v's last id has left the log. */
+/* Whether v can be served from f: no unit it is owed has left the log. */
 static bool serves(const struct tc_run_feed *f, const struct tc_run_view *v)
 {
-	return f->base == 0 || f->dropped_id <= v->after;
+	return f->base == 0 || f->dropped_id <= v->after || f->dropped_seq <= v->after_seq;
 }
 
 int tc_run_feed_attach(struct tc_run_feeds *t, const struct tc_run_spec *spec, struct tc_run_view *v,

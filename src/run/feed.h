@@ -82,6 +82,7 @@ struct tc_run_view {
 	const struct tc_run_view_ops *ops;
 	struct tc_run_feed *feed; /**< set while attached */
 	uint64_t after;           /**< the last id the client has: only later units go to it */
+	uint64_t after_seq;       /**< and only units made from the thread's events after this seq (0: all) */
 	uint64_t next;            /**< the log position (counted from the feed's start) of the next unit to consider */
 	bool done;                /**< end or fail was told */
 	struct tc_dlink link;     /**< on the feed's viewers */

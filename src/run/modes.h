@@ -1,25 +1,30 @@
 /*
  * run/modes.h — one run's protocol events as the Agent Protocol's run
  * stream: the Server-Sent Events @langchain/langgraph-sdk's runs.stream and
- * runs.joinStream parse, in the stream modes the client asked for. Pure:
- * events in (follow.h), SSE text out through a callback, with the little
- * state a stream needs.
+ * runs.joinStream parse, in the stream modes the client asked for, as the
+ * Agent Server (@langchain/langgraph-api) sends them. Pure: events in
+ * (follow.h), SSE text out through a callback, with the little state a
+ * stream needs.
  *
- * The modes: values (the root's values events; "__interrupt__" added at an
- * interrupt), updates ({node: values}; {"__interrupt__": […]} at an
- * interrupt), messages / messages-tuple ([message chunk, metadata] pairs
- * assembled from the messages channel's content blocks, assemble.h: text
- * deltas and tool call chunks), custom (the payload), tasks, checkpoints
- * (the data as it is). Subgraph events (a non-empty namespace) only with
- * subgraphs, named "<mode>|<ns1>|<ns2>". A failed run ends with an "error"
- * event. debug and events are not produced.
+ * The modes: values (the values events; LangGraph's {"__interrupt__": …}
+ * at an interrupt), updates ({node: values}), messages-tuple ([message
+ * chunk, metadata] pairs assembled from the messages channel's content
+ * blocks, assemble.h, and the messages a node returns that were not
+ * streamed, from its update), messages (messages/metadata and
+ * messages/partial as a model streams, messages/complete for the root
+ * values' new messages), custom (the chunk as the graph wrote it), tasks,
+ * tools (LangGraph's on_tool_* events), and, from what the LangGraph
+ * worker adds beside the protocol's channels (its side events,
+ * TC_RUN_MODES_SIDE), debug, checkpoints ({values, metadata, next}) and
+ * events (LangChain's callback events). Subgraph events (a non-empty
+ * namespace) only with subgraphs, named "<mode>|<ns1>|<ns2>". A failed run
+ * ends with an "error" event {error: the exception's class, message}.
  *
- * Ids. Every event has one, an integer: the seq of the protocol event it
- * came from times TC_RUN_MODES_IDS, plus its place among the events that one
- * made. They increase, one per event. A stream resumed from one
- * (Last-Event-ID) reads the run from its start again and sends only what
- * comes after that id: the state a stream keeps (open messages, values,
- * interrupts) is the same as the first time.
+ * Ids. Every event has one: 1, 2, 3, … in the order they are made (0 is
+ * the stream's metadata, which the caller sends). A stream resumed from
+ * one (Last-Event-ID) reads the run from its start again and sends only
+ * what comes after that id: what a stream makes from the same events with
+ * the same options is the same every time, on any gateway.
  */
 #ifndef TC_RUN_MODES_H
 #define TC_RUN_MODES_H
@@ -35,22 +40,30 @@
 enum {
 	TC_MODE_VALUES = 1 << 0,
 	TC_MODE_UPDATES = 1 << 1,
-	TC_MODE_MESSAGES = 1 << 2,
+	TC_MODE_MESSAGES_TUPLE = 1 << 2,
 	TC_MODE_CUSTOM = 1 << 3,
 	TC_MODE_TASKS = 1 << 4,
 	TC_MODE_CHECKPOINTS = 1 << 5,
 	TC_MODE_DEBUG = 1 << 6,
+	TC_MODE_MESSAGES = 1 << 7,
+	TC_MODE_EVENTS = 1 << 8,
+	TC_MODE_TOOLS = 1 << 9,
 };
 
-/** Ids per protocol event (see above). */
-#define TC_RUN_MODES_IDS 8
+/**
+ * The method of the LangGraph worker's side events ({mode, data}: what the
+ * stream modes need beyond the protocol's channels; protocol/README.md,
+ * "Run streams"). A named custom channel: only who asks for it by name gets it.
+ */
+#define TC_RUN_MODES_SIDE "custom:threadcast.modes"
 
 struct tc_run_modes;
 
 /**
  * A run's formatter. emit NULL: nothing is emitted, the run is only followed
  * (a wait: tc_run_modes_result). in_run: the first event is inside the run.
- * resume_id: the last id the client has (0: none): nothing up to it is emitted.
+ * resume_id: the last id the client has (0: none but the metadata): nothing
+ * up to it is emitted.
  */
 struct tc_run_modes *tc_run_modes_new(const char *run_id, const char *thread_id, unsigned modes, bool subgraphs,
 				      bool in_run, uint64_t resume_id, tc_run_emit *emit, void *ctx);
@@ -69,9 +82,9 @@ extern const struct tc_run_fmt_ops tc_run_modes_ops;
 bool tc_run_modes_ended(const struct tc_run_modes *f);
 
 /**
- * What a wait answers (new object): the run's last root values, with
- * "__interrupt__" when it stopped at interrupts, or {"__error__": {error,
- * message}} when it failed.
+ * What a wait answers (new object): the data of the run's last root values
+ * event ({"__interrupt__": …} when it stopped at interrupts), or
+ * {"__error__": {error, message}} when it failed.
  */
 cJSON *tc_run_modes_result(const struct tc_run_modes *f);
 

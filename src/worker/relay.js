@@ -1,8 +1,9 @@
 // From LangGraph's protocol stream to threadcast's producer contract.
 //
-// graph.streamEvents(…, { version: 'v3' }) yields protocol events in 0.0.21's
-// spelling, close to what threadcast stores but not quite (see
-// protocol/README.md, "The LangGraph worker"):
+// observe() (observe.js) yields a run's protocol events in 0.0.21's
+// spelling, as graph.streamEvents(…, { version: "v3" }) gives them, close to
+// what threadcast stores but not quite (see protocol/README.md, "The
+// LangGraph worker"):
 // - events carry `type` and a per-call `seq`, which threadcast assigns;
 // - the root lifecycle never says `started` (threadcast starts a run on it)
 //   nor `interrupted`, and names the graph "root";
@@ -18,8 +19,13 @@
 // A Relay turns each event into what threadcast stores, and appends them in
 // order with FCALL threadcast_append_batch: what arrives while a call is out
 // goes in the next one, so a token stream costs a few calls, not one each.
+// What the REST API's stream modes need and the protocol's channels do not
+// carry goes beside them as side events (observe.js' SIDE): LangGraph's own
+// `{"__interrupt__": …}` values and updates, and the class of the error a
+// run failed with.
 
 import { keys } from './keys.js';
+import { sideEvent } from './observe.js';
 
 /** Most events per append call (the function takes up to 1000). */
 const BATCH_MAX = 256;
@@ -143,7 +149,7 @@ export class Relay {
     }
     if (method === 'lifecycle' && !this.subgraphs.has(ns.map((seg) => seg.split(':')[0]).join('|'))) return [];
     if (method === 'values' && data && Array.isArray(data.__interrupt__)) {
-      const asked = [];
+      const asked = [sideEvent(ns, 'values', { __interrupt__: data.__interrupt__ })];
       for (const it of data.__interrupt__) {
         // A subgraph's interrupt bubbles up: seen at its namespace, then at the root's.
         if (!it?.id || this.seenInterrupts.has(it.id)) continue;
@@ -152,7 +158,9 @@ export class Relay {
       }
       return asked;
     }
-    if (method === 'updates' && (params.node === '__interrupt__' || data?.node === '__interrupt__')) return [];
+    if (method === 'updates' && (params.node === '__interrupt__' || data?.node === '__interrupt__')) {
+      return [sideEvent(ns, 'updates', { __interrupt__: data?.values ?? [] })];
+    }
     if (method === 'messages') {
       const key = msgKey(ns, params.node, data?.run_id);
       // The protocol requires a role; LangGraph leaves it out on AI messages.
@@ -161,6 +169,12 @@ export class Relay {
       else if (data?.event === 'message-finish' || data?.event === 'error') this.open.delete(key);
     }
     return [out];
+  }
+
+  /** The class and message of the exception a run failed with (its stream's `error` event). */
+  failure(error) {
+    const name = typeof error?.name === 'string' && error.name ? error.name : 'Error';
+    this.enqueue(sideEvent([], 'error', { error: name, message: String(error?.message ?? error) }));
   }
 
   /** Closes the messages this run left open (cancelled, failed) with `error` events. */

@@ -119,6 +119,18 @@ async function restPlan(w, thread, assistant, runId, p) {
 }
 
 /**
+ * How a REST run is observed (observe.js): the side events its stream modes
+ * need — LangChain's callback events for "events", LangGraph's debug chunks
+ * for "debug" and "checkpoints"; only runs that ask pay for them — and its
+ * id as the graph's root run id (the callback events' run_id), as the Agent
+ * Server gives it.
+ */
+function restObserve(p, runId) {
+  const modes = Array.isArray(p.stream_mode) ? p.stream_mode : [p.stream_mode];
+  return { events: modes.includes('events'), debug: modes.includes('debug') || modes.includes('checkpoints'), runId };
+}
+
+/**
  * A run asked to start `after_seconds` after it was created (params
  * after_seconds): waits until then, as the reference's queue does, unless
  * it is cancelled meanwhile (wait.cancelAction) or the worker closes.
@@ -210,13 +222,14 @@ export async function startRestRun(w, entry, p) {
       startError ??= e;
     }
     const dispose = truthy(p.temporary) && p.on_completion !== 'keep';
+    const observe = restObserve(p, runId);
     await recordRun(w, { thread, entry, runId, assistant, input: plan.input, configurable: plan.configurable,
-      rest: { options: plan.options, metadata: plan.metadata, config: { ...plan.config, configurable: undefined }, dispose } });
+      rest: { options: plan.options, metadata: plan.metadata, config: { ...plan.config, configurable: undefined }, dispose, observe } });
     await w.cmd.hdel(keys.run(thread), 'cancel');
     await w.cmd.del(keys.undo(thread));
     const relay = new Relay({ redis: w.cmd, thread, assistant, runId, log: w.log, appendOpts: ['ASSISTANT', assistant], subgraphs: graph?.subgraphPaths });
     ctl = { thread, graph, assistant, runId, relay, input: plan.input, configurable: { ...plan.configurable }, metadata: plan.metadata,
-      options: plan.options, rest: true, dispose, startError, injects: [], abort: new AbortController() };
+      options: plan.options, observe, rest: true, dispose, startError, injects: [], abort: new AbortController() };
     w.running.set(thread, ctl);
     // A rest.cancel read between the lock and here found no run to stop (its mark in the record
     // stays): the run ends before it starts, as one cancelled while it waits.

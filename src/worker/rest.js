@@ -40,9 +40,10 @@ const interruptsOf = (task) => (task.interrupts ?? []).map((i) => plain({ id: i.
  * not LangChain's constructor form), next, tasks (error as its message,
  * interrupts, the subgraph's checkpoint or nested state), checkpoint and
  * parent_checkpoint, metadata (without the root's empty checkpoint_ns),
- * created_at, and interrupts: every interrupt still waiting for an answer.
+ * created_at, and interrupts: every interrupt still waiting for an answer
+ * (not in a subgraph's nested state, which the Agent Server gives without).
  */
-export function threadState(snap) {
+export function threadState(snap, nested = false) {
   const tasks = (snap.tasks ?? []).map((t) => ({
     id: t.id,
     name: t.name,
@@ -50,7 +51,7 @@ export function threadState(snap) {
     error: t.error != null ? errorMessage(t.error) : null,
     interrupts: interruptsOf(t),
     checkpoint: t.state && !isSnapshot(t.state) ? partialCheckpoint(t.state) : null,
-    state: isSnapshot(t.state) ? threadState(t.state) : null,
+    state: isSnapshot(t.state) ? threadState(t.state, true) : null,
     result: t.result !== undefined ? plain(t.result) : null,
   }));
   const metadata = snap.metadata ? plain(snap.metadata) : undefined;
@@ -68,7 +69,7 @@ export function threadState(snap) {
     metadata,
     created_at: snap.createdAt ?? null,
     parent_checkpoint: checkpointOf(snap.parentConfig),
-    interrupts: waiting,
+    ...(nested ? {} : { interrupts: waiting }),
   };
 }
 

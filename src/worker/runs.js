@@ -8,7 +8,8 @@
 // A run is its `ctl`, kept in w.running under its thread while this worker
 // runs it: { thread, graph, assistant, runId, relay, input, configurable,
 // metadata, injects (messages to apply), abort (an AbortController), and
-// for a REST run rest: true, options, dispose, startError }; runGraph adds
+// for a REST run rest: true, options, observe (observe.js' side events),
+// dispose, startError }; runGraph adds
 // control (LangGraph's RunControl), cancelled and cancelAction, and, once
 // the run is over, over and settled (resolved when it is gone).
 //
@@ -18,6 +19,7 @@ import { RunControl, isGraphDrained } from '@langchain/langgraph';
 import { success } from './answers.js';
 import { keys } from './keys.js';
 import { keepLock, recordDone, recordRun, release } from './lock.js';
+import { observe } from './observe.js';
 import { Relay } from './relay.js';
 import { finishRestRun } from './rest-runs.js';
 
@@ -67,15 +69,14 @@ export async function runGraph(w, ctl) {
     for (let input = ctl.input; ;) {
       ctl.control = new RunControl();
       try {
-        const run = await graph.streamEvents(input, {
+        const run = observe(graph, input, {
           ...(ctl.options ?? {}),
-          version: 'v3',
           configurable: { ...ctl.configurable, thread_id: thread },
           signal: ctl.abort.signal,
           control: ctl.control,
           durability: 'sync',
           ...(ctl.metadata ? { metadata: ctl.metadata } : {}),
-        });
+        }, ctl.observe);
         for await (const ev of run) await relay.push(ev);
       } catch (e) {
         if (!isGraphDrained(e) || !ctl.injects.length) throw e;
@@ -100,6 +101,7 @@ export async function runGraph(w, ctl) {
       extra = { error: 'cancelled', cancelled: true };
     } else {
       relay.closeOpen(e.message, 'run_failed');
+      relay.failure(e);
       extra = { error: String(e.message ?? e) };
       error = e;
       w.log('warn', 'run failed', { thread, run_id: ctl.runId, error: String(e.message ?? e) });

@@ -106,7 +106,7 @@ export class ThreadcastStore extends BaseStore {
       }
       const status = Number(reply[0]);
       const body = reply[1] ? JSON.parse(reply[1]) : null;
-      if (c.kind === 'get' && status === 404) results[c.i] = null;
+      if (c.kind === 'get' && (status === 404 || (status === 200 && body === null))) results[c.i] = null; // a missing item: 200 null
       else if (status >= 300) failure ??= new StoreError(status, body?.detail ?? `threadcast_store ${c.req[0]} answered ${status}`);
       else if (c.kind === 'get') results[c.i] = itemOf(body, false);
       else if (c.kind === 'search') results[c.i] = body.items.map((j) => itemOf(j, true));

@@ -84,8 +84,8 @@ export async function takeOver(w, entry, record) {
   const ctl = { thread, graph, assistant, runId: record.run_id, relay, input, configurable: fromStart ? recorded : configurable,
     injects: [], abort: new AbortController(), ...(startError ? { startError } : {}) };
   if (rest) { // a REST run: its id and options go on; a cancel that came while nobody ran it applies now
-    const { options, metadata, dispose } = rest;
-    Object.assign(ctl, { rest: true, options, metadata, dispose });
+    const { options, metadata, dispose, observe } = rest;
+    Object.assign(ctl, { rest: true, options, metadata, dispose, observe });
     if (record.cancel) cancelRun(ctl, record.cancel);
   }
   w.running.set(thread, ctl);

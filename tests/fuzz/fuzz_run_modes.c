@@ -55,9 +55,10 @@ int FUZZ_ENTRY(const uint8_t *data, size_t size)
 		return 0;
 	uint8_t b = data[0];
 	struct seen s = { .ordered = true };
-	struct tc_run_modes *f =
-		tc_run_modes_new("r1", "t1", b & 0x3f ? b & 0x3f : TC_MODE_VALUES, b & 0x40, b & 0x80,
-				 b & 0x80 ? (uint64_t)(b & 0x0f) * TC_RUN_MODES_IDS + (b >> 4 & 7) : 0, check, &s);
+	/* (the six low bits pick modes twice over: bits 0-5 and, shifted, the later ones) */
+	unsigned modes = (unsigned)(b & 0x3f) | (unsigned)(b & 0x3f) << 6;
+	struct tc_run_modes *f = tc_run_modes_new("r1", "t1", modes ? modes : TC_MODE_VALUES, b & 0x40, b & 0x80,
+						  b & 0x80 ? (uint64_t)(b & 0x3f) : 0, check, &s);
 	char *text = tc_xstrndup((const char *)data + 1, size - 1);
 	double last_seq = -1;
 	for (char *line = text, *next; line; line = next) {

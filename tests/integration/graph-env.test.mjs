@@ -173,7 +173,8 @@ describe('graphs behind two gateways and two workers', () => {
     assert.equal(configurable.run_id, run.run_id);
     assert.equal(configurable.thread_id, thread);
     assert.equal(configurable.graph_id, 'settings');
-    assert.equal(configurable.assistant_id, 'settings');
+    assert.match(run.assistant_id, /^[0-9a-f-]{36}$/, 'the graph\'s own assistant, by its uuid as the reference names it');
+    assert.equal(configurable.assistant_id, run.assistant_id);
     assert.deepEqual(context, { model: 'anthropic' });
     assert.equal(metadata.purpose, 'testing');
     assert.equal(metadata.created_by, 'system', 'the graph\'s own assistant\'s metadata');
@@ -190,7 +191,7 @@ describe('graphs behind two gateways and two workers', () => {
     const thread = (await client.threads.create()).thread_id;
     await client.runs.wait(thread, 'settings', { input: { question: 'one' } });
     await client.runs.wait(thread, 'settings', { input: { question: 'two' }, metadata: { run_tag: 'second' }, config: { configurable: { user_id: 'u2' } } });
-    const second = (await client.runs.list(thread))[0].run_id;
+    const { run_id: second, assistant_id: assistant } = (await client.runs.list(thread))[0];
     const all = await client.threads.getHistory(thread, { limit: 100 });
     const tagged = await client.threads.getHistory(thread, { metadata: { run_tag: 'second' }, limit: 100 });
     assert.equal(all.length, 6, 'two runs of three checkpoints (input, start, the node)');
@@ -199,7 +200,7 @@ describe('graphs behind two gateways and two workers', () => {
       assert.equal(c.metadata.run_id, second);
       assert.equal(c.metadata.user_id, 'u2', 'configurable members are metadata too');
       assert.equal(c.metadata.graph_id, 'settings');
-      assert.equal(c.metadata.assistant_id, 'settings');
+      assert.equal(c.metadata.assistant_id, assistant);
       assert.equal(c.metadata.created_by, 'system');
     }
     assert.deepEqual(tagged.map((c) => c.metadata.source), ['loop', 'loop', 'input']);
@@ -290,7 +291,7 @@ describe('graphs behind two gateways and two workers', () => {
       { name: 'StoreError', message: 'limit must be an integer from 1 to 1000' });
     assert.equal((await fails({ op: 'put', namespace: ['a.b'], key: 'k', value: { a: 1 } })).name, 'InvalidNamespaceError');
     assert.equal((await fails({ op: 'get', namespace: ['a.b'], key: 'k' })).name, 'InvalidNamespaceError');
-    assert.equal(await statusOf(client.store.getItem(ns, 'big')), 404, 'nothing was written');
+    assert.equal(await client.store.getItem(ns, 'big'), null, 'nothing was written');
   });
 
   test('the SDK logger: a graph that asks for it as it is imported loads, and its lines are the worker\'s log lines', async () => {
@@ -363,7 +364,6 @@ describe('graphs behind two gateways and two workers', () => {
   });
 
   test('a chat model\'s answer stays a string in the state: the graph that loops until content === "end" ends',
-    { todo: 'needs the runs streamed the reference\'s way (branch i26-streams): under streamEvents v3 chat models answer content blocks' },
     async () => {
       const out = await client.runs.wait(null, 'chat', { input: { messages: [{ role: 'user', content: 'hi' }] }, config: { recursion_limit: 10 } });
       assert.deepEqual(out.messages.map((m) => m.content), ['hi', 'begin', 'end']);
@@ -398,8 +398,12 @@ describe('graphs behind two gateways and two workers', () => {
         const parts = [];
         for await (const p of client.runs.stream(null, 'cfg_factory', { input: {}, config: { configurable: { node: 'built' } }, streamMode: ['updates'] })) parts.push(p);
         assert.deepEqual(parts.filter((p) => p.event === 'updates').flatMap((p) => Object.keys(p.data)), ['built']);
-        const listed = (await client.assistants.search({ limit: 100 })).map((a) => a.assistant_id);
+        const listed = (await client.assistants.search({ limit: 100 })).map((a) => a.graph_id);
         assert.ok(listed.includes('cfg_speak') && listed.includes('cfg_factory'), listed.join());
+        const system = (await client.assistants.search({ graphId: 'cfg_speak' }))[0];
+        assert.deepEqual({ created_by: system.metadata.created_by, config: system.config, context: system.context },
+          { created_by: 'system', config: { configurable: { greeting: 'hello' } }, context: { voice: 'calm' } },
+          'the graph\'s system assistant has its LANGGRAPH_CONFIG defaults');
       } finally {
         await w.kill('SIGTERM');
       }

@@ -128,10 +128,11 @@ describe('the Agent Protocol REST API as raw HTTP', () => {
     assertIncreasingIds(sse.events, 'the stream');
     const [first] = sse.events;
     assert.equal(first.event, 'metadata');
-    assert.equal(first.data.run_id, rid);
-    assert.equal(first.data.thread_id, tid);
+    assert.deepEqual(first.data, { run_id: rid, attempt: 1 }, 'the Agent Server\'s metadata');
+    assert.equal(first.id, '0');
     const names = new Set(sse.events.map((e) => e.event.split('|')[0]));
-    assert.deepEqual([...names].sort(), ['messages', 'metadata', 'updates', 'values']);
+    // (with stream_subgraphs and values, LangGraph's checkpoint envelopes come too, as from the Agent Server)
+    assert.deepEqual([...names].sort(), ['checkpoints', 'messages', 'metadata', 'updates', 'values']);
     assert.ok(sse.events.some((e) => /^updates\|researcher:[^|]+$/.test(e.event)));
     assert.ok(sse.events.filter((e) => e.event === 'messages').every((e) => Array.isArray(e.data) && e.data.length === 2));
     assert.deepEqual(transcript(sse.events.filter((e) => e.event === 'values').at(-1).data), expectedTranscript(q));
@@ -238,7 +239,10 @@ describe('the Agent Protocol REST API as raw HTTP', () => {
     const iv = await join(int.tid, ib.run_id);
     assert.equal(await runStatus(int.tid, int.a.run_id), 'interrupted');
     assert.equal(await runStatus(int.tid, ib.run_id), 'success');
-    assert.deepEqual(transcript(iv).slice(-4), expectedTranscript('second (interrupt)'));
+    // ("second (interrupt)" stops at the graph's interrupt(): a join answers the run's last values
+    // event, LangGraph's {"__interrupt__": […]}, as the Agent Server does)
+    assert.deepEqual(Object.keys(iv), ['__interrupt__']);
+    assert.deepEqual(transcript(await s.head(int.tid)).slice(-4), expectedTranscript('second (interrupt)'));
 
     const rbb = await jsonResponse(rb.res);
     const rv = await join(rb.tid, rbb.run_id);

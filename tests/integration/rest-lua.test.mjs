@@ -71,7 +71,7 @@ const finished = (rid, body = {}) => call('run.finished', { body: { run_id: rid,
 test('the libraries register threadcast_rest beside the other functions', async () => {
   const fns = {};
   for (const lib of await rc.cmd('FUNCTION', 'LIST')) fns[lib[1]] = lib[5].map((f) => f[1]).sort();
-  assert.deepEqual(fns, { threadcast: ['threadcast_append', 'threadcast_append_batch', 'threadcast_register', 'threadcast_submit'],
+  assert.deepEqual(fns, { threadcast: ['threadcast_append', 'threadcast_append_batch', 'threadcast_range', 'threadcast_register', 'threadcast_submit'],
     threadcast_store: ['threadcast_store'], threadcast_rest: ['threadcast_rest'] });
 });
 

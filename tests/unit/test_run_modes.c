@@ -40,7 +40,11 @@ static struct tc_run_modes *fmt(struct sink *s, const char *modes, bool subgraph
 static void modes(void **state)
 {
 	cJSON *v = cJSON_Parse("[\"values\",\"messages-tuple\",\"nope\"]");
-	assert_int_equal(tc_run_modes_parse(v), TC_MODE_VALUES | TC_MODE_MESSAGES);
+	assert_int_equal(tc_run_modes_parse(v), TC_MODE_VALUES | TC_MODE_MESSAGES_TUPLE);
+	cJSON_Delete(v);
+	v = cJSON_Parse("[\"messages\",\"events\",\"tools\",\"debug\",\"checkpoints\",\"tasks\",\"custom\"]");
+	assert_int_equal(tc_run_modes_parse(v), TC_MODE_MESSAGES | TC_MODE_EVENTS | TC_MODE_TOOLS | TC_MODE_DEBUG |
+							TC_MODE_CHECKPOINTS | TC_MODE_TASKS | TC_MODE_CUSTOM);
 	cJSON_Delete(v);
 	v = cJSON_Parse("\"updates\"");
 	assert_int_equal(tc_run_modes_parse(v), TC_MODE_UPDATES);
@@ -63,7 +67,7 @@ static void only_the_run(void **state)
 	assert_false(feed(f, "values", "[\"sub:1\"]", "\"data\":{\"n\":3}")); /* no subgraphs */
 	assert_true(feed(f, "lifecycle", "[]", "\"data\":{\"event\":\"completed\"}"));
 	assert_true(feed(f, "values", "[]", "\"data\":{\"n\":4}")); /* after: ignored */
-	assert_string_equal(s.text, "id: 48\nevent: values\ndata: {\"n\":2}\n\n");
+	assert_string_equal(s.text, "id: 1\nevent: values\ndata: {\"n\":2}\n\n");
 	cJSON *res = tc_run_modes_result(f);
 	char *j = cJSON_PrintUnformatted(res);
 	assert_string_equal(j, "{\"n\":2}");
@@ -91,11 +95,14 @@ static void updates_custom_subgraphs(void **state)
 	feed(f, "lifecycle", "[\"tools:7\",\"inner\"]", "\"data\":{\"event\":\"started\"}");
 	feed(f, "updates", "[]", "\"data\":{\"node\":\"agent\",\"values\":{\"k\":1}}");
 	feed(f, "updates", "[\"tools:7\",\"inner\"]", "\"data\":{\"values\":{\"k\":2}}");
+	/* a chunk the graph wrote: LangGraph wraps it as {payload} unless it has a name of its own */
+	feed(f, "custom", "[]", "\"data\":{\"payload\":{\"p\":true}}");
 	feed(f, "custom", "[]", "\"data\":{\"name\":\"x\",\"payload\":{\"p\":true}}");
 	feed(f, "values", "[]", "\"data\":{\"n\":1}"); /* not asked for */
-	assert_string_equal(s.text, "id: 16\nevent: updates\ndata: {\"agent\":{\"k\":1}}\n\n"
-				    "id: 24\nevent: updates|tools:7|inner\ndata: {\"k\":2}\n\n"
-				    "id: 32\nevent: custom\ndata: {\"p\":true}\n\n");
+	assert_string_equal(s.text, "id: 1\nevent: updates\ndata: {\"agent\":{\"k\":1}}\n\n"
+				    "id: 2\nevent: updates|tools:7|inner\ndata: {\"k\":2}\n\n"
+				    "id: 3\nevent: custom\ndata: {\"p\":true}\n\n"
+				    "id: 4\nevent: custom\ndata: {\"name\":\"x\",\"payload\":{\"p\":true}}\n\n");
 	tc_run_modes_free(f);
 }
 
@@ -121,7 +128,7 @@ static void message_tuples(void **state)
 	assert_int_equal(s.units, 3);
 	char *p = s.text;
 	assert_non_null(strstr(p, "event: messages\ndata: [{\"content\":\"Hel\""));
-	assert_non_null(strstr(p, "\"type\":\"AIMessageChunk\""));
+	assert_non_null(strstr(p, "\"type\":\"ai\""));
 	assert_non_null(strstr(p, "\"id\":\"m1\""));
 	assert_non_null(strstr(
 		p,
@@ -156,9 +163,9 @@ static void messages_apart_by_node(void **state)
 	const char *a = strstr(s.text, "{\"content\":\"a\""), *b = strstr(s.text, "{\"content\":\"b\""),
 		   *c = strstr(s.text, "{\"content\":\"c\"");
 	assert_true(a && b && c);
-	assert_non_null(strstr(a, "\"type\":\"AIMessageChunk\",\"name\":null,\"id\":\"m1\""));
+	assert_non_null(strstr(a, "\"type\":\"ai\",\"name\":null,\"id\":\"m1\""));
 	assert_non_null(strstr(b, "\"type\":\"human\",\"name\":null,\"id\":\"i1\""));
-	assert_non_null(strstr(c, "\"type\":\"AIMessageChunk\",\"name\":null,\"id\":\"m1\""));
+	assert_non_null(strstr(c, "\"type\":\"ai\",\"name\":null,\"id\":\"m1\""));
 	tc_run_modes_free(f);
 }
 
@@ -166,7 +173,7 @@ static void messages_apart_by_node(void **state)
 static void node_tasks_are_not_subgraphs(void **state)
 {
 	struct sink s = { 0 };
-	struct tc_run_modes *f = fmt(&s, "[\"messages\",\"custom\"]", true, true);
+	struct tc_run_modes *f = fmt(&s, "[\"messages-tuple\",\"custom\"]", true, true);
 	feed(f, "lifecycle", "[\"researcher:1\"]", "\"data\":{\"event\":\"started\"}");
 	feed(f, "messages", "[\"model:9\"]", "\"data\":{\"event\":\"message-start\",\"role\":\"ai\",\"id\":\"m1\"}");
 	feed(f, "messages", "[\"model:9\"]",
@@ -178,22 +185,35 @@ static void node_tasks_are_not_subgraphs(void **state)
 	tc_run_modes_free(f);
 }
 
-/* A tool's result (the tools channel) is a ToolMessage in messages mode, from the tools node. */
-static void tool_results_are_messages(void **state)
+/*
+ * A message a node returns without streaming it (a tool's result) is a tuple of its own, from the
+ * node's update, as LangGraph's messages mode has it; one streamed or already in the state is not.
+ */
+static void returned_messages_are_tuples(void **state)
 {
 	struct sink s = { 0 };
 	struct tc_run_modes *f = fmt(&s, "[\"messages-tuple\"]", false, true);
-	feed(f, "tools", "[\"tools:3\"]",
-	     "\"data\":{\"event\":\"tool-started\",\"tool_call_id\":\"c1\",\"tool_name\":\"search\"}");
+	feed(f, "values", "[]", "\"data\":{\"messages\":[{\"content\":\"hi\",\"type\":\"human\",\"id\":\"h1\"}]}");
+	feed(f, "messages", "[\"model:2\"]", "\"data\":{\"event\":\"message-start\",\"id\":\"m1\"}");
+	feed(f, "messages", "[\"model:2\"]",
+	     "\"data\":{\"event\":\"content-block-delta\",\"index\":0,\"delta\":{\"type\":\"text-delta\",\"text\":\"a\"}}");
+	feed(f, "messages", "[\"model:2\"]", "\"data\":{\"event\":\"message-finish\"}");
+	feed(f, "updates", "[]",
+	     "\"node\":\"model\",\"data\":{\"node\":\"model\",\"values\":{\"messages\":[{\"content\":\"a\",\"type\":\"ai\",\"id\":\"m1\"}]}}");
 	feed(f, "tools", "[\"tools:3\"]",
 	     "\"data\":{\"event\":\"tool-finished\",\"tool_call_id\":\"c1\",\"output\":{\"content\":\"42\",\"type\":\"tool\"}}");
-	feed(f, "tools", "[\"tools:3\"]",
-	     "\"data\":{\"event\":\"tool-finished\",\"tool_call_id\":\"c2\",\"output\":\"plain\"}");
-	assert_int_equal(s.units, 2);
+	feed(f, "updates", "[]",
+	     "\"node\":\"tools\",\"data\":{\"node\":\"tools\",\"values\":{\"messages\":[{\"content\":\"42\",\"type\":\"tool\",\"tool_call_id\":\"c1\",\"id\":\"t1\"},"
+	     "{\"content\":\"43\",\"type\":\"tool\",\"tool_call_id\":\"c2\"},{\"content\":\"hi\",\"type\":\"human\",\"id\":\"h1\"},"
+	     "{\"content\":\"no id\",\"type\":\"human\"}],\"n\":1}}}");
+	/* "a"; the two tool messages (not the streamed one, not the state's, not one without an id that is no tool's) */
+	assert_int_equal(s.units, 3);
 	assert_non_null(strstr(
 		s.text,
-		"event: messages\ndata: [{\"content\":\"42\",\"type\":\"tool\",\"tool_call_id\":\"c1\",\"id\":\"tool-c1\"},{\"langgraph_node\":\"tools\""));
-	assert_non_null(strstr(s.text, "[{\"content\":\"plain\",\"type\":\"tool\",\"tool_call_id\":\"c2\""));
+		"id: 2\nevent: messages\ndata: [{\"content\":\"42\",\"type\":\"tool\",\"tool_call_id\":\"c1\",\"id\":\"t1\"},{\"langgraph_node\":\"tools\""));
+	assert_non_null(strstr(
+		s.text,
+		"id: 3\nevent: messages\ndata: [{\"content\":\"43\",\"type\":\"tool\",\"tool_call_id\":\"c2\",\"id\":\"run-r1-tool-c2\"}"));
 	tc_run_modes_free(f);
 }
 
@@ -201,7 +221,7 @@ static void tool_results_are_messages(void **state)
 static void message_started_twice(void **state)
 {
 	struct sink s = { 0 };
-	struct tc_run_modes *f = fmt(&s, "[\"messages\"]", false, true);
+	struct tc_run_modes *f = fmt(&s, "[\"messages-tuple\"]", false, true);
 	feed(f, "messages", "[]", "\"data\":{\"event\":\"message-start\",\"role\":\"ai\",\"id\":\"m1\"}");
 	feed(f, "messages", "[]", "\"data\":{\"event\":\"message-start\",\"role\":\"tool\",\"id\":\"m2\"}");
 	feed(f, "messages", "[]",
@@ -214,7 +234,7 @@ static void message_started_twice(void **state)
 static void whole_tool_message(void **state)
 {
 	struct sink s = { 0 };
-	struct tc_run_modes *f = fmt(&s, "[\"messages\"]", false, true);
+	struct tc_run_modes *f = fmt(&s, "[\"messages-tuple\"]", false, true);
 	feed(f, "messages", "[]",
 	     "\"data\":{\"event\":\"message-start\",\"role\":\"tool\",\"id\":\"m2\",\"tool_call_id\":\"c1\"}");
 	feed(f, "messages", "[]",
@@ -226,7 +246,10 @@ static void whole_tool_message(void **state)
 	tc_run_modes_free(f);
 }
 
-/* An interrupt shows in values and updates as "__interrupt__", and in the wait's result. */
+/*
+ * An interrupt a producer says only as input.requested shows as LangGraph shows one: updates and
+ * values {"__interrupt__": [{value, id}]}, the wait's result.
+ */
 static void interrupts(void **state)
 {
 	struct sink s = { 0 };
@@ -234,14 +257,43 @@ static void interrupts(void **state)
 	feed(f, "values", "[]", "\"data\":{\"n\":1}");
 	feed(f, "input.requested", "[]", "\"data\":{\"interrupt_id\":\"i1\",\"payload\":{\"ask\":\"ok?\"}}");
 	assert_true(feed(f, "lifecycle", "[]", "\"data\":{\"event\":\"interrupted\"}"));
-	assert_non_null(strstr(
-		s.text, "event: updates\ndata: {\"__interrupt__\":[{\"value\":{\"ask\":\"ok?\"},\"id\":\"i1\"}]}"));
-	assert_non_null(strstr(
+	assert_string_equal(
 		s.text,
-		"event: values\ndata: {\"n\":1,\"__interrupt__\":[{\"value\":{\"ask\":\"ok?\"},\"id\":\"i1\"}]}"));
+		"id: 1\nevent: values\ndata: {\"n\":1}\n\n"
+		"id: 2\nevent: updates\ndata: {\"__interrupt__\":[{\"value\":{\"ask\":\"ok?\"},\"id\":\"i1\"}]}\n\n"
+		"id: 3\nevent: values\ndata: {\"__interrupt__\":[{\"value\":{\"ask\":\"ok?\"},\"id\":\"i1\"}]}\n\n");
 	cJSON *res = tc_run_modes_result(f);
 	char *j = cJSON_PrintUnformatted(res);
-	assert_string_equal(j, "{\"n\":1,\"__interrupt__\":[{\"value\":{\"ask\":\"ok?\"},\"id\":\"i1\"}]}");
+	assert_string_equal(j, "{\"__interrupt__\":[{\"value\":{\"ask\":\"ok?\"},\"id\":\"i1\"}]}");
+	free(j);
+	cJSON_Delete(res);
+	tc_run_modes_free(f);
+}
+
+/*
+ * The LangGraph worker gives LangGraph's own {"__interrupt__": …} updates and values (side
+ * events), in their place and namespace — an empty one at an interrupt_before stop: those are
+ * sent, and nothing is made up from its input.requested.
+ */
+static void interrupts_as_langgraph_gives_them(void **state)
+{
+	struct sink s = { 0 };
+	struct tc_run_modes *f = fmt(&s, "[\"values\",\"updates\"]", true, true);
+	feed(f, "lifecycle", "[\"sub:1\"]", "\"data\":{\"event\":\"started\"}");
+	feed(f, TC_RUN_MODES_SIDE, "[\"sub:1\"]",
+	     "\"data\":{\"mode\":\"updates\",\"data\":{\"__interrupt__\":[{\"id\":\"i1\",\"value\":2}]}}");
+	feed(f, TC_RUN_MODES_SIDE, "[\"sub:1\"]",
+	     "\"data\":{\"mode\":\"values\",\"data\":{\"__interrupt__\":[{\"id\":\"i1\",\"value\":2}]}}");
+	feed(f, "input.requested", "[\"sub:1\"]", "\"data\":{\"interrupt_id\":\"i1\",\"payload\":2}");
+	feed(f, TC_RUN_MODES_SIDE, "[]", "\"data\":{\"mode\":\"values\",\"data\":{\"__interrupt__\":[]}}");
+	assert_true(feed(f, "lifecycle", "[]", "\"data\":{\"event\":\"interrupted\"}"));
+	assert_string_equal(s.text,
+			    "id: 1\nevent: updates|sub:1\ndata: {\"__interrupt__\":[{\"id\":\"i1\",\"value\":2}]}\n\n"
+			    "id: 2\nevent: values|sub:1\ndata: {\"__interrupt__\":[{\"id\":\"i1\",\"value\":2}]}\n\n"
+			    "id: 3\nevent: values\ndata: {\"__interrupt__\":[]}\n\n");
+	cJSON *res = tc_run_modes_result(f);
+	char *j = cJSON_PrintUnformatted(res);
+	assert_string_equal(j, "{\"__interrupt__\":[]}");
 	free(j);
 	cJSON_Delete(res);
 	tc_run_modes_free(f);
@@ -253,7 +305,7 @@ static void failure(void **state)
 	struct sink s = { 0 };
 	struct tc_run_modes *f = fmt(&s, "[\"values\"]", false, true);
 	assert_true(feed(f, "lifecycle", "[]", "\"data\":{\"event\":\"failed\",\"error\":\"boom\"}"));
-	assert_string_equal(s.text, "id: 8\nevent: error\ndata: {\"error\":\"Error\",\"message\":\"boom\"}\n\n");
+	assert_string_equal(s.text, "id: 1\nevent: error\ndata: {\"error\":\"Error\",\"message\":\"boom\"}\n\n");
 	cJSON *res = tc_run_modes_result(f);
 	char *j = cJSON_PrintUnformatted(res);
 	assert_string_equal(j, "{\"__error__\":{\"error\":\"Error\",\"message\":\"boom\"}}");
@@ -275,21 +327,173 @@ static void subgraph_end_and_wait(void **state)
 	tc_run_modes_free(f);
 }
 
-/* Resumed from an id: that event's outputs up to it are not sent again. */
+/* Resumed from an id: the events up to it are made again (the same ones), not sent again. */
 static void resume_within_an_event(void **state)
 {
 	struct sink s = { 0 };
 	cJSON *m = cJSON_Parse("[\"values\",\"updates\"]");
-	/* id 24 = the first output of seq 3 (the interrupt's updates) was received */
-	struct tc_run_modes *f = tc_run_modes_new("r1", "t1", tc_run_modes_parse(m), false, true, 24, collect, &s);
+	/* id 2 = the first event input.requested made (its updates) was received */
+	struct tc_run_modes *f = tc_run_modes_new("r1", "t1", tc_run_modes_parse(m), false, true, 2, collect, &s);
 	cJSON_Delete(m);
 	seq = 0;
 	feed(f, "values", "[]", "\"data\":{\"n\":7}"); /* read again, not sent again */
-	feed(f, "updates", "[]", "\"data\":{\"values\":{\"n\":7}}");
 	feed(f, "input.requested", "[]", "\"data\":{\"interrupt_id\":\"i1\",\"payload\":1}");
-	assert_int_equal(s.units, 1);
-	assert_true(strncmp(s.text, "id: 25\nevent: values\n", 21) == 0);
-	assert_non_null(strstr(s.text, "{\"n\":7,\"__interrupt__\""));
+	feed(f, "updates", "[]", "\"data\":{\"node\":\"a\",\"values\":{\"n\":8}}");
+	assert_int_equal(s.units, 2);
+	assert_string_equal(s.text, "id: 3\nevent: values\ndata: {\"__interrupt__\":[{\"value\":1,\"id\":\"i1\"}]}\n\n"
+				    "id: 4\nevent: updates\ndata: {\"a\":{\"n\":8}}\n\n");
+	tc_run_modes_free(f);
+}
+
+/*
+ * messages: for each AI message a model streams, its metadata once, then the message so far at
+ * each chunk (text and tool calls); the root values' new messages, together, as complete.
+ */
+static void messages_partial_and_complete(void **state)
+{
+	struct sink s = { 0 };
+	struct tc_run_modes *f = fmt(&s, "[\"messages\"]", false, true);
+	feed(f, "values", "[]", "\"data\":{\"messages\":[{\"content\":\"hi\",\"type\":\"human\",\"id\":\"h1\"}]}");
+	feed(f, "messages", "[\"agent:1\"]", "\"data\":{\"event\":\"message-start\",\"id\":\"m1\"}");
+	feed(f, "messages", "[\"agent:1\"]",
+	     "\"data\":{\"event\":\"content-block-start\",\"index\":0,\"content\":{\"type\":\"text\",\"text\":\"\"}}");
+	feed(f, "messages", "[\"agent:1\"]",
+	     "\"data\":{\"event\":\"content-block-delta\",\"index\":0,\"delta\":{\"type\":\"text-delta\",\"text\":\"be\"}}");
+	feed(f, "messages", "[\"agent:1\"]",
+	     "\"data\":{\"event\":\"content-block-delta\",\"index\":0,\"delta\":{\"type\":\"text-delta\",\"text\":\"gin\"}}");
+	feed(f, "messages", "[\"agent:1\"]",
+	     "\"data\":{\"event\":\"content-block-start\",\"index\":1,\"content\":{\"type\":\"tool_call_chunk\",\"id\":\"c1\",\"name\":\"search\",\"args\":\"\"}}");
+	feed(f, "messages", "[\"agent:1\"]",
+	     "\"data\":{\"event\":\"content-block-delta\",\"index\":1,\"delta\":{\"type\":\"tool-call-delta\",\"args\":\"{\\\"q\\\":\"}}");
+	feed(f, "messages", "[\"agent:1\"]",
+	     "\"data\":{\"event\":\"content-block-delta\",\"index\":1,\"delta\":{\"type\":\"tool-call-delta\",\"args\":\"1}\"}}");
+	feed(f, "messages", "[\"agent:1\"]",
+	     "\"data\":{\"event\":\"content-block-finish\",\"index\":0,\"content\":{\"type\":\"text\",\"text\":\"begin\"}}");
+	feed(f, "messages", "[\"agent:1\"]", "\"data\":{\"event\":\"message-finish\"}");
+	feed(f, "values", "[]",
+	     "\"data\":{\"messages\":[{\"content\":\"hi\",\"type\":\"human\",\"id\":\"h1\"},{\"content\":\"begin\",\"type\":\"ai\",\"id\":\"m1\"}]}");
+	const char *t = s.text;
+	assert_ptr_equal(
+		strstr(t,
+		       "id: 1\nevent: messages/complete\ndata: [{\"content\":\"hi\",\"type\":\"human\",\"id\":\"h1\"}]\n\n"),
+		t);
+	assert_non_null(strstr(
+		t, "id: 2\nevent: messages/metadata\ndata: {\"m1\":{\"metadata\":{\"langgraph_node\":\"agent\""));
+	assert_non_null(strstr(t, "id: 3\nevent: messages/partial\ndata: [{\"content\":\"be\","));
+	assert_non_null(strstr(t, "id: 4\nevent: messages/partial\ndata: [{\"content\":\"begin\","));
+	assert_non_null(strstr(
+		t,
+		"\"tool_call_chunks\":[{\"type\":\"tool_call_chunk\",\"id\":\"c1\",\"name\":\"search\",\"args\":\"{\\\"q\\\":1}\",\"index\":1}],"
+		"\"tool_calls\":[{\"name\":\"search\",\"args\":{\"q\":1},\"id\":\"c1\",\"type\":\"tool_call\"}],\"id\":\"m1\""));
+	assert_non_null(strstr(
+		t,
+		"id: 7\nevent: messages/complete\ndata: [{\"content\":\"begin\",\"type\":\"ai\",\"id\":\"m1\"}]\n\n"));
+	assert_int_equal(s.units, 7); /* the finished text is not news */
+	tc_run_modes_free(f);
+
+	/* with subgraphs, as the Agent Server does, nothing complete */
+	struct sink s2 = { 0 };
+	f = fmt(&s2, "[\"messages\"]", true, true);
+	feed(f, "values", "[]", "\"data\":{\"messages\":[{\"content\":\"hi\",\"type\":\"human\",\"id\":\"h1\"}]}");
+	assert_int_equal(s2.units, 0);
+	tc_run_modes_free(f);
+}
+
+/* A streamed tool call's args deltas are tool call chunks of their own in messages-tuple. */
+static void tool_call_deltas(void **state)
+{
+	struct sink s = { 0 };
+	struct tc_run_modes *f = fmt(&s, "[\"messages-tuple\"]", false, true);
+	feed(f, "messages", "[]", "\"data\":{\"event\":\"message-start\",\"id\":\"m1\"}");
+	feed(f, "messages", "[]",
+	     "\"data\":{\"event\":\"content-block-start\",\"index\":1,\"content\":{\"type\":\"tool_call_chunk\",\"id\":\"c1\",\"name\":\"search\",\"args\":\"\"}}");
+	feed(f, "messages", "[]",
+	     "\"data\":{\"event\":\"content-block-delta\",\"index\":1,\"delta\":{\"type\":\"tool-call-delta\",\"args\":\"{}\"}}");
+	assert_int_equal(s.units, 2);
+	assert_non_null(strstr(
+		s.text,
+		"\"tool_call_chunks\":[{\"type\":\"tool_call_chunk\",\"id\":\"c1\",\"name\":\"search\",\"args\":\"\",\"index\":1}]"));
+	assert_non_null(strstr(
+		s.text,
+		"\"tool_call_chunks\":[{\"type\":\"tool_call_chunk\",\"id\":null,\"name\":null,\"args\":\"{}\",\"index\":1}]"));
+	tc_run_modes_free(f);
+}
+
+/* The worker's debug chunks: debug as they are; checkpoints {values, metadata, next} of the checkpoint ones. */
+static void debug_and_checkpoints(void **state)
+{
+	struct sink s = { 0 };
+	struct tc_run_modes *f = fmt(&s, "[\"debug\",\"checkpoints\",\"tasks\"]", false, true);
+	feed(f, TC_RUN_MODES_SIDE, "[]",
+	     "\"data\":{\"mode\":\"debug\",\"data\":{\"step\":-1,\"type\":\"checkpoint\",\"payload\":{\"config\":{},\"values\":{\"n\":0},"
+	     "\"metadata\":{\"source\":\"input\",\"step\":-1},\"next\":[\"__start__\"],\"tasks\":[]}}}");
+	feed(f, "tasks", "[]",
+	     "\"data\":{\"id\":\"t1\",\"name\":\"a\",\"input\":{},\"triggers\":[],\"interrupts\":[]}");
+	feed(f, "lifecycle", "[\"sub:1\"]", "\"data\":{\"event\":\"started\"}"); /* a subgraph's: not asked for */
+	feed(f, TC_RUN_MODES_SIDE, "[\"sub:1\"]",
+	     "\"data\":{\"mode\":\"debug\",\"data\":{\"step\":0,\"type\":\"task\",\"payload\":{}}}");
+	assert_string_equal(
+		s.text,
+		"id: 1\nevent: debug\ndata: {\"step\":-1,\"type\":\"checkpoint\",\"payload\":{\"config\":{},\"values\":{\"n\":0},"
+		"\"metadata\":{\"source\":\"input\",\"step\":-1},\"next\":[\"__start__\"],\"tasks\":[]}}\n\n"
+		"id: 2\nevent: checkpoints\ndata: {\"values\":{\"n\":0},\"metadata\":{\"source\":\"input\",\"step\":-1},\"next\":[\"__start__\"]}\n\n"
+		"id: 3\nevent: tasks\ndata: {\"id\":\"t1\",\"name\":\"a\",\"input\":{},\"triggers\":[],\"interrupts\":[]}\n\n");
+	tc_run_modes_free(f);
+}
+
+/* events: LangChain's callback events as the worker gives them; checkpoint envelopes with subgraphs and values. */
+static void events_and_envelopes(void **state)
+{
+	struct sink s = { 0 };
+	struct tc_run_modes *f = fmt(&s, "[\"events\",\"values\"]", true, true);
+	feed(f, TC_RUN_MODES_SIDE, "[]",
+	     "\"data\":{\"mode\":\"events\",\"data\":{\"event\":\"on_chain_start\",\"name\":\"g\"}}");
+	feed(f, "checkpoints", "[]", "\"data\":{\"id\":\"c1\",\"step\":0,\"source\":\"loop\"}");
+	feed(f, "values", "[]", "\"data\":{\"n\":1}");
+	assert_string_equal(s.text,
+			    "id: 1\nevent: events\ndata: {\"event\":\"on_chain_start\",\"name\":\"g\"}\n\n"
+			    "id: 2\nevent: checkpoints\ndata: {\"id\":\"c1\",\"step\":0,\"source\":\"loop\"}\n\n"
+			    "id: 3\nevent: values\ndata: {\"n\":1}\n\n");
+	tc_run_modes_free(f);
+	struct sink s2 = { 0 };
+	f = fmt(&s2, "[\"values\"]", false, true); /* no subgraphs: no envelopes */
+	feed(f, "checkpoints", "[]", "\"data\":{\"id\":\"c1\",\"step\":0,\"source\":\"loop\"}");
+	assert_int_equal(s2.units, 0);
+	tc_run_modes_free(f);
+}
+
+/* tools: LangGraph's own tools events, the tool's name kept from its start. */
+static void tools_mode(void **state)
+{
+	struct sink s = { 0 };
+	struct tc_run_modes *f = fmt(&s, "[\"tools\"]", false, true);
+	feed(f, "tools", "[\"tools:3\"]",
+	     "\"data\":{\"event\":\"tool-started\",\"tool_call_id\":\"c1\",\"tool_name\":\"search\",\"input\":\"{}\"}");
+	feed(f, "tools", "[\"tools:3\"]",
+	     "\"data\":{\"event\":\"tool-finished\",\"tool_call_id\":\"c1\",\"output\":{\"content\":\"42\",\"type\":\"tool\"}}");
+	assert_string_equal(
+		s.text,
+		"id: 1\nevent: tools\ndata: {\"event\":\"on_tool_start\",\"toolCallId\":\"c1\",\"name\":\"search\",\"input\":\"{}\"}\n\n"
+		"id: 2\nevent: tools\ndata: {\"event\":\"on_tool_end\",\"toolCallId\":\"c1\",\"name\":\"search\","
+		"\"output\":{\"content\":\"42\",\"type\":\"tool\"}}\n\n");
+	tc_run_modes_free(f);
+}
+
+/* A failure the worker explained: the error event and the wait's __error__ name the exception's class. */
+static void failure_with_its_class(void **state)
+{
+	struct sink s = { 0 };
+	struct tc_run_modes *f = fmt(&s, "[\"values\"]", false, true);
+	feed(f, TC_RUN_MODES_SIDE, "[]",
+	     "\"data\":{\"mode\":\"error\",\"data\":{\"error\":\"GraphRecursionError\",\"message\":\"too deep\"}}");
+	assert_true(feed(f, "lifecycle", "[]", "\"data\":{\"event\":\"failed\",\"error\":\"too deep\"}"));
+	assert_string_equal(
+		s.text, "id: 1\nevent: error\ndata: {\"error\":\"GraphRecursionError\",\"message\":\"too deep\"}\n\n");
+	cJSON *res = tc_run_modes_result(f);
+	char *j = cJSON_PrintUnformatted(res);
+	assert_string_equal(j, "{\"__error__\":{\"error\":\"GraphRecursionError\",\"message\":\"too deep\"}}");
+	free(j);
+	cJSON_Delete(res);
 	tc_run_modes_free(f);
 }
 
@@ -324,13 +528,20 @@ int main(void)
 		cmocka_unit_test(message_tuples),
 		cmocka_unit_test(messages_apart_by_node),
 		cmocka_unit_test(node_tasks_are_not_subgraphs),
-		cmocka_unit_test(tool_results_are_messages),
+		cmocka_unit_test(returned_messages_are_tuples),
 		cmocka_unit_test(message_started_twice),
 		cmocka_unit_test(whole_tool_message),
 		cmocka_unit_test(interrupts),
+		cmocka_unit_test(interrupts_as_langgraph_gives_them),
 		cmocka_unit_test(failure),
 		cmocka_unit_test(subgraph_end_and_wait),
 		cmocka_unit_test(resume_within_an_event),
+		cmocka_unit_test(messages_partial_and_complete),
+		cmocka_unit_test(tool_call_deltas),
+		cmocka_unit_test(debug_and_checkpoints),
+		cmocka_unit_test(events_and_envelopes),
+		cmocka_unit_test(tools_mode),
+		cmocka_unit_test(failure_with_its_class),
 		cmocka_unit_test(garbage),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
