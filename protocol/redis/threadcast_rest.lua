@@ -989,6 +989,41 @@ local function run_started(c)
   return { 200, run_json(r) }
 end
 
+-- A run a worker started over the protocol (run.start) on a thread the REST API
+-- knows: recorded as a running run of it, so runs.get, runs.join and runs.list
+-- show it as the reference server shows every run. A thread without a record
+-- (a protocol-only thread) records nothing: 200 null.
+local function run_adopted(c)
+  local b, raw = report(c)
+  for _, f in ipairs({ 'run_id', 'thread_id', 'assistant_id', 'graph_id' }) do
+    if type(b[f]) ~= 'string' or b[f] == '' then http(422, f .. ' is required') end
+  end
+  if not is_int(b.after_seq, 0, 1e15) then http(422, 'after_seq must be an integer') end
+  if not absent(b.kwargs) and not is_object_text(raw.kwargs) then http(422, 'kwargs must be an object') end
+  local rid, tid = b.run_id, b.thread_id
+  local known = run_record(rid)
+  if known then return { 200, run_json(known) } end -- a worker taking the run over reports it again
+  local t = thread_record(tid)
+  if not t then return { 200, 'null' } end
+  trim_runs(tid)
+  local r = { run_id = rid, thread_id = tid, assistant_id = b.assistant_id, graph_id = b.graph_id, status = 'running',
+              created_at = tostring(c.now), updated_at = tostring(c.now), metadata = '{}',
+              kwargs = absent(b.kwargs) and '{}' or raw.kwargs, multitask_strategy = 'reject',
+              after_seq = tostring(b.after_seq), on_completion = 'keep', temporary = '0' }
+  redis.call('HSET', keys.rest_run(rid), 'run_id', rid, 'thread_id', tid, 'assistant_id', r.assistant_id,
+             'graph_id', r.graph_id, 'status', 'running', 'created_at', c.now, 'updated_at', c.now,
+             'metadata', r.metadata, 'kwargs', r.kwargs, 'multitask_strategy', r.multitask_strategy,
+             'after_seq', b.after_seq, 'on_completion', 'keep', 'temporary', '0', 'after_seconds', 0)
+  redis.call('ZADD', keys.rest_runs(tid), c.now, rid)
+  t.metadata = merge(t.metadata or '{}', '{"graph_id":' .. jstr(r.graph_id) .. ',"assistant_id":' .. jstr(r.assistant_id) .. '}')
+  redis.call('HSET', keys.rest_thread(tid), 'metadata', t.metadata, 'status', 'busy', 'updated_at', c.now)
+  if t.expires_at then
+    apply_ttl(tid, t)
+    redis.call('PEXPIREAT', keys.rest_run(rid), t.expires_at)
+  end
+  return { 200, run_json(r) }
+end
+
 local function run_finished(c)
   local b, raw = report(c)
   local rid = b.run_id
@@ -1040,7 +1075,8 @@ local function run_finished(c)
   else
     redis.call('HDEL', tk, 'error')
   end
-  local nextr = dispatch_next(tid, c.clock)
+  -- (An adopted run may end while a REST run of the thread is handed over and waits for the lock.)
+  local nextr = redis.call('EXISTS', keys.rest_active(tid)) == 0 and dispatch_next(tid, c.clock)
   if nextr then
     redis.call('HSET', tk, 'status', 'busy')
     extra[#extra + 1] = '"dispatched":' .. jstr(nextr.run_id)
@@ -1350,7 +1386,7 @@ local REST_OPS = {
   ['threads.delete'] = threads_delete, ['threads.search'] = threads_search, ['threads.copy'] = threads_copy,
   ['runs.create'] = runs_create, ['runs.list'] = runs_list, ['runs.get'] = runs_get,
   ['runs.delete'] = runs_delete, ['runs.cancel'] = runs_cancel,
-  ['run.started'] = run_started, ['run.finished'] = run_finished,
+  ['run.started'] = run_started, ['run.finished'] = run_finished, ['run.adopted'] = run_adopted,
   ['threads.count'] = threads_count,
   ['assistants.create'] = assistants_create, ['assistants.get'] = assistants_get,
   ['assistants.patch'] = assistants_patch, ['assistants.delete'] = assistants_delete,

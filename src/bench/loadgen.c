@@ -353,6 +353,8 @@ static void sse_chunked_body(struct conn *c)
 {
 	size_t off = 0;
 	char *nl;
+	if (!c->body_len) /* no chunk data yet (a read of size lines only): body may still be NULL */
+		return;
 	while ((nl = memchr(c->body + off, '\n', c->body_len - off))) {
 		sse_line(c, c->body + off, (size_t)(nl - (c->body + off)));
 		off = (size_t)(nl + 1 - c->body);

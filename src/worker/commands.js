@@ -389,6 +389,7 @@ export async function handle(w, stream, id, fields, claimed) {
   } catch {
     return answer(w, entry, { type: 'error', error: 'invalid_argument', message: 'params is not JSON' });
   }
+  if (typeof params.assistant_id === 'string') entry.assistantId = params.assistant_id; // the assistant, where entry.assistant is its graph
   if (!entry.assistant) { // a wildcard stream: serve it only with the graph the command names
     entry.assistant = params.assistant_id ?? await w.cmd.hget(keys.meta(entry.thread), 'assistant_id');
   }

@@ -112,7 +112,7 @@ export const headOf = async (w, thread) => (await w.saver.getTuple({ configurabl
  */
 export async function recordRun(w, { thread, entry, runId, assistant, input, configurable, rest }) {
   const base = await headOf(w, thread);
-  await w.cmd.hset(keys.run(thread), { entry: entry.key, run_id: runId, status: 'running', assistant, base, input: saveInput(input),
+  await w.cmd.hset(keys.run(thread), { entry: entry.key, run_id: runId, status: 'running', recorded: '0', assistant, base, input: saveInput(input),
     configurable: JSON.stringify(configurable), ...(rest ? { rest: JSON.stringify(rest) } : {}) });
 }
 

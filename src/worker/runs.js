@@ -21,7 +21,8 @@ import { keys } from './keys.js';
 import { keepLock, recordDone, recordRun, release } from './lock.js';
 import { observe } from './observe.js';
 import { Relay } from './relay.js';
-import { finishRestRun } from './rest-runs.js';
+import { systemAssistantId } from './config.js';
+import { finishRestRun, restCall } from './rest-runs.js';
 
 /** Interrupts waiting for an answer at the thread's head: [{ id, value }]. */
 export function pendingInterrupts(state) {
@@ -118,7 +119,7 @@ export async function runGraph(w, ctl) {
     // A REST run's record is over before its stream says so: a client whose
     // stream just ended finds the run finished (else the SDK reconnects, to
     // a stateless run's records deleted meanwhile).
-    if (ctl.rest) await finishRestRun(w, ctl, status, error);
+    if (ctl.rest || ctl.recorded) await finishRestRun(w, ctl, status, error);
     await relay.end(status, extra);
     // A stateless run's thread (temporary, on_completion "delete"): its checkpoints go with it.
     if (ctl.dispose) await Promise.all([w.saver.deleteThread(thread), w.cmd.del(keys.run(thread), keys.undo(thread))]);
@@ -161,13 +162,14 @@ export async function startRun(w, entry, { thread, assistant, input, configurabl
   const { context, ...defaults } = served.defaults;
   configurable = { ...(defaults.configurable ?? {}), ...configurable };
   const graph = await served.build({ ...defaults, configurable, ...(metadata ? { metadata } : {}) });
-  const runId = `run-${randomUUID()}`;
+  const runId = randomUUID();
   await recordRun(w, { thread, entry, runId, assistant, input, configurable });
+  const recorded = await adopt(w, entry, { thread, runId, assistant, configurable, metadata });
   const relay = new Relay({ redis: w.cmd, thread, assistant, runId, log: w.log, appendOpts: ['ASSISTANT', assistant], subgraphs: graph.subgraphPaths });
-  relay.started();
+  relay.started(recorded ? { runId } : {}); // a recorded run is found by its id, as a REST run
   if (answered.length) relay.raw({ method: 'input.answered', params: { namespace: [], data: { interrupt_ids: answered } } });
   for (const h of humans) for (const ev of wholeMessage([], undefined, 'human', h.id, h.content)) relay.raw(ev);
-  const ctl = { thread, graph, assistant, runId, relay, input, configurable: { ...configurable }, metadata, injects: [], abort: new AbortController(),
+  const ctl = { thread, graph, assistant, runId, relay, input, configurable: { ...configurable }, metadata, recorded, injects: [], abort: new AbortController(),
     ...(context !== undefined ? { options: { context } } : {}) };
   w.running.set(thread, ctl);
   try {
@@ -179,6 +181,25 @@ export async function startRun(w, entry, { thread, assistant, input, configurabl
   }
   await success(w, entry, result({ run_id: runId }));
   await runGraph(w, ctl);
+}
+
+/**
+ * A run started over the protocol on a thread the REST API knows is one of
+ * its runs there too (run.adopted: runs.get, runs.join and runs.list see
+ * it, as the reference server's runs.create makes every run). Its id is the
+ * assistant the command named (the graph's system assistant for a graph
+ * id). Returns whether it was recorded; the thread's run record says so for
+ * a worker that takes the run over.
+ */
+async function adopt(w, entry, { thread, runId, assistant, configurable, metadata }) {
+  const named = entry.assistantId;
+  const assistantId = typeof named === 'string' && named !== assistant ? named : await systemAssistantId(assistant);
+  const afterSeq = Number(await w.cmd.hget(keys.meta(thread), 'seq')) || 0;
+  const got = await restCall(w, 'run.adopted', { run_id: runId, thread_id: thread, assistant_id: assistantId, graph_id: assistant,
+    after_seq: afterSeq, kwargs: { config: { configurable }, ...(metadata ? { metadata } : {}) } });
+  if (got.status !== 200 || got.body === 'null') return false;
+  await w.cmd.hset(keys.run(thread), 'recorded', '1');
+  return true;
 }
 
 /**

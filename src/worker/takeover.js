@@ -82,7 +82,7 @@ export async function takeOver(w, entry, record) {
   const { checkpoint_id: _from, ...configurable } = recorded;
   w.log('info', 'taking over a run', { thread, run_id: record.run_id, from: fromStart ? 'the start' : 'the last checkpoint' });
   const ctl = { thread, graph, assistant, runId: record.run_id, relay, input, configurable: fromStart ? recorded : configurable,
-    injects: [], abort: new AbortController(), ...(startError ? { startError } : {}) };
+    recorded: record.recorded === '1', injects: [], abort: new AbortController(), ...(startError ? { startError } : {}) };
   if (rest) { // a REST run: its id and options go on; a cancel that came while nobody ran it applies now
     const { options, metadata, dispose, observe } = rest;
     Object.assign(ctl, { rest: true, options, metadata, dispose, observe });

@@ -85,7 +85,7 @@ for (const transport of ['websocket', 'sse']) {
         const q = 'tell me about otters';
         const thread = open(s.apiUrl, threadId, transport);
         const run = await thread.run.start(question(q));
-        assert.match(run.run_id, /^run-/);
+        assert.match(run.run_id, /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/, 'a uuid, as the reference server\'s run ids');
         const msgs = collectMessages(thread);
         const calls = [];
         const callsDone = (async () => {

@@ -402,6 +402,40 @@ test('a run goes to its assistant\'s workers as a rest.run entry; started and fi
   assert.equal(await rc.cmd('ZSCORE', `${K}:t:${t.thread_id}:runs`, 'run-a1'), null);
 });
 
+test('run.adopted: a run a worker started over the protocol becomes a running run of the thread; a thread without a record records nothing', async () => {
+  const t = await createThread({ metadata: { owner: 'me' } });
+  const args = { run_id: 'adopted-1', thread_id: t.thread_id, assistant_id: 'asst-1', graph_id: 'g-adopt', after_seq: 7, kwargs: { config: { configurable: { a: 1 } } } };
+  const r = await call('run.adopted', args);
+  assert.equal(r.status, 200, JSON.stringify(r.body));
+  assert.deepEqual({ ...r.body, created_at: undefined, updated_at: undefined }, {
+    run_id: 'adopted-1', thread_id: t.thread_id, assistant_id: 'asst-1', status: 'running', metadata: {},
+    kwargs: { config: { configurable: { a: 1 } } }, multitask_strategy: 'reject', created_at: undefined, updated_at: undefined });
+  const got = await call('runs.get', { path: { thread_id: t.thread_id, run_id: 'adopted-1' } });
+  assert.equal(got.body.status, 'running');
+  assert.deepEqual(got.extra, { after_seq: 7 }, 'where its events start, for a run stream joining it');
+  let th = (await call('threads.get', { path: { thread_id: t.thread_id } })).body;
+  assert.equal(th.status, 'busy');
+  assert.deepEqual(th.metadata, { owner: 'me', graph_id: 'g-adopt', assistant_id: 'asst-1' });
+  assert.equal((await call('run.adopted', { ...args, assistant_id: 'other' })).body.assistant_id, 'asst-1', 'reported again: the run as it is');
+  assert.equal(await rc.cmd('EXISTS', `${K}:t:${t.thread_id}:active`), 0, 'no REST run is handed over');
+
+  const f = await call('run.finished', { body: { run_id: 'adopted-1', status: 'success', values: { n: 1 } } });
+  assert.equal(f.body.status, 'success');
+  th = (await call('threads.get', { path: { thread_id: t.thread_id } })).body;
+  assert.equal(th.status, 'idle');
+  assert.deepEqual(th.values, { n: 1 });
+  assert.deepEqual((await call('runs.list', { path: { thread_id: t.thread_id }, query: {} })).body.map((x) => x.run_id), ['adopted-1']);
+
+  const none = await call('run.adopted', { ...args, run_id: 'adopted-2', thread_id: 'no-record' });
+  assert.deepEqual([none.status, none.body], [200, null]);
+  assert.equal(await rc.cmd('EXISTS', `${K}:r:adopted-2`), 0);
+  for (const f of ['run_id', 'thread_id', 'assistant_id', 'graph_id']) {
+    await refused('run.adopted', { ...args, [f]: undefined }, 422, new RegExp(`^${f} is required$`));
+  }
+  await refused('run.adopted', { ...args, after_seq: 'x' }, 422, /^after_seq must be an integer$/);
+  await refused('run.adopted', { ...args, kwargs: [1] }, 422, /^kwargs must be an object$/);
+});
+
 test('routing: the wildcard workers take an assistant nobody else serves; a missing thread may be created', async () => {
   const a = uid('wildonly');
   await register('*', 'wild-1');

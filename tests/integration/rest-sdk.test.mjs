@@ -7,7 +7,7 @@
 // The same journeys as raw HTTP: rest-http.test.mjs.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { stopAll } from './lib/harness.mjs';
+import { connect, stopAll } from './lib/harness.mjs';
 import {
   restStack, question, transcript, expectedTranscript, lines, randomUUID, UUID, ISO,
   rejectsWith, runReaches, collect, assertIds, tuples, assembleTuples, holder, sleep, waitUntil, systemAssistantId,
@@ -66,6 +66,40 @@ describe('the Agent Protocol REST API through @langchain/langgraph-sdk', () => {
       content: [{ type: 'text', text: 'tell me' }, { type: 'image_url', image_url: { url: 'data:image/png;base64,AA==' } }, { type: 'text', text: 'about seals' }] }] } });
     const ai = transcript(values).slice(1);
     assert.deepEqual(ai, [lines.searching, lines.answer(q), lines.summary]);
+  });
+
+  test('a run started over the protocol\'s WebSocket on a thread of the REST API is a run of that thread: runs.join waits for it, runs.get and runs.list show it', async () => {
+    const threadId = randomUUID();
+    await client.threads.create({ threadId });
+    const assistant = await client.assistants.create({ graphId: 'agent', name: 'over the socket' });
+    const ws = await connect(`ws://127.0.0.1:${s.lbPort}/threads/${threadId}/stream/events`);
+    const q = 'a question sent over the socket';
+    const ack = await ws.request({ id: 1, method: 'run.start', params: { assistant_id: assistant.assistant_id, input: question(q) } });
+    assert.equal(ack.type, 'success', JSON.stringify(ack));
+    const runId = ack.result.run_id;
+    assert.match(runId, UUID, 'run ids are uuids, as the reference server\'s');
+    await ws.close();
+    const values = await client.runs.join(threadId, runId);
+    assert.deepEqual(transcript(values), expectedTranscript(q));
+    assert.deepEqual(values, await s.head(threadId));
+    const run = await client.runs.get(threadId, runId);
+    assert.equal(run.status, 'success');
+    assert.equal(run.assistant_id, assistant.assistant_id, 'the assistant the command named');
+    assert.deepEqual((await client.runs.list(threadId)).map((r) => r.run_id), [runId]);
+    const thread = await client.threads.get(threadId);
+    assert.equal(thread.status, 'idle');
+    assert.deepEqual(thread.values, values);
+    assert.equal(thread.metadata.graph_id, 'agent');
+
+    // A thread the REST API does not know: the run runs, nothing is recorded.
+    const bare = randomUUID();
+    const other = await connect(`ws://127.0.0.1:${s.lbPort}/threads/${bare}/stream/events`);
+    const started = await other.request({ id: 1, method: 'run.start', params: { assistant_id: 'agent', input: question(q) } });
+    assert.equal(started.type, 'success', JSON.stringify(started));
+    await waitUntil(async () => transcript(await s.head(bare)).length === expectedTranscript(q).length, 20000, 'the run over');
+    await other.close();
+    await rejectsWith(client.runs.get(bare, started.result.run_id), 404, /not found/i);
+    await client.assistants.delete(assistant.assistant_id); // the assistants test lists the system ones only
   });
 
   test('seed journey 2: a stateless runs.wait; its thread is deleted after, unless onCompletion is "keep"', async () => {
