@@ -393,7 +393,8 @@ describe('graphs behind two gateways and two workers', () => {
       writeFileSync(path.join(dir, 'langgraph.json'), JSON.stringify({ graphs: { ts_typed: './graphs.mts:typed', ts_registered: './graphs.mts:registered' } }));
       const tsx = path.join(here, '../../src/worker/node_modules/tsx/dist/loader.mjs');
       const w = await startWorker(s.redis.url, { name: 'schemas-w', args: ['--config', path.join(dir, 'langgraph.json')],
-        env: { NODE_OPTIONS: `--import ${pathToFileURL(tsx).href}` } });
+        // It reads the sources' types before it registers (seconds; more on a busy machine).
+        env: { NODE_OPTIONS: `--import ${pathToFileURL(tsx).href}` }, readyMs: 90000 });
       try {
         assert.ok(w.logs.some((l) => l.msg === 'graph schemas read from their sources' && l.graphs.includes('ts_typed')), w.stderr);
         const typed = await client.assistants.getSchemas((await client.assistants.search({ graphId: 'ts_typed' }))[0].assistant_id);

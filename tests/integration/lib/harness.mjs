@@ -272,13 +272,13 @@ export const workerBin = path.join(repoRoot, 'src/worker/bin/threadcast-worker.j
  * resolves once it is registered and reading. env THREADCAST_FAKE_TOKEN_MS
  * paces the fake model's tokens.
  */
-export async function startWorker(redisUrl, { name, args = [], env = {} } = {}) {
+export async function startWorker(redisUrl, { name, args = [], env = {}, readyMs = 30000 } = {}) {
   const p = track(spawn(process.execPath, [workerBin, '--redis-url', redisUrl, ...(name ? ['--name', name] : []), ...args],
     { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, THREADCAST_FAKE_TOKEN_MS: '5', ...env } }));
   const worker = { proc: p, stderr: '', logs: [], name };
   collectLogs(p.stderr, worker);
   const ready = await waitUntil(() => worker.logs.find((l) => l.msg === 'worker ready') || (p.exitCode !== null && 'exited'),
-    30000, 'the LangGraph worker to start');
+    readyMs, 'the LangGraph worker to start');
   if (ready === 'exited') throw new Error(`the worker exited: ${worker.stderr}`);
   worker.name = ready.name;
   worker.kill = async (signal = 'SIGKILL') => { p.kill(signal); await exited(p); };
