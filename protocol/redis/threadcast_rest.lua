@@ -947,7 +947,22 @@ local function runs_cancel(c)
   local active = redis.call('GET', keys.rest_active(tid))
   if active == rid then
     send_cancel(r, action) -- the worker stops it and reports run.finished
-    return { 202, run_json(r) }
+    if r.status ~= 'pending' then return { 202, run_json(r) } end
+    -- Handed over but not started (it waits for its after_seconds or its thread): over now, as
+    -- the reference server has it. The worker holding it finds the mark and never runs it; it
+    -- appends the run's start and end so that streams of it end too.
+    redis.call('DEL', keys.rest_active(tid))
+    r.status, r.updated_at = 'interrupted', tostring(c.now)
+    if action == 'rollback' then
+      delete_run(tid, rid)
+    else
+      redis.call('HSET', keys.rest_run(rid), 'status', 'interrupted', 'updated_at', c.now)
+    end
+    local t = thread_record(tid)
+    local waiting = t and t.interrupts and t.interrupts ~= '{}'
+    redis.call('HSET', keys.rest_thread(tid), 'status', waiting and 'interrupted' or 'idle', 'updated_at', c.now)
+    if dispatch_next(tid, c.clock) then redis.call('HSET', keys.rest_thread(tid), 'status', 'busy') end
+    return { 200, run_json(r) }
   end
   -- Still in the queue: it never reaches a worker.
   redis.call('LREM', keys.rest_queue(tid), 0, rid)

@@ -137,7 +137,8 @@ function envFile(file) {
 }
 
 /**
- * A langgraph.json: { graphs, env, ignored }. Its `env` is put into
+ * A langgraph.json: { graphs, specs, ignored } (specs: each graph's
+ * { sourceFile, exportSymbol }, where its schemas are read from). Its `env` is put into
  * process.env first (names the environment sets already are kept), then
  * each graph's file is imported and its export taken ("./agent.mts:graph";
  * no ":export" means `default`). `ignored`: the keys it has that the worker
@@ -154,6 +155,7 @@ export async function loadConfig(file) {
   else if (config.env != null) throw new Error(`${file}: "env" must be an object or the path of a .env file`);
   for (const [k, v] of Object.entries(env)) if (process.env[k] === undefined) process.env[k] = String(v);
   const graphs = {};
+  const specs = {};
   for (const [id, spec] of Object.entries(config.graphs)) {
     const where = typeof spec === 'string' ? spec : spec?.path;
     if (typeof where !== 'string' || !where) throw new Error(`${file}: graphs.${id} must be "./file:export" or {"path": "./file:export"}`);
@@ -163,7 +165,8 @@ export async function loadConfig(file) {
     const mod = await import(pathToFileURL(path.resolve(dir, source)).href);
     if (!(name in mod)) throw new Error(`${file}: graphs.${id}: ${source} has no export "${name}"`);
     graphs[id] = mod[name];
+    specs[id] = { sourceFile: path.resolve(dir, source), exportSymbol: name };
   }
   const served = new Set(['graphs', 'env', 'node_version', 'dependencies', 'dockerfile_lines', '$schema']);
-  return { graphs, ignored: Object.keys(config).filter((k) => !served.has(k)) };
+  return { graphs, specs, ignored: Object.keys(config).filter((k) => !served.has(k)) };
 }

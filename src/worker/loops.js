@@ -21,7 +21,8 @@ import { Redis } from 'ioredis';
 import { KEEP } from './answers.js';
 import { handle } from './commands.js';
 import { GROUP, keys } from './keys.js';
-import { graphJson, graphSchemas } from './rest.js';
+import { graphJson } from './rest.js';
+import { describe, fromSources } from './schemas.js';
 import { cancelRun, inject } from './runs.js';
 import { claim } from './takeover.js';
 
@@ -73,6 +74,7 @@ export async function prepare(w) {
 
   // What the REST API shows of each assistant (assistants.get, /graph, /schemas, /subgraphs), and its
   // system assistant's config and context (the graph's defaults).
+  const described = {}; // graphs whose sources may tell their schemas better (schemas.js)
   for (const [assistant, served] of w.graphs) {
     const { context, ...config } = served.defaults;
     const info = { name: assistant, graph: '{}', schemas: JSON.stringify({ graph_id: assistant, input_schema: null, output_schema: null,
@@ -81,15 +83,12 @@ export async function prepare(w) {
     try {
       const graph = await served.build({ ...config, configurable: { ...(config.configurable ?? {}) } });
       info.graph = JSON.stringify(await graphJson(graph));
-      info.schemas = JSON.stringify(await graphSchemas(assistant, graph));
       info.graph_xray = JSON.stringify(await graphJson(graph, true));
-      // Every subgraph, parents before their children: {"<node>": …, "<node>|<node>": …}.
-      const subgraphs = {};
-      for await (const [ns, sub] of graph.getSubgraphsAsync(undefined, true)) {
-        const s = await graphSchemas(ns, sub);
-        subgraphs[ns] = { state: s.state_schema, input: s.input_schema, output: s.output_schema, config: s.config_schema };
-      }
-      info.subgraphs = JSON.stringify(subgraphs);
+      // Its schemas, and every subgraph's, parents before their children: {"<node>": …, "<node>|<node>": …}.
+      const d = await describe(assistant, graph, w.graphSpecs?.[assistant]?.sourceFile);
+      info.schemas = JSON.stringify(d.schemas);
+      info.subgraphs = JSON.stringify(d.subgraphs);
+      if (d.pending && w.graphSpecs?.[assistant]) described[assistant] = d;
     } catch (e) {
       w.log('warn', 'cannot describe the graph for the REST API', { assistant, error: String(e.message ?? e) });
     }
@@ -98,7 +97,30 @@ export async function prepare(w) {
     await tx.hset(keys.ainfo(assistant), info).hsetnx(keys.ainfo(assistant), 'created_at', new Date().toISOString()).exec();
   }
 
+  // Before registering, as the reference server has them before it answers: a few seconds, bounded.
+  if (Object.keys(described).length) await readSchemasFromSources(w, described);
   await register(w);
+}
+
+/**
+ * The schemas of the graphs loaded from files, read from their TypeScript
+ * sources (schemas.js), written over what prepare() wrote. Never fails the
+ * worker: a source it cannot read in time keeps what it had. (LANGGRAPH_SCHEMA_RESOLVE_TIMEOUT_MS, as the reference: how
+ * long the reading may take, 30 s by default.)
+ */
+async function readSchemasFromSources(w, described) {
+  const specs = Object.fromEntries(Object.keys(described).map((g) => [g, w.graphSpecs[g]]));
+  const timeoutMs = Number(process.env.LANGGRAPH_SCHEMA_RESOLVE_TIMEOUT_MS) > 0 ? Number(process.env.LANGGRAPH_SCHEMA_RESOLVE_TIMEOUT_MS) : 30000;
+  const t0 = Date.now();
+  try {
+    const read = await fromSources(specs, described, { timeoutMs });
+    for (const [graph, { schemas, subgraphs }] of Object.entries(read)) {
+      await w.cmd.hset(keys.ainfo(graph), { schemas: JSON.stringify(schemas), subgraphs: JSON.stringify(subgraphs) });
+    }
+    w.log('info', 'graph schemas read from their sources', { graphs: Object.keys(read), ms: Date.now() - t0 });
+  } catch (e) {
+    w.log('warn', 'cannot read the graphs\' schemas from their sources', { graphs: Object.keys(specs), error: String(e.message ?? e) });
+  }
 }
 
 /* ---- the loops --------------------------------------------------------------------------------- */

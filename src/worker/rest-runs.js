@@ -152,9 +152,31 @@ async function waitAfterSeconds(w, thread, runId, p, wait) {
   return true;
 }
 
-/** Reports a run cancelled before it started: interrupted (a rollback deletes it), nothing written. */
-const cancelledBeforeStart = (w, wait) => restCall(w, 'run.finished', { run_id: wait.runId, status: 'interrupted',
-  ...(wait.cancelAction === 'rollback' ? { rollback: true } : {}) });
+/**
+ * A run cancelled before it started: reported interrupted (a rollback
+ * deletes it; threadcast_rest may have finished it already), nothing of the
+ * graph run. Its start and end are still appended — a root `started` of its
+ * id, then `interrupted` {cancelled, action} — so run streams and waits that
+ * joined it end as they do for any run; under the thread's lock (locked:
+ * held already), so they never fall inside another run's events.
+ */
+async function cancelledBeforeStart(w, wait, assistant, locked = false) {
+  await restCall(w, 'run.finished', { run_id: wait.runId, status: 'interrupted', ...(wait.cancelAction === 'rollback' ? { rollback: true } : {}) });
+  if (!locked && !(await acquire(w, wait.thread, UNSTARTED_LOCK_WAIT_MS))) {
+    w.log('warn', 'a run cancelled before it started: its end is not appended, the thread stays locked', { thread: wait.thread, run_id: wait.runId });
+    return;
+  }
+  try {
+    const relay = new Relay({ redis: w.cmd, thread: wait.thread, assistant, runId: wait.runId, log: w.log, appendOpts: ['ASSISTANT', assistant] });
+    relay.started({ runId: wait.runId });
+    await relay.end('interrupted', { cancelled: true, action: wait.cancelAction ?? 'interrupt' });
+  } finally {
+    if (!locked) await release(w, wait.thread);
+  }
+}
+
+/** How long a run cancelled before it started waits for its thread to append its end. */
+const UNSTARTED_LOCK_WAIT_MS = 30000;
 
 /**
  * Whether a run that waits here (for its after_seconds, for its thread) is
@@ -195,7 +217,7 @@ export async function startRestRun(w, entry, p) {
     for (;;) {
       if (w.closing) return KEEP;
       if (await cancelled(w, wait)) {
-        await cancelledBeforeStart(w, wait);
+        await cancelledBeforeStart(w, wait, assistant);
         return null;
       }
       if (due && !w.running.has(thread) && await acquire(w, thread)) break;
@@ -236,8 +258,8 @@ export async function startRestRun(w, entry, p) {
     if (await cancelled(w, wait)) {
       w.running.delete(thread);
       await recordDone(w, thread);
+      await cancelledBeforeStart(w, wait, assistant, true);
       await release(w, thread);
-      await cancelledBeforeStart(w, wait);
       return null;
     }
     const afterSeq = Number(await w.cmd.hget(keys.meta(thread), 'seq')) || 0;
@@ -246,6 +268,8 @@ export async function startRestRun(w, entry, p) {
       w.log('info', 'REST run dropped: threadcast_rest refused run.started', { thread, run_id: runId, status: started.status });
       w.running.delete(thread);
       await recordDone(w, thread);
+      // Cancelled meanwhile (threadcast_rest finished it): its end, as for any run cancelled before it started.
+      if (started.status === 409) await cancelledBeforeStart(w, { ...wait, cancelAction: wait.cancelAction ?? 'interrupt' }, assistant, true);
       await release(w, thread);
       return null;
     }

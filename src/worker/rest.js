@@ -124,7 +124,7 @@ export function toCommand(c) {
 
 /* ---- what an assistant looks like (stored at registration) -------------------------------- */
 
-const isStateSchemaLike = (v) => v && typeof v === 'object' && typeof v.getJsonSchema === 'function' && typeof v.getInputJsonSchema === 'function';
+export const isStateSchemaLike = (v) => v && typeof v === 'object' && typeof v.getJsonSchema === 'function' && typeof v.getInputJsonSchema === 'function';
 
 /** A zod schema (v3 or v4) as JSON Schema, or null. */
 async function zodJson(schema) {

@@ -45,6 +45,8 @@ export { keys };
  *              of either, or a factory (config) => either (graphs.js) }
  *   graphDefaults  { <assistant id>: {configurable, context, …} }, the graphs' system
  *              assistants' config (default: $LANGGRAPH_CONFIG)
+ *   graphSpecs { <assistant id>: {sourceFile, exportSymbol} }: where a graph's TypeScript
+ *              types are read for its schemas (langgraph.json's; schemas.js)
  *   name       consumer name (default <host>-<pid>-<random>)
  *   log        (level, msg, fields) → void (default JSON lines on stderr)
  *   heartbeatMs, liveMs   registry heartbeat and how long one counts (3 s, 10 s)
@@ -79,6 +81,7 @@ export async function serve(opts = {}) {
   w.saver = new WorkerSaver({ client: w.cmd, ttlSeconds: opts.ttlSeconds }, restRunOf);
   w.store = new ThreadcastStore({ client: w.cmd });
   w.graphs = await serveGraphs(opts.graphs, { saver: w.saver, store: w.store }, opts.graphDefaults ?? graphDefaults());
+  w.graphSpecs = opts.graphSpecs ?? {}; // graph id → {sourceFile, exportSymbol}: where its schemas are read from
   w.assistants = [...w.graphs.keys()];
   w.streams = w.assistants.map(keys.stream);
   w.assistantOf = new Map(w.assistants.map((a) => [keys.stream(a), a]));

@@ -361,8 +361,9 @@ test('the rest scenario measures both sides of one run and checks every viewer g
     assert.equal(res.rest_events_translated, events, 'one feed translated the run once for the four viewers');
     assert.ok(res.rest_bytes_out > 0 && res.ws_bytes_out > 0);
     for (const k of ['us_per_delivered', 'us_per_event_viewer']) {
-      assert.ok(res[`rest_${k}`] > 0 && res[`ws_${k}`] > 0, k);
-      assert.equal(res[`rest_vs_ws_${k}`], res[`rest_${k}`] / res[`ws_${k}`]);
+      // CPU is read in clock ticks: a short window on a busy machine may read 0 for a side.
+      assert.ok(res[`rest_${k}`] >= 0 && res[`ws_${k}`] >= 0 && Number.isFinite(res[`rest_${k}`] + res[`ws_${k}`]), k);
+      if (res[`ws_${k}`] > 0) assert.equal(res[`rest_vs_ws_${k}`], res[`rest_${k}`] / res[`ws_${k}`]);
     }
     assert.equal(res.first, 'rest');
   } finally {

@@ -10,7 +10,7 @@
 // behind HAProxy and two workers serving lib/env-graphs.mjs.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -368,6 +368,49 @@ describe('graphs behind two gateways and two workers', () => {
       const out = await client.runs.wait(null, 'chat', { input: { messages: [{ role: 'user', content: 'hi' }] }, config: { recursion_limit: 10 } });
       assert.deepEqual(out.messages.map((m) => m.content), ['hi', 'begin', 'end']);
     });
+
+  test('schemas as the reference server gives them: a TypeScript graph\'s types read from its source, a zod graph\'s registry extras', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'tc-schemas-'));
+    try {
+      // The project's packages, as a langgraph.json project has them beside its graphs.
+      symlinkSync(path.join(here, '../../src/worker/node_modules'), path.join(dir, 'node_modules'));
+      writeFileSync(path.join(dir, 'graphs.mts'), `
+        import { Annotation, StateGraph, START, END } from '@langchain/langgraph';
+        import { withLangGraph } from '@langchain/langgraph/zod';
+        import { z } from 'zod/v3';
+        const State = Annotation.Root({ topic: Annotation<string>, votes: Annotation<number[]> });
+        const Config = Annotation.Root({ tier: Annotation<'free' | 'pro'> });
+        export const typed = new StateGraph(State, Config)
+          .addNode('vote', () => ({ votes: [1] })).addEdge(START, 'vote').addEdge('vote', END).compile();
+        const Registered = z.object({
+          lines: withLangGraph(z.array(z.string()), { reducer: { schema: z.string(), fn: (a: string[], b: string) => [...a, b] },
+            default: () => [], jsonSchemaExtra: { langgraph_type: 'messages' } }),
+          n: z.number().default(0),
+        });
+        export const registered = new StateGraph(Registered)
+          .addNode('count', () => ({ n: 1 })).addEdge(START, 'count').addEdge('count', END).compile();
+      `);
+      writeFileSync(path.join(dir, 'langgraph.json'), JSON.stringify({ graphs: { ts_typed: './graphs.mts:typed', ts_registered: './graphs.mts:registered' } }));
+      const tsx = path.join(here, '../../src/worker/node_modules/tsx/dist/loader.mjs');
+      const w = await startWorker(s.redis.url, { name: 'schemas-w', args: ['--config', path.join(dir, 'langgraph.json')],
+        env: { NODE_OPTIONS: `--import ${pathToFileURL(tsx).href}` } });
+      try {
+        assert.ok(w.logs.some((l) => l.msg === 'graph schemas read from their sources' && l.graphs.includes('ts_typed')), w.stderr);
+        const typed = await client.assistants.getSchemas((await client.assistants.search({ graphId: 'ts_typed' }))[0].assistant_id);
+        assert.deepEqual(typed.state_schema.properties.topic, { type: 'string' });
+        assert.deepEqual(typed.state_schema.properties.votes, { type: 'array', items: { type: 'number' } });
+        assert.deepEqual(typed.config_schema.properties.tier.enum?.sort(), ['free', 'pro'], JSON.stringify(typed.config_schema));
+        assert.deepEqual(typed.context_schema, typed.config_schema, 'as the reference: one schema for both');
+        const registered = await client.assistants.getSchemas((await client.assistants.search({ graphId: 'ts_registered' }))[0].assistant_id);
+        assert.equal(registered.state_schema.properties.lines.langgraph_type, 'messages', JSON.stringify(registered.state_schema));
+        assert.deepEqual(registered.state_schema.properties.n, { type: 'number', default: 0 });
+      } finally {
+        await w.kill('SIGTERM');
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 
   test('langgraph.json: its graphs ("./file:export"), its env (a .env file) and LANGGRAPH_CONFIG; what it cannot serve is named', async () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'tc-lgjson-'));

@@ -535,8 +535,9 @@ test('runs.cancel: a queued run never reaches a worker; an active one gets a res
   assert.deepEqual(await rc.cmd('LRANGE', `${K}:t:${t}:queue`, 0, -1), []);
   await refused('run.started', { body: { run_id: q1 } }, 409, /is interrupted; it must not start/);
 
+  assert.equal((await started(r1)).status, 200);
   const c3 = await call('runs.cancel', { path: { thread_id: t, run_id: r1 }, query: { wait: '1' } });
-  assert.equal(c3.status, 202);
+  assert.equal(c3.status, 202, 'a running run: its worker stops it');
   assert.equal(c3.body.run_id, r1);
   const [e] = await forRun(stream, r1, 'rest.cancel');
   assert.deepEqual(e.params, { run_id: r1, thread_id: t, action: 'interrupt' });
@@ -547,6 +548,38 @@ test('runs.cancel: a queued run never reaches a worker; an active one gets a res
   assert.equal(c4.body.status, 'interrupted');
   assert.equal((await forRun(stream, r1, 'rest.cancel')).length, 1);
   await refused('runs.cancel', { path: { thread_id: t, run_id: 'nope' }, query: {} }, 404, /run "nope" not found/);
+});
+
+test('runs.cancel of a run handed to a worker but not started: over at once, the thread free for the next', async () => {
+  const a = uid('agent');
+  await register(a);
+  const stream = `${K}:a:${a}`;
+  const t = (await createThread()).thread_id;
+  const r1 = (await createRun(t, { assistant_id: a, after_seconds: 60 })).body.run_id;
+  const q1 = (await createRun(t, { assistant_id: a, multitask_strategy: 'enqueue' })).body.run_id;
+  assert.equal(await rc.cmd('GET', `${K}:t:${t}:active`), r1);
+  const c = await call('runs.cancel', { path: { thread_id: t, run_id: r1 }, query: {} });
+  assert.equal(c.status, 200);
+  assert.equal(c.body.status, 'interrupted');
+  assert.equal((await call('runs.get', { path: { thread_id: t, run_id: r1 } })).body.status, 'interrupted');
+  assert.deepEqual((await call('runs.list', { path: { thread_id: t }, query: { status: 'interrupted' } })).body.map((r) => r.run_id), [r1]);
+  const [e] = await forRun(stream, r1, 'rest.cancel');
+  assert.deepEqual(e.params, { run_id: r1, thread_id: t, action: 'interrupt' }, 'the worker waiting with it is told');
+  assert.equal((await hash(`${K}:r:${r1}`)).cancel, 'interrupt', 'and finds the mark if the entry went elsewhere');
+  await refused('run.started', { body: { run_id: r1 } }, 409, /is interrupted; it must not start/);
+  assert.equal(await rc.cmd('GET', `${K}:t:${t}:active`), q1, 'the next queued run is handed over');
+  assert.equal((await forRun(stream, q1, 'rest.run')).length, 1);
+  assert.equal((await call('threads.get', { path: { thread_id: t } })).body.status, 'busy');
+  assert.equal((await call('run.finished', { body: { run_id: r1, status: 'interrupted' } })).body.status, 'interrupted', 'the worker\'s report changes nothing');
+  assert.equal(await rc.cmd('GET', `${K}:t:${t}:active`), q1);
+
+  // Alone, with rollback: the run is gone and the thread idle.
+  const t2 = (await createThread()).thread_id;
+  const r2 = (await createRun(t2, { assistant_id: a, after_seconds: 60 })).body.run_id;
+  assert.equal((await call('runs.cancel', { path: { thread_id: t2, run_id: r2 }, query: { action: 'rollback' } })).status, 200);
+  await refused('runs.get', { path: { thread_id: t2, run_id: r2 } }, 404, /not found/);
+  assert.equal((await call('threads.get', { path: { thread_id: t2 } })).body.status, 'idle');
+  assert.equal(await rc.cmd('EXISTS', `${K}:t:${t2}:active`), 0);
 });
 
 test('thread status follows its runs: error, interrupted, idle', async () => {

@@ -300,6 +300,27 @@ describe('the Agent Protocol REST API through @langchain/langgraph-sdk', () => {
     await rejectsWith(client.runs.cancel(threadId, randomUUID()), 404);
   });
 
+  test('a run waiting for its after_seconds, cancelled: interrupted at once, its join and stream end, the thread takes updates again', async () => {
+    const threadId = randomUUID();
+    await client.threads.create({ threadId });
+    const run = await client.runs.create(threadId, 'agent', { input: question('not now'), afterSeconds: 60 });
+    const stream = collect(s.client().runs.joinStream(threadId, run.run_id, { lastEventId: '-1' }));
+    await sleep(300);
+    await rejectsWith(client.threads.updateState(threadId, { values: { approved: 'early' }, asNode: 'approve' }), 409, /^Thread is busy$/);
+    await client.runs.cancel(threadId, run.run_id);
+    assert.deepEqual((await client.runs.list(threadId, { status: 'interrupted' })).map((r) => r.run_id), [run.run_id], 'at once, as the reference lists it');
+    assert.equal((await client.threads.get(threadId)).status, 'idle');
+    const t0 = Date.now();
+    await client.runs.join(threadId, run.run_id);
+    await Promise.race([stream.done, sleep(20000).then(() => { throw new Error('the run stream did not end'); })]);
+    assert.ok(Date.now() - t0 < 20000);
+    assert.deepEqual(stream.map((p) => p.event), ['metadata'], 'nothing of the graph ran');
+    assert.equal((await client.runs.get(threadId, run.run_id)).status, 'interrupted');
+    assert.deepEqual(await s.head(threadId), {}, 'no checkpoint');
+    await client.threads.updateState(threadId, { values: { approved: 'later' }, asNode: 'approve' });
+    assert.equal((await client.threads.getState(threadId)).values.approved, 'later');
+  });
+
   test('multitask_strategy reject (the default): a second run on a busy thread is refused with 409', async () => {
     const threadId = randomUUID();
     await client.threads.create({ threadId });

@@ -263,7 +263,11 @@ describe('REST runs cancelled before they start', () => {
       assert.equal(fin.status, 'interrupted');
       assert.equal(fin.rollback, action === 'rollback' ? true : undefined);
       assert.equal(called('run.started', runId).length, 0, 'never started');
-      assert.deepEqual(await storedEvents(rc, t), [], 'nothing appended');
+      // Its start and end only, so run streams and waits that joined it end.
+      assert.deepEqual((await storedEvents(rc, t)).map((e) => [e.method, e.params.namespace, e.params.data]), [
+        ['lifecycle', [], { event: 'started', graph_name: 'steps', runId }],
+        ['lifecycle', [], { event: 'interrupted', graph_name: 'steps', cancelled: true, action }],
+      ], 'nothing of the graph appended');
       assert.equal(await rc.cmd('EXISTS', `tc:{${t}}:lg:idx`), 0, 'no checkpoint');
       await released(t);
     }
@@ -278,7 +282,10 @@ describe('REST runs cancelled before they start', () => {
     const fin = await finished('run-marked-wait', 5000);
     assert.equal(fin.status, 'interrupted');
     assert.equal(called('run.started', 'run-marked-wait').length, 0);
-    await waitUntil(async () => (await rc.cmd('GET', `tc:{${t}}:lg:lock`)) === null, 5000, 'the other lock to lapse');
+    assert.deepEqual(await storedEvents(rc, t), [], 'its end waits for the thread');
+    await waitUntil(async () => (await storedEvents(rc, t)).length === 2, 8000, 'its start and end, once the other lock lapsed');
+    assert.deepEqual((await storedEvents(rc, t)).map((e) => e.params.data.event), ['started', 'interrupted']);
+    await waitUntil(async () => (await rc.cmd('GET', `tc:{${t}}:lg:lock`)) === null, 5000, 'the lock free again');
     await restRun(t, 'run-after-marked', { input: { text: 'after' } });
     assert.deepEqual((await finished('run-after-marked')).values.log, ['first saw after', 'second done']);
   });

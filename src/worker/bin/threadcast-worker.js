@@ -36,10 +36,12 @@ if (modPath && configPath) {
 // Graphs may ask for the SDK's logger as they are imported.
 registerSdkLogger(jsonLog);
 let graphs;
+let graphSpecs;
 try {
   if (configPath) {
     const loaded = await loadConfig(configPath);
     graphs = loaded.graphs;
+    graphSpecs = loaded.specs;
     if (loaded.ignored.length) jsonLog('warn', `${configPath}: not served by this worker, ignored`, { keys: loaded.ignored });
   } else {
     graphs = await loadModule(modPath ?? new URL('../graphs/agent.js', import.meta.url).pathname);
@@ -53,6 +55,7 @@ const { serve } = await import('../worker.js');
 const worker = await serve({
   redis: opt('--redis-url', process.env.THREADCAST_REDIS_URL ?? 'redis://127.0.0.1:6379'),
   graphs,
+  graphSpecs,
   name: opt('--name', undefined),
   ttlSeconds: opt('--ttl', undefined) ? Number(opt('--ttl')) : undefined,
   claimIdleMs: opt('--claim-idle-ms', undefined) ? Number(opt('--claim-idle-ms')) : undefined,
