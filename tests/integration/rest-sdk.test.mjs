@@ -459,6 +459,32 @@ describe('the Agent Protocol REST API through @langchain/langgraph-sdk', () => {
     assert.deepEqual((await client.threads.getState(threadId)).next, []);
   });
 
+  test('"approval": the example graph asks as LangChain\'s human-in-the-loop middleware does, and the chat UI\'s Approve resumes it', async () => {
+    // agent-chat-ui shows Approve and Reject only for a request with
+    // action_requests and review_configs; it resumes with input {} and
+    // command {resume: {decisions}} on a streamed run.
+    const threadId = randomUUID();
+    await client.threads.create({ threadId });
+    const q = 'answer after my approval';
+    await client.runs.wait(threadId, 'agent', { input: question(q) });
+    const thread = await client.threads.get(threadId);
+    assert.equal(thread.status, 'interrupted');
+    const [it] = Object.values(thread.interrupts).flat();
+    assert.deepEqual(it.value, {
+      action_requests: [{ name: 'send_answer', args: { question: q }, description: 'Send this answer?' }],
+      review_configs: [{ action_name: 'send_answer', allowed_decisions: ['approve', 'reject'] }],
+    });
+    const decisions = [{ type: 'approve' }];
+    const events = [];
+    for await (const part of client.runs.stream(threadId, 'agent', {
+      input: {}, command: { resume: { decisions } }, streamMode: ['values'], streamSubgraphs: true, streamResumable: true,
+    })) events.push(part);
+    assert.equal(events.filter((e) => e.event === 'error').length, 0);
+    assert.deepEqual(events.at(-1).data.approved, { decisions });
+    assert.equal((await client.threads.get(threadId)).status, 'idle');
+    assert.deepEqual((await client.threads.getState(threadId)).next, []);
+  });
+
   test('threads.getState, getHistory, updateState and copy agree with the graph\'s checkpoints', async () => {
     const threadId = randomUUID();
     await client.threads.create({ threadId });

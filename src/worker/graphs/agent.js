@@ -13,7 +13,9 @@
 //   with its own model node, summarize; when the question contains "deep
 //   interrupt" its review node calls interrupt().
 // - approve calls interrupt() when the question contains "interrupt" (and
-//   not "deep interrupt"); the answer is kept in the state's `approved`.
+//   not "deep interrupt"), or, when it contains "approval", with a request
+//   LangChain's chat UI answers with its Approve button (approvalRequest);
+//   the answer is kept in the state's `approved`.
 //
 // To put a real chat model in its place, replace makeModel() (README,
 // "The LangGraph worker"): any LangChain chat model that streams works, e.g.
@@ -149,8 +151,21 @@ const State = Annotation.Root({
   approved: Annotation({ reducer: (_a, b) => b, default: () => null }),
 });
 
+/**
+ * What approve asks when the question contains "approval": a request in the
+ * shape of LangChain's human-in-the-loop middleware (action_requests and
+ * review_configs), which LangChain's chat UI (agent-chat-ui) and Agent Inbox
+ * show with Approve and Reject buttons; they resume with {decisions: [...]}.
+ * A plain interrupt() value ("interrupt") they can only show, not answer.
+ */
+export const approvalRequest = (question) => ({
+  action_requests: [{ name: 'send_answer', args: { question }, description: 'Send this answer?' }],
+  review_configs: [{ action_name: 'send_answer', allowed_decisions: ['approve', 'reject'] }],
+});
+
 function approve(state) {
   const q = lastHuman(state.messages);
+  if (/approval/.test(q)) return { approved: interrupt(approvalRequest(q)) };
   if (/interrupt/.test(q) && !/deep interrupt/.test(q)) {
     return { approved: interrupt({ question: 'Approve the answer?', options: ['yes', 'no'] }) };
   }
