@@ -40,6 +40,7 @@ struct tc_conn_set {
 	struct tc_dlist all;              /**< every open connection (tc_conn.link) */
 	uv_check_t flush;                 /**< writes what this loop iteration queued (tc__conn_flush_init) */
 	struct tc_dlist dirty;            /**< connections with frames queued since the last flush */
+	bool leaving;                     /**< shutting down: /readyz fails (still served until draining) */
 	bool draining;                    /**< refusing new connections */
 	unsigned churn;                   /**< connections opened or closed since the heap was last trimmed */
 	uint64_t churn_at;                /**< loop time (ms) of the last of them */

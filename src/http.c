@@ -167,14 +167,14 @@ static int serve_ok(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss, 
 
 static int serve_readyz(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss, const struct request *rq)
 {
-	bool ready = !srv->conns.draining && tc_redis_ready(srv->redis);
+	bool ready = !srv->conns.leaving && tc_redis_ready(srv->redis);
 	char body[384];
 	snprintf(body, sizeof(body),
 		 "{\"ready\":%s,\"redis\":\"%s\",\"redisCluster\":%s,\"redisMasters\":%u,"
 		 "\"draining\":%s,\"connections\":%zu,\"websockets\":%zu,\"sse\":%zu}",
 		 ready ? "true" : "false", tc_redis_status(srv->redis),
 		 tc_redis_is_cluster(srv->redis) ? "true" : "false", tc_redis_nodes(srv->redis),
-		 srv->conns.draining ? "true" : "false", srv->conns.all.count, srv->ws.count, srv->streams.count);
+		 srv->conns.leaving ? "true" : "false", srv->conns.all.count, srv->ws.count, srv->streams.count);
 	return tc__http_send(wsi, ready ? 200 : 503, "application/json", body);
 }
 

@@ -99,10 +99,13 @@ static void on_signal(uv_signal_t *h, int signum)
 		return;
 	}
 	app->draining = true;
+	/* SIGTERM is a deploy's: /readyz fails first, for --drain-grace, while requests are still served.
+	 * SIGINT is someone at a terminal: no grace. */
+	int grace = signum == SIGTERM ? app->cfg.drain_grace_ms : 0;
 	tc_log(TC_LOG_INFO, "draining", TC_LI("signal", signum),
-	       TC_LI("connections", tc_server_connections(app->server)),
+	       TC_LI("connections", tc_server_connections(app->server)), TC_LI("grace_ms", grace),
 	       TC_LI("timeout_ms", app->cfg.drain_timeout_ms));
-	tc_server_drain(app->server, app_stop, app);
+	tc_server_drain(app->server, grace, app_stop, app);
 }
 
 /* threadcast's Redis function libraries (protocol/redis/), embedded one after

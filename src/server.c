@@ -365,12 +365,14 @@ static void on_drain_tick(uv_timer_t *t)
 	}
 }
 
-void tc_server_drain(struct tc_server *srv, void (*done)(void *), void *arg)
+/* The grace is over (or there was none): refuse new connections, close the open ones. */
+static void on_grace_end(uv_timer_t *t)
 {
+	struct tc_server *srv = t->data;
 	uint64_t ticks = (uint64_t)srv->cfg->drain_spread_ms / DRAIN_TICK_MS;
 	srv->conns.draining = true;
-	srv->drain_done = done;
-	srv->drain_arg = arg;
+	tc_log(TC_LOG_INFO, "draining: refusing new connections, closing the open ones",
+	       TC_LI("connections", srv->conns.all.count));
 	/* Spread the closes so clients do not all reconnect in the same instant. */
 	srv->drain_per_tick = ticks ? (srv->conns.all.count + ticks - 1) / ticks : srv->conns.all.count;
 	if (!srv->drain_per_tick)
@@ -380,11 +382,22 @@ void tc_server_drain(struct tc_server *srv, void (*done)(void *), void *arg)
 		uv_timer_start(&srv->drain_tick, on_drain_tick, DRAIN_TICK_MS, DRAIN_TICK_MS);
 }
 
+void tc_server_drain(struct tc_server *srv, int grace_ms, void (*done)(void *), void *arg)
+{
+	srv->conns.leaving = true; /* /readyz fails from now on */
+	srv->drain_done = done;
+	srv->drain_arg = arg;
+	if (grace_ms > 0)
+		uv_timer_start(&srv->drain_timer, on_grace_end, (uint64_t)grace_ms, 0);
+	else
+		on_grace_end(&srv->drain_timer);
+}
+
 /* ==== stop =============================================================================== */
 
 void tc_server_stop(struct tc_server *srv)
 {
-	srv->conns.draining = true;
+	srv->conns.leaving = srv->conns.draining = true;
 	srv->drain_done = NULL;
 	close_handles(srv);
 	if (srv->ctx)

@@ -38,13 +38,16 @@ int tc_server_port(const struct tc_server *s);
 size_t tc_server_connections(const struct tc_server *s);
 
 /**
- * Starts draining: /readyz turns 503, new upgrades get 503, and every
- * WebSocket is closed with 1001 (going away) once its queued frames are
- * written. done(arg) runs once, when the last connection closed or after
- * cfg->drain_timeout_ms, whichever comes first; always from a timer of the
- * loop, never inside an lws callback, so done may call tc_server_stop().
+ * Starts draining: /readyz turns 503 at once, while new requests and
+ * upgrades are still served for grace_ms (a balancer's health checks see it
+ * leave before it refuses anyone); then new ones get 503 and every
+ * connection is closed (WebSockets with 1001, going away) once its queued
+ * frames are written, spread over cfg->drain_spread_ms. done(arg) runs once,
+ * when the last connection closed or after cfg->drain_timeout_ms more,
+ * whichever comes first; always from a timer of the loop, never inside an
+ * lws callback, so done may call tc_server_stop().
  */
-void tc_server_drain(struct tc_server *s, void (*done)(void *arg), void *arg);
+void tc_server_drain(struct tc_server *s, int grace_ms, void (*done)(void *arg), void *arg);
 
 /**
  * Begins teardown: destroys the lws context (closing what is left) and

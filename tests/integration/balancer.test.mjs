@@ -86,3 +86,67 @@ test('SIGTERM drains one instance under load: zero events lost, exit 0', async (
   assert.ok(a.logs.some((l) => l.msg === 'draining'));
   assert.deepEqual(a.sanitizerReports(), [], a.stderr);
 });
+
+test('SIGTERM with a grace: /readyz fails at once, new requests are served until the grace ends, then refused; exit 0', async () => {
+  const redis = await startRedis();
+  const gw = await startThreadcast({ redisUrl: redis.url, env: { THREADCAST_DRAIN_GRACE: '2000' } });
+  await gw.ready();
+  const open = new WebSocket(`ws://127.0.0.1:${gw.port}/threads/grace/stream`);
+  await new Promise((r) => open.once('open', r));
+  const closed = new Promise((r) => open.once('close', (code) => r(code)));
+  const t0 = Date.now();
+  gw.proc.kill('SIGTERM');
+  await gw.waitLog((l) => l.msg === 'draining');
+  const ready = await gw.http('/readyz');
+  assert.equal(ready.status, 503);
+  assert.equal((await ready.json()).draining, true);
+  // Within the grace: a new WebSocket is upgraded, a new request answered.
+  const late = new WebSocket(`ws://127.0.0.1:${gw.port}/threads/grace/stream`);
+  await new Promise((resolve, reject) => { late.once('open', resolve); late.once('error', reject); });
+  assert.equal((await gw.http('/healthz')).status, 200);
+  assert.ok(Date.now() - t0 < 2000, 'still in the grace');
+  // After it: both sockets are closed going away (1001), new upgrades refused (503).
+  assert.equal(await closed, 1001);
+  assert.ok(Date.now() - t0 >= 1900, `closed ${Date.now() - t0} ms after SIGTERM, not before the grace ended`);
+  const refused = await new Promise((resolve) => {
+    const ws = new WebSocket(`ws://127.0.0.1:${gw.port}/threads/grace/stream`);
+    ws.once('unexpected-response', (_req, res) => resolve(res.statusCode));
+    ws.once('error', () => resolve('gone'));
+    ws.once('open', () => resolve('open'));
+  });
+  assert.ok(refused === 503 || refused === 'gone', `a new upgrade after the grace: ${refused}`);
+  late.close();
+  await waitUntil(() => gw.exitCode !== null || gw.signal !== null, 10000, 'the drained gateway to exit');
+  assert.deepEqual({ code: gw.exitCode, signal: gw.signal }, { code: 0, signal: null });
+  await redis.cleanup();
+});
+
+test('a rolling restart through HAProxy: SIGTERM one of two instances under steady requests, none fails', async () => {
+  const redis = await startRedis();
+  // The grace outlasts deploy/haproxy.cfg's health checks (inter 1 s, fall 2).
+  const a = await startThreadcast({ redisUrl: redis.url, env: { THREADCAST_DRAIN_GRACE: '4000' } });
+  const b = await startThreadcast({ redisUrl: redis.url });
+  await Promise.all([a.ready(), b.ready()]);
+  const lb = await startHaproxy([a.port, b.port]);
+  const failures = [];
+  let requests = 0;
+  let stopping = false;
+  const load = (async () => {
+    while (!stopping) { // one POST a time, as an SDK client starting runs would; bounded by the test
+      const res = await fetch(`http://127.0.0.1:${lb}/threads`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' })
+        .catch((e) => ({ status: e.message }));
+      requests++;
+      if (res.status !== 200) failures.push(res.status);
+      await sleep(20);
+    }
+  })();
+  await sleep(500);
+  const stopped = a.stop('SIGTERM');
+  const exit = await stopped;
+  stopping = true;
+  await load;
+  assert.deepEqual(exit, { code: 0, signal: null });
+  assert.ok(requests > 50, `${requests} requests`);
+  assert.deepEqual(failures, [], `of ${requests} requests`);
+  await redis.cleanup();
+});

@@ -113,8 +113,11 @@ test('Kubernetes: probes, preStop drain, PodDisruptionBudget, Service, non-root'
   assert.equal(ctr.readinessProbe.httpGet.path, '/readyz');
   assert.equal(ctr.livenessProbe.httpGet.path, '/healthz');
   assert.ok(ctr.lifecycle.preStop, 'preStop');
+  const env = (n) => Number(ctr.env.find((e) => e.name === n)?.value);
+  const preStop = Number(/sleep (\d+)/.exec(ctr.lifecycle.preStop.exec.command.join(' '))[1]) * 1000;
   assert.ok(pod.terminationGracePeriodSeconds * 1000 >
-    Number(ctr.env.find((e) => e.name === 'THREADCAST_DRAIN_TIMEOUT').value), 'grace period covers the drain');
+    preStop + env('THREADCAST_DRAIN_GRACE') + 2000 /* --drain-spread's default */ + env('THREADCAST_DRAIN_TIMEOUT'),
+    'the pod\'s grace period covers the preStop pause, the drain\'s grace, its spread and its timeout');
   assert.equal(pod.securityContext.runAsNonRoot, true);
   assert.deepEqual(docs[1].spec.selector, docs[0].spec.selector);
   assert.deepEqual(docs[2].spec.selector, docs[0].spec.selector.matchLabels);
