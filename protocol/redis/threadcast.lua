@@ -346,7 +346,7 @@ local function trim(json)
   return string.match(json, '^%s*(.*%S)') or ''
 end
 
--- Parses the options after the events: MAXLEN, TTL, RUN, ASSISTANT.
+-- Parses the options after the events: MAXLEN, TTL, RUN, ASSISTANT, FENCE.
 local function options(args, i)
   local o = { maxlen = DEFAULT_MAXLEN_ARG, ttl = DEFAULT_TTL, ttl_arg = DEFAULT_TTL_ARG }
   while i <= #args do
@@ -364,8 +364,11 @@ local function options(args, i)
     elseif opt == 'ASSISTANT' then
       if #val < 1 or #val > 128 or string.find(val, '[%c%s]') then fail('ASSISTANT must be 1 to 128 printable characters, no spaces') end
       o.assistant = val
+    elseif opt == 'FENCE' then
+      if #val < 1 or #val > 200 or string.find(val, '%c') then fail('FENCE must be 1 to 200 printable characters') end
+      o.fence = val
     else
-      fail('unknown option ' .. args[i] .. ' (expected MAXLEN, TTL, RUN or ASSISTANT)')
+      fail('unknown option ' .. args[i] .. ' (expected MAXLEN, TTL, RUN, ASSISTANT or FENCE)')
     end
     i = i + 2
   end
@@ -552,10 +555,21 @@ local function check_thread(tid)
   end
 end
 
+-- FENCE <owner>: the append is refused unless the thread's lock (tc:{T}:lg:lock,
+-- the LangGraph worker's) holds <owner>, so a worker that lost its thread (its
+-- lease lapsed while Redis or the worker stalled, and another took the run
+-- over) cannot append into the run it no longer has.
+local function fenced(tid, o)
+  if o.fence and redis.call('GET', keys.thread(tid) .. 'lg:lock') ~= o.fence then
+    fail('FENCED: the lock of thread ' .. tid .. ' is not held by ' .. o.fence)
+  end
+end
+
 local function append(KEYS, args)
   check_thread(KEYS[1])
   if not args[1] then fail(USAGE) end
   local o = options(args, 2)
+  fenced(KEYS[1], o)
   local now = redis.call('TIME')
   local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
   return store(KEYS[1], { prepare(args[1], 'event', now_ms) }, o, now)
@@ -569,6 +583,7 @@ local function append_batch(KEYS, args)
   end
   if #args < n + 1 then fail('count is ' .. n .. ' but only ' .. (#args - 1) .. ' events follow') end
   local o = options(args, n + 2)
+  fenced(KEYS[1], o)
   local now = redis.call('TIME')
   local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
   local events = {}

@@ -59,8 +59,7 @@ const noCheckpoint = (c) => new ProtocolError('no_such_checkpoint',
 async function restRun(w, entry, p) {
   const ctl = await startRestRun(w, entry, p);
   if (ctl === KEEP || !ctl) return ctl;
-  await runGraph(w, ctl);
-  return undefined;
+  return runGraph(w, ctl); // KEEP when the thread was lost to a worker that took the run over
 }
 
 /** rest.cancel: no answer; the run waiting here, running here, or (through its record and its lock's owner) elsewhere. */

@@ -54,8 +54,9 @@ export async function acquire(w, thread, waitMs = 0) {
 }
 
 /** Renews the thread's lease every quarter of it while a run goes on; returns what stops it. */
-export function keepLock(w, thread) {
-  const renew = setInterval(() => w.cmd.lockRenew(keys.lock(thread), w.name, w.lockMs).catch(() => {}), w.lockMs / 4);
+export function keepLock(w, thread, onLost = () => {}) {
+  const renew = setInterval(() => w.cmd.lockRenew(keys.lock(thread), w.name, w.lockMs)
+    .then((held) => { if (!held) onLost(); }).catch(() => {}), w.lockMs / 4);
   return () => clearInterval(renew);
 }
 

@@ -90,6 +90,9 @@ export function closeMessage(m, message, code) {
   return { method: 'messages', params };
 }
 
+/** Whether an append was refused by its FENCE: the thread's lock is another worker's now. */
+export const isFenced = (e) => /\bFENCED\b/.test(String(e?.message ?? ''));
+
 export class Relay {
   /**
    * redis: an ioredis client; thread; assistant (graph_name of the root);
@@ -235,7 +238,7 @@ export class Relay {
     }
   }
 
-  /** Appends a batch; an event the function refuses is logged and left out. */
+  /** Appends a batch; an event the function refuses is logged and left out (a FENCED append throws). */
   async append(batch) {
     for (;;) {
       try {

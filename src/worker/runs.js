@@ -16,11 +16,11 @@
 // Every function here takes the worker's shared state `w` (worker.js) first.
 import { randomUUID } from 'node:crypto';
 import { RunControl, isGraphDrained } from '@langchain/langgraph';
-import { success } from './answers.js';
+import { KEEP, success } from './answers.js';
 import { keys } from './keys.js';
 import { keepLock, recordDone, recordRun, release } from './lock.js';
 import { observe } from './observe.js';
-import { Relay } from './relay.js';
+import { Relay, isFenced } from './relay.js';
 import { systemAssistantId } from './config.js';
 import { finishRestRun, restCall } from './rest-runs.js';
 
@@ -61,7 +61,13 @@ function wholeMessage(ns, node, role, id, text) {
  */
 export async function runGraph(w, ctl) {
   const { thread, graph, relay } = ctl;
-  const stopRenewing = keepLock(w, thread);
+  // The lease lapsed (this worker or Redis stalled past --lock-ms) and another worker may have the run:
+  // the graph stops, and nothing more is appended (the relay's appends are fenced by the lock).
+  const lose = () => {
+    ctl.lost = true;
+    if (!ctl.abort.signal.aborted) ctl.abort.abort(new Error('this worker lost the thread'));
+  };
+  const stopRenewing = keepLock(w, thread, lose);
   let status = 'completed';
   let extra = {};
   let error = null;
@@ -93,7 +99,9 @@ export async function runGraph(w, ctl) {
     status = 'failed';
     // The relay may have stopped the run (an event too large to carry): the graph stops too.
     if (!ctl.abort.signal.aborted) ctl.abort.abort(e);
-    if (ctl.cancelled && ctl.rest) {
+    if (ctl.lost || isFenced(e)) {
+      lose();
+    } else if (ctl.cancelled && ctl.rest) {
       relay.closeOpen('the run was cancelled', 'cancelled');
       status = 'interrupted';
       extra = { cancelled: true, action: ctl.cancelAction ?? 'interrupt' };
@@ -110,6 +118,7 @@ export async function runGraph(w, ctl) {
   } finally {
     stopRenewing();
   }
+  if (ctl.lost) return lostRun(w, ctl);
   // Over from here: what a client sends once it has seen the run's end must
   // find no run (run.cancel, input.inject: no_such_run) or wait for it to be
   // gone (run.start), not reach a run that is only tidying up.
@@ -120,7 +129,12 @@ export async function runGraph(w, ctl) {
     // stream just ended finds the run finished (else the SDK reconnects, to
     // a stateless run's records deleted meanwhile).
     if (ctl.rest || ctl.recorded) await finishRestRun(w, ctl, status, error);
-    await relay.end(status, extra);
+    try {
+      await relay.end(status, extra);
+    } catch (e) {
+      if (!isFenced(e)) throw e;
+      ctl.lost = true; // its end is the taker's to append
+    }
     // A stateless run's thread (temporary, on_completion "delete"): its checkpoints go with it.
     if (ctl.dispose) await Promise.all([w.saver.deleteThread(thread), w.cmd.del(keys.run(thread), keys.undo(thread))]);
     else await recordDone(w, thread);
@@ -130,6 +144,22 @@ export async function runGraph(w, ctl) {
     ctl.settle();
   }
   w.log('info', 'run over', { thread, run_id: ctl.runId, status });
+  return ctl.lost ? KEEP : undefined;
+}
+
+/**
+ * A run whose thread this worker lost (runGraph): it stops here, leaving the
+ * run, its record and its command's entry (not acknowledged: KEEP) to the
+ * worker that took it over.
+ */
+function lostRun(w, ctl) {
+  ctl.over = true;
+  ctl.settled = Promise.resolve();
+  ctl.settle = () => {};
+  w.running.delete(ctl.thread);
+  w.log('warn', 'lost the thread\'s lock (a stall longer than --lock-ms): the run is left to the worker that takes it over',
+    { thread: ctl.thread, run_id: ctl.runId });
+  return KEEP;
 }
 
 /**
@@ -165,7 +195,7 @@ export async function startRun(w, entry, { thread, assistant, input, configurabl
   const runId = randomUUID();
   await recordRun(w, { thread, entry, runId, assistant, input, configurable });
   const recorded = await adopt(w, entry, { thread, runId, assistant, configurable, metadata });
-  const relay = new Relay({ redis: w.cmd, thread, assistant, runId, log: w.log, appendOpts: ['ASSISTANT', assistant], subgraphs: graph.subgraphPaths });
+  const relay = new Relay({ redis: w.cmd, thread, assistant, runId, log: w.log, appendOpts: ['ASSISTANT', assistant, 'FENCE', w.name], subgraphs: graph.subgraphPaths });
   relay.started(recorded ? { runId } : {}); // a recorded run is found by its id, as a REST run
   if (answered.length) relay.raw({ method: 'input.answered', params: { namespace: [], data: { interrupt_ids: answered } } });
   for (const h of humans) for (const ev of wholeMessage([], undefined, 'human', h.id, h.content)) relay.raw(ev);
@@ -180,7 +210,7 @@ export async function startRun(w, entry, { thread, assistant, input, configurabl
     throw e;
   }
   await success(w, entry, result({ run_id: runId }));
-  await runGraph(w, ctl);
+  return runGraph(w, ctl);
 }
 
 /**

@@ -69,7 +69,7 @@ export async function takeOver(w, entry, record) {
   } catch (e) { // a graph factory that fails now: the run fails, visibly
     startError = e;
   }
-  const relay = new Relay({ redis: w.cmd, thread, assistant, runId: record.run_id, log: w.log, appendOpts: ['ASSISTANT', assistant], subgraphs: graph?.subgraphPaths });
+  const relay = new Relay({ redis: w.cmd, thread, assistant, runId: record.run_id, log: w.log, appendOpts: ['ASSISTANT', assistant, 'FENCE', w.name], subgraphs: graph?.subgraphPaths });
   // Messages the dead worker left open are closed: their step runs again, under new ids.
   const runSeq = Number(await w.cmd.hget(keys.meta(thread), 'run_seq')) || 1;
   const rows = await w.cmd.xrange(keys.events(thread), `${runSeq}-0`, '+');
@@ -89,5 +89,5 @@ export async function takeOver(w, entry, record) {
     if (record.cancel) cancelRun(ctl, record.cancel);
   }
   w.running.set(thread, ctl);
-  await runGraph(w, ctl);
+  return runGraph(w, ctl);
 }

@@ -49,9 +49,11 @@ export { keys };
  *              types are read for its schemas (langgraph.json's; schemas.js)
  *   name       consumer name (default <host>-<pid>-<random>)
  *   log        (level, msg, fields) → void (default JSON lines on stderr)
- *   heartbeatMs, liveMs   registry heartbeat and how long one counts (3 s, 10 s)
- *   claimIdleMs           entries idle this long are claimed from dead workers (10 s)
- *   lockMs                the thread lock's lease (10 s, renewed while running)
+ *   heartbeatMs, liveMs   registry heartbeat and how long one counts (1 s, 3 s)
+ *   claimIdleMs           entries idle this long are claimed from dead workers (3 s: three
+ *                         heartbeats missed; a live worker re-claims its own every heartbeat)
+ *   lockMs                the thread lock's lease (3 s, renewed every quarter of it while running)
+ * A dead worker's run is taken over within claimIdleMs (+ a heartbeat), once its lock lapsed.
  *   ttlSeconds            checkpoints expire this long after a thread's last write (none)
  * Resolves once it is registered and reading; close() stops it.
  */
@@ -63,10 +65,10 @@ export async function serve(opts = {}) {
   const w = {
     log,
     name: opts.name ?? `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`,
-    heartbeatMs: opts.heartbeatMs ?? 3000,
-    liveMs: opts.liveMs ?? 10000,
-    claimIdleMs: opts.claimIdleMs ?? 10000,
-    lockMs: opts.lockMs ?? 10000,
+    heartbeatMs: opts.heartbeatMs ?? 1000,
+    liveMs: opts.liveMs ?? 3000,
+    claimIdleMs: opts.claimIdleMs ?? 3000,
+    lockMs: opts.lockMs ?? 3000,
     ...(await connect(url, log)), // cmd, block, sub
     running: new Map(),   // thread → the run this worker is running on it (runs.js' ctl)
     waiting: new Map(),   // REST run id → a run waiting for its thread here

@@ -245,6 +245,45 @@ describe('the LangGraph worker, beyond what the SDK drives', () => {
     }
   });
 
+  test('a worker that lost its thread\'s lock (stalled past its lease) stops without appending; the run is taken over whole', async () => {
+    const s = await stack({ tokenMs: 120 }); // the default takeover timing: heartbeat 1 s, claim and lease 3 s
+    try {
+      const threadId = 'lg-lost-lock';
+      const q = 'a question for a worker that stalls';
+      const thread = open(s.apiUrl, threadId, 'websocket');
+      await thread.run.start(question(q));
+      const msgs = collectMessages(thread);
+      await waitUntil(async () => (await storedEvents(s.rc, threadId)).filter((e) => e.method === 'messages' &&
+        e.params.data.event === 'content-block-delta').length >= 11, 30000, 'tokens of the answer');
+      const owner = await s.rc.cmd('GET', `tc:{${threadId}}:lg:lock`);
+      const stalled = s.workers.find((w) => w.name === owner);
+      assert.ok(stalled, owner);
+      // What a stall past the lease looks like from Redis: the lock is not its any more.
+      const t0 = Date.now();
+      await s.rc.cmd('SET', `tc:{${threadId}}:lg:lock`, 'lapsed', 'PX', '1500');
+      await waitUntil(() => stalled.logs.some((l) => /lost the thread's lock/.test(l.msg)), 5000, 'the worker to find out');
+      const atLoss = (await storedEvents(s.rc, threadId)).length;
+      await waitUntil(async () => (await status(s, threadId)) === 'completed', 60000, 'the run to complete');
+      await msgs.done;
+      assert.ok(s.workers.some((w) => w.logs.some((l) => l.msg === 'taking over a run')), 'taken over');
+      assert.ok(Date.now() - t0 < 30000);
+      const state = await head(s, threadId);
+      const finished = [...msgs].filter(([, m]) => !m.error);
+      assert.deepEqual(finished.map(([id]) => id), state.messages.filter((m) => m.type !== 'tool').map((m) => m.id));
+      assert.deepEqual(finished.map(([, m]) => m.text), [q, lines.searching, lines.answer(q), lines.summary]);
+      const cut = [...msgs].filter(([, m]) => m.error);
+      assert.deepEqual(cut.map(([, m]) => m.error), ['worker_lost'], 'the one message the stall cut, marked');
+      const events = await storedEvents(s.rc, threadId);
+      const root = events.filter((e) => e.method === 'lifecycle' && e.params.namespace.length === 0).map((e) => e.params.data.event);
+      assert.deepEqual([root.filter((e) => e === 'started').length, root.at(-1)], [1, 'completed']);
+      assert.equal(root.filter((e) => e === 'failed').length, 0, 'the worker that lost the run reported nothing of it');
+      assert.ok(events.length > atLoss);
+      await thread.close();
+    } finally {
+      await s.done();
+    }
+  });
+
   test('routing: an assistant no worker serves is refused at once; run.cancel; input for an active run is injected', async () => {
     const s = await stack({ tokenMs: 60 });
     try {

@@ -121,6 +121,24 @@ test('malformed calls get a usage error', async () => {
   assert.equal(await rc.cmd('EXISTS', `tc:{${t}}:meta`), 0);
 });
 
+test('FENCE: an append is taken only while the thread\'s lock holds its owner', async () => {
+  const t = 'pb-fence';
+  await rc.cmd('SET', `tc:{${t}}:lg:lock`, 'worker-a', 'PX', '5000');
+  assert.equal(await batch(t, [custom(1), custom(2)], 'FENCE', 'worker-a'), 1);
+  assert.equal(await rc.cmd('FCALL', 'threadcast_append', 1, t, JSON.stringify(custom(3)), 'FENCE', 'worker-a'), 3);
+  for (const res of [await batch(t, [custom(4)], 'FENCE', 'worker-b'),
+    await rc.cmd('FCALL', 'threadcast_append', 1, t, JSON.stringify(custom(4)), 'FENCE', 'worker-b')]) {
+    assert.ok(res instanceof Error, String(res));
+    assert.match(res.message, /^ERR threadcast: FENCED: the lock of thread pb-fence is not held by worker-b$/);
+  }
+  await rc.cmd('DEL', `tc:{${t}}:lg:lock`);
+  const lapsed = await batch(t, [custom(4)], 'FENCE', 'worker-a');
+  assert.match(lapsed.message, /FENCED/, 'a lapsed lock fences its old owner too');
+  assert.equal(await batch(t, [custom(4)]), 4, 'without FENCE the lock is not looked at');
+  assert.equal((await meta(t)).seq, '4', 'the refused appends changed nothing');
+  assert.match((await rc.cmd('FCALL', 'threadcast_append', 1, t, JSON.stringify(custom(5)), 'FENCE', '')).message, /FENCE must be 1 to 200/);
+});
+
 test('a batch keeps the run, tree and interrupt indexes as the events one by one would', async () => {
   const one = 'pb-idx-1', many = 'pb-idx-n';
   const ev = [

@@ -2,7 +2,9 @@
 // threadcast-worker: serves LangGraph graphs to threadcast.
 //
 //   threadcast-worker [--redis-url URL] [--graphs MODULE | --config langgraph.json] [--name NAME]
-//                     [--ttl SECONDS] [--claim-idle-ms MS] [--lock-ms MS]
+//                     [--ttl SECONDS] [--heartbeat-ms MS] [--claim-idle-ms MS] [--lock-ms MS]
+// (the takeover's timing: a heartbeat a second; a worker silent for three is dead, its runs
+// claimed after --claim-idle-ms and taken over once its thread locks' --lock-ms lapsed)
 //
 // MODULE (default: the example graph, graphs/agent.js) exports `graphs`,
 // { <assistant id>: a StateGraph, a compiled graph, a Promise of either, or a
@@ -24,7 +26,10 @@ const opt = (name, dflt) => {
 };
 if (args.includes('--help')) {
   process.stdout.write('usage: threadcast-worker [--redis-url URL] [--graphs MODULE | --config langgraph.json] [--name NAME]\n' +
-    '                         [--ttl SECONDS] [--claim-idle-ms MS] [--lock-ms MS]\n');
+    '                         [--ttl SECONDS] [--heartbeat-ms MS] [--claim-idle-ms MS] [--lock-ms MS]\n' +
+    '  --heartbeat-ms MS   how often the worker says it is alive (1000)\n' +
+    '  --claim-idle-ms MS  a run whose worker said nothing this long is taken over (3000; > the heartbeat)\n' +
+    '  --lock-ms MS        the lease of a running thread\'s lock (3000; renewed every quarter)\n');
   process.exit(0);
 }
 const modPath = opt('--graphs', null);
@@ -50,6 +55,21 @@ try {
   process.stderr.write(`threadcast-worker: ${e.stack ?? e}\n`);
   process.exit(2);
 }
+/** A duration option: a whole number of milliseconds from 100 to 600000, else exit 2; absent: undefined. */
+function ms(name) {
+  const v = opt(name, undefined);
+  if (v === undefined) return undefined;
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 100 || n > 600000) {
+    process.stderr.write(`threadcast-worker: ${name} must be a whole number of milliseconds from 100 to 600000, got "${v}"\n`);
+    process.exit(2);
+  }
+  return n;
+}
+if ((ms('--claim-idle-ms') ?? 3000) <= (ms('--heartbeat-ms') ?? 1000)) {
+  process.stderr.write('threadcast-worker: --claim-idle-ms must be longer than --heartbeat-ms (a live worker would look dead)\n');
+  process.exit(2);
+}
 // After the graphs: their env (langgraph.json's) may name the Redis URL.
 const { serve } = await import('../worker.js');
 const worker = await serve({
@@ -58,8 +78,10 @@ const worker = await serve({
   graphSpecs,
   name: opt('--name', undefined),
   ttlSeconds: opt('--ttl', undefined) ? Number(opt('--ttl')) : undefined,
-  claimIdleMs: opt('--claim-idle-ms', undefined) ? Number(opt('--claim-idle-ms')) : undefined,
-  lockMs: opt('--lock-ms', undefined) ? Number(opt('--lock-ms')) : undefined,
+  heartbeatMs: ms('--heartbeat-ms'),
+  liveMs: ms('--heartbeat-ms') && 3 * ms('--heartbeat-ms'),
+  claimIdleMs: ms('--claim-idle-ms'),
+  lockMs: ms('--lock-ms'),
 });
 let stopping = false;
 for (const sig of ['SIGTERM', 'SIGINT']) {
