@@ -205,40 +205,50 @@ describe('the LangGraph worker, beyond what the SDK drives', () => {
     }
   });
 
+  /** A run of question q on threadId, mid-message in the model's second turn: {thread, msgs, holder}. */
+  async function midAnswer(s, threadId, q) {
+    const thread = open(s.apiUrl, threadId, 'websocket');
+    await thread.run.start(question(q));
+    const msgs = collectMessages(thread);
+    // Mid-message, in the model's second turn (after the tools step's checkpoint).
+    await waitUntil(async () => (await storedEvents(s.rc, threadId)).filter((e) => e.method === 'messages' &&
+      e.params.data.event === 'content-block-delta').length >= 11, 30000, 'tokens of the answer');
+    const owner = await s.rc.cmd('GET', `tc:{${threadId}}:lg:lock`);
+    const holder = s.workers.find((w) => w.name === owner);
+    assert.ok(holder, `the run is held by one of the workers: ${owner}`);
+    return { thread, msgs, holder };
+  }
+
+  /**
+   * Once the run is over: every message of the state once, whole; the one
+   * the fault cut is closed with worker_lost, its text a beginning of its
+   * rerun's; one run, one start, one end (no failure reported).
+   */
+  async function takenOverWhole(s, threadId, q, msgs) {
+    await waitUntil(async () => (await status(s, threadId)) === 'completed', 60000, 'the run to complete');
+    await msgs.done;
+    const state = await head(s, threadId);
+    const finished = [...msgs].filter(([, m]) => !m.error);
+    assert.deepEqual(finished.map(([id]) => id), state.messages.filter((m) => m.type !== 'tool').map((m) => m.id));
+    assert.deepEqual(finished.map(([, m]) => m.text), [q, lines.searching, lines.answer(q), lines.summary]);
+    const cut = [...msgs].filter(([, m]) => m.error);
+    assert.deepEqual(cut.map(([, m]) => m.error), ['worker_lost']);
+    assert.ok(lines.answer(q).startsWith(cut[0][1].text), cut[0][1].text);
+    const events = await storedEvents(s.rc, threadId);
+    const root = events.filter((e) => e.method === 'lifecycle' && e.params.namespace.length === 0).map((e) => e.params.data.event);
+    assert.deepEqual([root.filter((e) => e === 'started').length, root.filter((e) => e === 'failed').length, root.at(-1)], [1, 0, 'completed']);
+    return events;
+  }
+
   test('a worker SIGKILLed mid-run: another takes the run over from the last checkpoint', async () => {
     const s = await stack({ tokenMs: 120, workerArgs: ['--claim-idle-ms', '2000', '--lock-ms', '2000'] });
     try {
-      const threadId = 'lg-kill';
       const q = 'a question that takes a while';
-      const thread = open(s.apiUrl, threadId, 'websocket');
-      await thread.run.start(question(q));
-      const msgs = collectMessages(thread);
-      // Mid-message, in the model's second turn (after the tools step's checkpoint).
-      await waitUntil(async () => (await storedEvents(s.rc, threadId)).filter((e) => e.method === 'messages' &&
-        e.params.data.event === 'content-block-delta').length >= 11, 30000, 'tokens of the answer');
-      const owner = await s.rc.cmd('GET', `tc:{${threadId}}:lg:lock`);
-      const victim = s.workers.find((w) => w.name === owner);
-      assert.ok(victim, `the run is held by one of the workers: ${owner}`);
+      const { thread, msgs, holder: victim } = await midAnswer(s, 'lg-kill', q);
       await victim.kill('SIGKILL');
-      await waitUntil(async () => (await status(s, threadId)) === 'completed', 60000, 'the run to complete');
-      await msgs.done;
+      await takenOverWhole(s, 'lg-kill', q, msgs);
       const survivor = s.workers.find((w) => w !== victim);
       assert.ok(survivor.logs.some((l) => l.msg === 'taking over a run' && l.from === 'the last checkpoint'));
-      // The transcript: every message of the state, whole; the one the crash
-      // cut is closed with worker_lost, its text a beginning of its rerun's.
-      const state = await head(s, threadId);
-      const finished = [...msgs].filter(([, m]) => !m.error);
-      assert.deepEqual(finished.map(([id]) => id), state.messages.filter((m) => m.type !== 'tool').map((m) => m.id));
-      assert.deepEqual(finished.map(([, m]) => m.text), [q, lines.searching, lines.answer(q), lines.summary]);
-      const cut = [...msgs].filter(([, m]) => m.error);
-      assert.equal(cut.length, 1);
-      assert.equal(cut[0][1].error, 'worker_lost');
-      assert.ok(lines.answer(q).startsWith(cut[0][1].text), cut[0][1].text);
-      // One run, one start, one end.
-      const events = await storedEvents(s.rc, threadId);
-      const root = events.filter((e) => e.method === 'lifecycle' && e.params.namespace.length === 0).map((e) => e.params.data.event);
-      assert.equal(root.filter((e) => e === 'started').length, 1);
-      assert.equal(root.at(-1), 'completed');
       await thread.close();
     } finally {
       await s.done();
@@ -248,36 +258,13 @@ describe('the LangGraph worker, beyond what the SDK drives', () => {
   test('a worker that lost its thread\'s lock (stalled past its lease) stops without appending; the run is taken over whole', async () => {
     const s = await stack({ tokenMs: 120 }); // the default takeover timing: heartbeat 1 s, claim and lease 3 s
     try {
-      const threadId = 'lg-lost-lock';
       const q = 'a question for a worker that stalls';
-      const thread = open(s.apiUrl, threadId, 'websocket');
-      await thread.run.start(question(q));
-      const msgs = collectMessages(thread);
-      await waitUntil(async () => (await storedEvents(s.rc, threadId)).filter((e) => e.method === 'messages' &&
-        e.params.data.event === 'content-block-delta').length >= 11, 30000, 'tokens of the answer');
-      const owner = await s.rc.cmd('GET', `tc:{${threadId}}:lg:lock`);
-      const stalled = s.workers.find((w) => w.name === owner);
-      assert.ok(stalled, owner);
+      const { thread, msgs, holder: stalled } = await midAnswer(s, 'lg-lost-lock', q);
       // What a stall past the lease looks like from Redis: the lock is not its any more.
-      const t0 = Date.now();
-      await s.rc.cmd('SET', `tc:{${threadId}}:lg:lock`, 'lapsed', 'PX', '1500');
+      await s.rc.cmd('SET', 'tc:{lg-lost-lock}:lg:lock', 'lapsed', 'PX', '1500');
       await waitUntil(() => stalled.logs.some((l) => /lost the thread's lock/.test(l.msg)), 5000, 'the worker to find out');
-      const atLoss = (await storedEvents(s.rc, threadId)).length;
-      await waitUntil(async () => (await status(s, threadId)) === 'completed', 60000, 'the run to complete');
-      await msgs.done;
+      await takenOverWhole(s, 'lg-lost-lock', q, msgs);
       assert.ok(s.workers.some((w) => w.logs.some((l) => l.msg === 'taking over a run')), 'taken over');
-      assert.ok(Date.now() - t0 < 30000);
-      const state = await head(s, threadId);
-      const finished = [...msgs].filter(([, m]) => !m.error);
-      assert.deepEqual(finished.map(([id]) => id), state.messages.filter((m) => m.type !== 'tool').map((m) => m.id));
-      assert.deepEqual(finished.map(([, m]) => m.text), [q, lines.searching, lines.answer(q), lines.summary]);
-      const cut = [...msgs].filter(([, m]) => m.error);
-      assert.deepEqual(cut.map(([, m]) => m.error), ['worker_lost'], 'the one message the stall cut, marked');
-      const events = await storedEvents(s.rc, threadId);
-      const root = events.filter((e) => e.method === 'lifecycle' && e.params.namespace.length === 0).map((e) => e.params.data.event);
-      assert.deepEqual([root.filter((e) => e === 'started').length, root.at(-1)], [1, 'completed']);
-      assert.equal(root.filter((e) => e === 'failed').length, 0, 'the worker that lost the run reported nothing of it');
-      assert.ok(events.length > atLoss);
       await thread.close();
     } finally {
       await s.done();
