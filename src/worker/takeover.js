@@ -15,7 +15,8 @@
 // Every function here takes the worker's shared state `w` (worker.js) first.
 import { KEEP } from './answers.js';
 import { GROUP, keys } from './keys.js';
-import { acquire, headOf, loadInput } from './lock.js';
+import { acquire, headOf, loadInput, recordDone, release } from './lock.js';
+import { restCall } from './rest-runs.js';
 import { Relay, closeMessage, openMessages } from './relay.js';
 import { cancelRun, runGraph } from './runs.js';
 
@@ -70,11 +71,26 @@ export async function takeOver(w, entry, record) {
     startError = e;
   }
   const relay = new Relay({ redis: w.cmd, thread, assistant, runId: record.run_id, log: w.log, appendOpts: ['ASSISTANT', assistant, 'FENCE', w.name], subgraphs: graph?.subgraphPaths });
-  // Messages the dead worker left open are closed: their step runs again, under new ids.
-  const runSeq = Number(await w.cmd.hget(keys.meta(thread), 'run_seq')) || 1;
-  const rows = await w.cmd.xrange(keys.events(thread), `${runSeq}-0`, '+');
-  const events = rows.map(([, f]) => JSON.parse(f[f.indexOf('e') + 1]));
-  for (const m of openMessages(events)) relay.raw(closeMessage(m, 'the worker running this step stopped; the step runs again', 'worker_lost'));
+  const [metaRun, runSeqText, seqText] = await w.cmd.hmget(keys.meta(thread), 'run_id', 'run_seq', 'seq');
+  if (metaRun !== record.run_id) {
+    // The dead worker recorded the run but died before its root `started` was appended (the thread's
+    // events still end with the run before): the taker starts it, as the dead worker would have, so
+    // its streams find it (they follow a run from its `started`).
+    if (rest) {
+      const started = await restCall(w, 'run.started', { run_id: record.run_id, after_seq: Number(seqText) || 0 });
+      if (started.status >= 400 && started.status < 500) { // deleted or cancelled meanwhile: nothing to go on with
+        await recordDone(w, thread);
+        await release(w, thread);
+        return undefined;
+      }
+    }
+    relay.started(rest || record.recorded === '1' ? { runId: record.run_id } : {});
+  } else {
+    // Messages the dead worker left open are closed: their step runs again, under new ids.
+    const rows = await w.cmd.xrange(keys.events(thread), `${Number(runSeqText) || 1}-0`, '+');
+    const events = rows.map(([, f]) => JSON.parse(f[f.indexOf('e') + 1]));
+    for (const m of openMessages(events)) relay.raw(closeMessage(m, 'the worker running this step stopped; the step runs again', 'worker_lost'));
+  }
   const head = await headOf(w, thread);
   const fromStart = head === record.base;
   const input = fromStart ? loadInput(record.input) : null;

@@ -291,6 +291,36 @@ describe('REST runs cancelled before they start', () => {
   });
 });
 
+describe('REST runs whose worker died', () => {
+  test('before its start was appended: the worker that takes it over starts it, so its streams find all of it', async () => {
+    const t = 'rw-unstarted';
+    const runId = 'run-unstarted-1';
+    await rc.cmd('FCALL', 'threadcast_rest', 1, '{tc:commands}', 'threads.create',
+      JSON.stringify({ query: {}, path: {}, ids: { thread_id: t }, body: { thread_id: t } }));
+    // runs.create hands the run over; in the same transaction a worker that will never answer reads it.
+    await rc.cmd('MULTI');
+    await rc.cmd('FCALL', 'threadcast_rest', 1, '{tc:commands}', 'runs.create', JSON.stringify({ query: {}, path: { thread_id: t },
+      ids: { run_id: runId, thread_id: t }, after_seq: 0, body: { assistant_id: 'steps', input: { text: 'hello' } } }));
+    await rc.cmd('XREADGROUP', 'GROUP', 'workers', 'dead-worker', 'COUNT', '1', 'STREAMS', stream('steps'), '>');
+    const [, read] = await rc.cmd('EXEC');
+    const id = read[0][1][0][0];
+    // What it did before it died: recorded the run (its thread's lock has lapsed); nothing appended, nothing reported.
+    await rc.cmd('HSET', `tc:{${t}}:lg:run`, 'entry', `${stream('steps')} ${id}`, 'run_id', runId, 'status', 'running', 'recorded', '0',
+      'assistant', 'steps', 'base', '', 'input', JSON.stringify({ input: { text: 'hello' } }), 'configurable', '{}',
+      'rest', JSON.stringify({ options: {}, metadata: {}, config: {}, dispose: false, observe: { events: false, debug: false, runId } }));
+    const fin = await finished(runId, 30000);
+    assert.equal(fin.status, 'success');
+    assert.deepEqual(fin.values.log, ['first saw hello', 'second done']);
+    assert.equal(called('run.started', runId).length, 1, 'the taker reported its start');
+    await released(t);
+    const root = rootLifecycle(await storedEvents(rc, t));
+    const seen = root.map((e) => e.params.data.event);
+    assert.deepEqual([seen[0], seen.filter((e) => e === 'started').length, seen.at(-1)], ['started', 1, 'completed'], seen.join());
+    assert.equal(root[0].params.data.runId, runId, 'a run stream follows the run from this event');
+    assert.ok(worker.logs.some((l) => l.msg === 'taking over a run' && l.thread === t && l.from === 'the start'));
+  });
+});
+
 describe('REST runs across workers, stateless runs', () => {
   test('a rest.cancel read by a worker that does not run it reaches the lock owner (tc:worker:<name>)', async () => {
     const other = await startWorker(redis.url, { name: 'rest-alias', args: ['--graphs', graphsModule], env: { TC_TEST_GRAPHS: 'alias' } });
