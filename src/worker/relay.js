@@ -24,6 +24,7 @@
 // `{"__interrupt__": …}` values and updates, and the class of the error a
 // run failed with.
 
+import { randomUUID } from 'node:crypto';
 import { keys } from './keys.js';
 import { sideEvent } from './observe.js';
 
@@ -108,6 +109,8 @@ export class Relay {
     this.open = new Map();      // messages of this run not finished yet
     this.terminal = null;       // the root's last lifecycle event, held until the run is over
     this.failed = null;         // an append error that nothing could fix
+    this.batchId = randomUUID(); // with a count, each append's BATCH: ioredis resends what was in flight
+    this.batches = 0;            // when its connection breaks (a Redis restart), and it must not land twice
   }
 
   /**
@@ -240,10 +243,11 @@ export class Relay {
 
   /** Appends a batch; an event the function refuses is logged and left out (a FENCED append throws). */
   async append(batch) {
+    const id = `${this.batchId}:${++this.batches}`;
     for (;;) {
       try {
         await this.redis.call('FCALL', 'threadcast_append_batch', 1, keys.append(this.thread), batch.length, ...batch,
-          ...this.appendOpts, 'RUN', this.runId);
+          ...this.appendOpts, 'RUN', this.runId, 'BATCH', id);
         return;
       } catch (e) {
         // "ERR threadcast: event 3 must be …", "… lifecycle event 3.params…"
