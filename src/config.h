@@ -49,7 +49,7 @@
 	X(redis_ping_ms, "redis-ping-interval", "REDIS_PING_INTERVAL", INT, "1000", 50, 600000,                                                                                                                     \
 	  "Redis health-check period; a PING unanswered for one period marks Redis slow (unready), five periods reconnect")                                                                                         \
 	X(drain_grace_ms, "drain-grace", "DRAIN_GRACE", INT, "10000", 0, 3600000,                                                                                                                                   \
-	  "on SIGTERM, first fail /readyz this long while still serving new requests (a balancer stops routing here), milliseconds")                                                                              \
+	  "on SIGTERM, first fail /readyz this long while still serving new requests (a balancer stops routing here), milliseconds")                                                                                \
 	X(drain_timeout_ms, "drain-timeout", "DRAIN_TIMEOUT", INT, "5000", 0, 3600000,                                                                                                                              \
 	  "on SIGTERM, how long to wait for clients to finish closing, milliseconds")                                                                                                                               \
 	X(drain_spread_ms, "drain-spread", "DRAIN_SPREAD", INT, "2000", 0, 3600000,                                                                                                                                 \
