@@ -179,7 +179,8 @@ static void subgraph_message(struct tc_run_modes *f)
 	     "\"node\":\"summarize\",\"data\":{\"event\":\"content-block-delta\",\"index\":0,\"delta\":{\"type\":"
 	     "\"text-delta\",\"text\":\"Sum\"}}");
 	feed(f, "messages", "[\"researcher:1\"]", "\"node\":\"summarize\",\"data\":{\"event\":\"message-finish\"}");
-	feed(f, "values", "[\"researcher:1\"]", "\"data\":{\"messages\":[{\"type\":\"ai\",\"content\":\"Sum\",\"id\":\"s1\"}]}");
+	feed(f, "values", "[\"researcher:1\"]",
+	     "\"data\":{\"messages\":[{\"type\":\"ai\",\"content\":\"Sum\",\"id\":\"s1\"}]}");
 	feed(f, "updates", "[]",
 	     "\"data\":{\"node\":\"researcher\",\"values\":{\"messages\":[{\"type\":\"ai\",\"content\":\"Sum\",\"id\":"
 	     "\"s1\"}]}}");
