@@ -151,7 +151,6 @@ static void command(struct tc_replay *rp, tc_redis_cb *cb, const struct tc_store
 	rp->in_flight = true;
 }
 
-/* Common head of every reply callback: false when it must stop here. */
 /* Redis answered what no replay asks for: the client is told, the replay ends. */
 static void unexpected(struct tc_replay *rp, const redisReply *reply)
 {
@@ -163,6 +162,7 @@ static void unexpected(struct tc_replay *rp, const redisReply *reply)
 		close_client(rp, TC_CLOSE_INTERNAL, "internal error while replaying");
 }
 
+/* Common head of every reply callback: false when it must stop here. */
 static bool take_reply(struct tc_replay *rp, redisReply *reply, int type)
 {
 	assert(rp->in_flight);

@@ -807,6 +807,22 @@ local function run_context(a, b)
   return merge(a, b)
 end
 
+-- Writes run r's record (r.run_id … r.after_seconds) and lists it among its thread's runs.
+local function save_run(r, now)
+  redis.call('HSET', keys.rest_run(r.run_id), 'run_id', r.run_id, 'thread_id', r.thread_id, 'assistant_id', r.assistant_id,
+             'graph_id', r.graph_id, 'status', r.status, 'created_at', now, 'updated_at', now, 'metadata', r.metadata,
+             'kwargs', r.kwargs, 'multitask_strategy', r.multitask_strategy, 'after_seq', r.after_seq,
+             'on_completion', r.on_completion, 'temporary', r.temporary, 'after_seconds', r.after_seconds)
+  redis.call('ZADD', keys.rest_runs(r.thread_id), now, r.run_id)
+end
+
+-- Thread t runs run r's assistant now (LangGraph's metadata keys, so threads
+-- can be searched by graph): its metadata says so, and it is busy.
+local function thread_runs(t, r, now)
+  t.metadata = merge(t.metadata or '{}', '{"graph_id":' .. jstr(r.graph_id) .. ',"assistant_id":' .. jstr(r.assistant_id) .. '}')
+  redis.call('HSET', keys.rest_thread(r.thread_id), 'metadata', t.metadata, 'status', 'busy', 'updated_at', now)
+end
+
 local function runs_create(c)
   local r = run_body(c)
   local stateless = c.a.stateless == true
@@ -853,12 +869,7 @@ local function runs_create(c)
   r.after_seq = tostring(after_seq)
   r.temporary = (stateless and r.on_completion ~= 'keep') and '1' or '0'
   r.on_completion = r.on_completion or (stateless and 'delete' or 'keep')
-  redis.call('HSET', keys.rest_run(rid), 'run_id', rid, 'thread_id', tid, 'assistant_id', r.assistant_id,
-             'graph_id', r.graph_id, 'status', 'pending',
-             'created_at', c.now, 'updated_at', c.now, 'metadata', r.metadata, 'kwargs', r.kwargs,
-             'multitask_strategy', r.multitask_strategy, 'after_seq', after_seq, 'on_completion', r.on_completion,
-             'temporary', r.temporary, 'after_seconds', r.after_seconds)
-  redis.call('ZADD', keys.rest_runs(tid), c.now, rid)
+  save_run(r, c.now)
 
   if not active then
     dispatch(r, c.clock)
@@ -869,10 +880,7 @@ local function runs_create(c)
     redis.call('LPUSH', keys.rest_queue(tid), rid)
   end
 
-  -- The thread runs this assistant now (LangGraph's metadata keys, so
-  -- threads can be searched by graph).
-  t.metadata = merge(t.metadata or '{}', '{"graph_id":' .. jstr(r.graph_id) .. ',"assistant_id":' .. jstr(r.assistant_id) .. '}')
-  redis.call('HSET', tk, 'metadata', t.metadata, 'status', 'busy', 'updated_at', c.now)
+  thread_runs(t, r, c.now)
   if not active then -- and its config: the assistant's, the thread's, the run's (as the reference server)
     local cfg = merge_config(merge_config(asst.config, t.config), c.raw.config)
     if cfg then redis.call('HSET', tk, 'config', cfg) end
@@ -931,6 +939,16 @@ local function runs_delete(c)
   return { 204, '' }
 end
 
+-- A cancelled run that never started: interrupted, or (rollback) deleted.
+local function cancel_unstarted(tid, rid, r, action, now)
+  r.status, r.updated_at = 'interrupted', tostring(now)
+  if action == 'rollback' then
+    delete_run(tid, rid)
+  else
+    redis.call('HSET', keys.rest_run(rid), 'status', 'interrupted', 'updated_at', now)
+  end
+end
+
 local function runs_cancel(c)
   local tid, rid = path_id(c, 'thread_id'), path_id(c, 'run_id')
   local action = query1(c, 'action') or 'interrupt'
@@ -952,12 +970,7 @@ local function runs_cancel(c)
     -- the reference server has it. The worker holding it finds the mark and never runs it; it
     -- appends the run's start and end so that streams of it end too.
     redis.call('DEL', keys.rest_active(tid))
-    r.status, r.updated_at = 'interrupted', tostring(c.now)
-    if action == 'rollback' then
-      delete_run(tid, rid)
-    else
-      redis.call('HSET', keys.rest_run(rid), 'status', 'interrupted', 'updated_at', c.now)
-    end
+    cancel_unstarted(tid, rid, r, action, c.now)
     local t = thread_record(tid)
     local waiting = t and t.interrupts and t.interrupts ~= '{}'
     redis.call('HSET', keys.rest_thread(tid), 'status', waiting and 'interrupted' or 'idle', 'updated_at', c.now)
@@ -966,13 +979,7 @@ local function runs_cancel(c)
   end
   -- Still in the queue: it never reaches a worker.
   redis.call('LREM', keys.rest_queue(tid), 0, rid)
-  r.updated_at = tostring(c.now)
-  r.status = 'interrupted'
-  if action == 'rollback' then
-    delete_run(tid, rid)
-  else
-    redis.call('HSET', keys.rest_run(rid), 'status', 'interrupted', 'updated_at', c.now)
-  end
+  cancel_unstarted(tid, rid, r, action, c.now)
   return { 200, run_json(r) }
 end
 
@@ -1024,14 +1031,9 @@ local function run_adopted(c)
   local r = { run_id = rid, thread_id = tid, assistant_id = b.assistant_id, graph_id = b.graph_id, status = 'running',
               created_at = tostring(c.now), updated_at = tostring(c.now), metadata = '{}',
               kwargs = absent(b.kwargs) and '{}' or raw.kwargs, multitask_strategy = 'reject',
-              after_seq = tostring(b.after_seq), on_completion = 'keep', temporary = '0' }
-  redis.call('HSET', keys.rest_run(rid), 'run_id', rid, 'thread_id', tid, 'assistant_id', r.assistant_id,
-             'graph_id', r.graph_id, 'status', 'running', 'created_at', c.now, 'updated_at', c.now,
-             'metadata', r.metadata, 'kwargs', r.kwargs, 'multitask_strategy', r.multitask_strategy,
-             'after_seq', b.after_seq, 'on_completion', 'keep', 'temporary', '0', 'after_seconds', 0)
-  redis.call('ZADD', keys.rest_runs(tid), c.now, rid)
-  t.metadata = merge(t.metadata or '{}', '{"graph_id":' .. jstr(r.graph_id) .. ',"assistant_id":' .. jstr(r.assistant_id) .. '}')
-  redis.call('HSET', keys.rest_thread(tid), 'metadata', t.metadata, 'status', 'busy', 'updated_at', c.now)
+              after_seq = tostring(b.after_seq), on_completion = 'keep', temporary = '0', after_seconds = 0 }
+  save_run(r, c.now)
+  thread_runs(t, r, c.now)
   if t.expires_at then
     apply_ttl(tid, t)
     redis.call('PEXPIREAT', keys.rest_run(rid), t.expires_at)

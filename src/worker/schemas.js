@@ -43,6 +43,9 @@ function zodSchemaModule(from) {
   return file ? path.resolve(path.dirname(pkg), file) : null;
 }
 
+/** The worker's own copy of it (the one @langchain/langgraph-api reads), once known. */
+let workersZodSchema;
+
 /**
  * The zod registry's schemas of a graph whose source has its own copy of
  * LangGraph (a langgraph.json project's node_modules): withLangGraph()
@@ -57,7 +60,8 @@ async function sourceRegistry(compiled, sourceFile) {
   if ([b._schemaRuntimeDefinition, b._inputRuntimeDefinition, b._outputRuntimeDefinition].some(isStateSchemaLike)) return null;
   try {
     const at = zodSchemaModule(sourceFile);
-    if (!at || at === zodSchemaModule(fileURLToPath(import.meta.url))) return null;
+    workersZodSchema ??= zodSchemaModule(fileURLToPath(import.meta.url));
+    if (!at || at === workersZodSchema) return null;
     const z = await import(pathToFileURL(at).href);
     const s = { state: z.getUpdateTypeSchema(compiled), input: z.getInputTypeSchema(compiled), output: z.getOutputTypeSchema(compiled),
       config: z.getConfigTypeSchema(compiled) };

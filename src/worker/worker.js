@@ -49,7 +49,7 @@ export { keys };
  *              types are read for its schemas (langgraph.json's; schemas.js)
  *   name       consumer name (default <host>-<pid>-<random>)
  *   log        (level, msg, fields) → void (default JSON lines on stderr)
- *   heartbeatMs, liveMs   registry heartbeat and how long one counts (1 s, 3 s)
+ *   heartbeatMs, liveMs   registry heartbeat and how long one counts (1 s, three heartbeats)
  *   claimIdleMs           entries idle this long are claimed from dead workers (3 s: three
  *                         heartbeats missed; a live worker re-claims its own every heartbeat)
  *   lockMs                the thread lock's lease (3 s, renewed every quarter of it while running)
@@ -62,11 +62,12 @@ export async function serve(opts = {}) {
   const log = opts.log ?? jsonLog;
   registerSdkLogger(log); // for graphs imported from here on (bin/ registers it before importing any)
   /** The worker's shared state: settings, connections, graphs, and what it has in hand. */
+  const heartbeatMs = opts.heartbeatMs ?? 1000;
   const w = {
     log,
     name: opts.name ?? `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`,
-    heartbeatMs: opts.heartbeatMs ?? 1000,
-    liveMs: opts.liveMs ?? 3000,
+    heartbeatMs,
+    liveMs: opts.liveMs ?? 3 * heartbeatMs, // three heartbeats missed: dead
     claimIdleMs: opts.claimIdleMs ?? 3000,
     lockMs: opts.lockMs ?? 3000,
     ...(await connect(url, log)), // cmd, block, sub

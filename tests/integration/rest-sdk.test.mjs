@@ -310,10 +310,8 @@ describe('the Agent Protocol REST API through @langchain/langgraph-sdk', () => {
     await client.runs.cancel(threadId, run.run_id);
     assert.deepEqual((await client.runs.list(threadId, { status: 'interrupted' })).map((r) => r.run_id), [run.run_id], 'at once, as the reference lists it');
     assert.equal((await client.threads.get(threadId)).status, 'idle');
-    const t0 = Date.now();
     await client.runs.join(threadId, run.run_id);
     await Promise.race([stream.done, sleep(20000).then(() => { throw new Error('the run stream did not end'); })]);
-    assert.ok(Date.now() - t0 < 20000);
     assert.deepEqual(stream.map((p) => p.event), ['metadata'], 'nothing of the graph ran');
     assert.equal((await client.runs.get(threadId, run.run_id)).status, 'interrupted');
     assert.deepEqual(await s.head(threadId), {}, 'no checkpoint');

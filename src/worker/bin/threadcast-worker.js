@@ -79,7 +79,6 @@ const worker = await serve({
   name: opt('--name', undefined),
   ttlSeconds: opt('--ttl', undefined) ? Number(opt('--ttl')) : undefined,
   heartbeatMs: ms('--heartbeat-ms'),
-  liveMs: ms('--heartbeat-ms') && 3 * ms('--heartbeat-ms'),
   claimIdleMs: ms('--claim-idle-ms'),
   lockMs: ms('--lock-ms'),
 });
