@@ -99,8 +99,8 @@ export class Relay {
    * redis: an ioredis client; thread; assistant (graph_name of the root);
    * runId (RUN of the run's started event); log(level, msg, fields).
    */
-  constructor({ redis, thread, assistant, runId, log, appendOpts = [], subgraphs = new Set() }) {
-    Object.assign(this, { redis, thread, assistant, runId, log, appendOpts, subgraphs });
+  constructor({ redis, thread, assistant, runId, log, appendOpts = [], subgraphs = new Set(), regain = null }) {
+    Object.assign(this, { redis, thread, assistant, runId, log, appendOpts, subgraphs, regain });
     this.queue = [];            // event JSON texts waiting to be appended
     this.sizes = [];            // their byte lengths
     this.queuedBytes = 0;
@@ -241,15 +241,25 @@ export class Relay {
     }
   }
 
-  /** Appends a batch; an event the function refuses is logged and left out (a FENCED append throws). */
+  /**
+   * Appends a batch; an event the function refuses is logged and left out.
+   * A FENCED append is sent again once regain() says the lock is this
+   * worker's again (its lease lapsed while Redis stalled, nobody took it);
+   * else it throws.
+   */
   async append(batch) {
     const id = `${this.batchId}:${++this.batches}`;
+    let regained = 0;
     for (;;) {
       try {
         await this.redis.call('FCALL', 'threadcast_append_batch', 1, keys.append(this.thread), batch.length, ...batch,
           ...this.appendOpts, 'RUN', this.runId, 'BATCH', id);
         return;
       } catch (e) {
+        if (isFenced(e)) {
+          if (regained++ < 2 && this.regain && await this.regain()) continue;
+          throw e;
+        }
         // "ERR threadcast: event 3 must be …", "… lifecycle event 3.params…"
         const m = /^ERR threadcast: (?:[\w.:-]+ )?event (\d+)\b/.exec(e.message);
         const k = m ? Number(m[1]) : 0;

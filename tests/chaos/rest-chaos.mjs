@@ -37,10 +37,12 @@
 // truncation), its last values event is the thread's final state, every
 // message the run added to the state is in its messages-tuple chunks with
 // exactly the state's text (and a tool call's arguments), nothing else is —
-// except, in a run a worker took over, the beginning of a message the dead
-// worker was streaming (the step ran again; messages-tuple has nowhere to put
-// its worker_lost mark, see protocol/README.md "When a worker dies") —, and a
-// failed run shows its error event. Errors the client got are allowed and
+// except, in a run a worker took over, what protocol/README.md ("When a
+// worker dies") says the step that runs again leaves: the beginning of a
+// message the dead worker was streaming (messages-tuple has nowhere to put
+// its worker_lost mark), or a message it had finished, whole, under an id
+// the final state does not have (counted) —, and a failed run shows its
+// error event. Errors the client got are allowed and
 // counted. Sanitizer reports from the gateways are violations.
 //
 // Figures: runs, streams, runs by status, clients with errors (which), HTTP
@@ -485,6 +487,7 @@ function checkRun(rec, takenOver, violate) {
     const whole = finalTexts.includes(s.text);
     const prefix = finalTexts.some((t) => t.startsWith(s.text));
     if (takenOver.has(rec.runId) && prefix && !whole) { rec.cut = (rec.cut ?? 0) + 1; continue; }
+    if (takenOver.has(rec.runId) && whole) { rec.again = (rec.again ?? 0) + 1; continue; }
     v(whole ? 'message-repeated' : 'message-not-in-state',
       `${s.type} ${s.id} (${s.chunks} chunks): ${JSON.stringify(short(s.text, 100))}${takenOver.has(rec.runId) ? ' (a run taken over)' : ''}`);
   }
@@ -650,6 +653,7 @@ async function chaosRun(no) {
     reconnects: world.recs.reduce((n, r) => n + Math.max(0, r.conns.length - 1), 0),
     runsTerminal: [...runStatus.values()].filter((x) => TERMINAL.includes(x.status)).length, runsByStatus: byStatus,
     runsTakenOver: takenOver.size, replaysSkipped, cutMessages: world.recs.reduce((n, r) => n + (r.cut ?? 0), 0),
+    finishedStreamedAgain: world.recs.reduce((n, r) => n + (r.again ?? 0), 0),
     clientsWithErrors: clientErrors.length, clientErrors,
     otherRequestErrors: world.requestErrors.length + world.recs.reduce((n, r) => n + r.after.length, 0),
     requestErrors: [...world.requestErrors, ...world.recs.flatMap((r) => r.after.map((a) => ({ user: r.user, ...a })))].map((e) => ({ ...e, t: e.t - t0 })),
@@ -694,7 +698,7 @@ function summary(f) {
   const ms = (x) => (x === null || x === undefined ? '—' : `${(x / 1000).toFixed(2)} s`);
   const lines = [
     `chaos run ${f.run}: ${f.seconds} s, ${f.users} users, a fault every ~${f.faultEverySeconds} s (${f.wallSeconds} s in all)`,
-    `  runs ${f.runs}, terminal ${f.runsTerminal} ${JSON.stringify(f.runsByStatus)}; streams ${f.streams}, stream connections ${f.streamConnections} (${f.reconnects} reconnects); runs taken over ${f.runsTakenOver}, cut messages ${f.cutMessages}`,
+    `  runs ${f.runs}, terminal ${f.runsTerminal} ${JSON.stringify(f.runsByStatus)}; streams ${f.streams}, stream connections ${f.streamConnections} (${f.reconnects} reconnects); runs taken over ${f.runsTakenOver}, cut messages ${f.cutMessages}, finished ones streamed again ${f.finishedStreamedAgain}`,
     `  clients with errors ${f.clientsWithErrors}${f.clientErrors.length ? `: ${Object.entries(countBy(f.clientErrors, (e) => `${e.what}: ${short(e.message, 90)}`)).map(([k, n]) => `${n}× ${k}`).join('; ')}` : ''}`,
     `  other request errors ${f.otherRequestErrors}; HTTP 5xx answers ${f.http5xx.count} ${JSON.stringify(f.http5xx.byStatus)} (503 draining: ${f.http5xx.draining503})`,
     '  fault kind          faults affected  p50     p99     max     (after recovery p99)  target',
