@@ -580,7 +580,7 @@ async function chaosRun(no) {
 
   // Fault → the next event of each client it affected.
   const perKind = {};
-  for (const kind of FAULT_KINDS) perKind[kind] = { faults: 0, skipped: 0, affected: 0, noNext: 0, ms: [], afterRecoveryMs: [] };
+  for (const kind of FAULT_KINDS) perKind[kind] = { faults: 0, skipped: 0, affected: 0, noNext: 0, ms: [], afterRecoveryMs: [], slowest: null };
   const nextAfter = (rec, t) => rec.parts.find((p) => p.t > t);
   for (const f of faults) {
     const k = perKind[f.kind];
@@ -610,6 +610,11 @@ async function chaosRun(no) {
       if (!p) { k.noNext++; continue; }
       k.ms.push(p.t - from);
       if (f.tRecovered) k.afterRecoveryMs.push(Math.max(0, p.t - f.tRecovered));
+      if (!k.slowest || p.t - from > k.slowest.ms) { // what the slowest client went through, to explain it
+        k.slowest = { ms: p.t - from, user: rec.user, run: rec.runId, fault: f.target, faultAt: f.t - t0, nextEventAt: p.t - t0,
+          conns: rec.conns.filter((c) => c.tOpen >= from - 60000).map((c) => ({ served: c.served, open: c.tOpen - t0, end: c.tEnd === null ? null : c.tEnd - t0, how: c.how })),
+          http5xx: world.http5xx.filter((h) => h.user === rec.user && h.t >= from && h.t <= p.t).map((h) => ({ at: h.t - t0, status: h.status, served: h.served, path: h.path })) };
+      }
     }
   }
   const latency = {};
@@ -619,7 +624,7 @@ async function chaosRun(no) {
     const r = [...k.afterRecoveryMs].sort((a, b) => a - b);
     latency[kind] = { faults: k.faults, skipped: k.skipped, affected: k.affected, noNextEvent: k.noNext,
       p50: percentile(s, 50), p99: percentile(s, 99), max: s.at(-1) ?? null,
-      afterRecovery: { p50: percentile(r, 50), p99: percentile(r, 99), max: r.at(-1) ?? null } };
+      afterRecovery: { p50: percentile(r, 50), p99: percentile(r, 99), max: r.at(-1) ?? null }, slowest: k.slowest };
     if (TARGETS[kind] !== undefined) {
       latency[kind].targetP99 = TARGETS[kind];
       latency[kind].meetsTarget = s.length ? percentile(s, 99) <= TARGETS[kind] : null;
