@@ -79,10 +79,14 @@ static int rest_writeable(struct tc_conn *c)
 	const char *extra[] = EXTRA_HEADERS(r);
 
 	if (r->out == OUT_STREAM) {
-		if (!rc->st.started &&
-		    tc__stream_start(&r->srv->streams, &rc->st, 200,
-				     rc->ndjson ? "application/x-ndjson" : "text/event-stream", extra, true))
-			return -1;
+		if (!rc->st.started) {
+			if (tc__stream_start(&r->srv->streams, &rc->st, 200,
+					     rc->ndjson ? "application/x-ndjson" : "text/event-stream", extra, true))
+				return -1;
+			/* Everything the exchange needs of the request is read: its header
+			 * table (about 5 KiB) goes back to lws for the stream's life. */
+			lws_http_headers_detach(c->wsi);
+		}
 		return tc__stream_write(&rc->st);
 	}
 	c->want_write = false;
