@@ -118,6 +118,7 @@ export class Relay {
    * throws EventTooLargeError for one threadcast cannot carry.
    */
   async push(ev) {
+    if (this.failed) throw this.failed; // an append failed: nothing after it may land (a hole)
     for (const out of this.fix(ev)) this.enqueue(out);
     if (this.queue.length >= QUEUE_HIGH || this.queuedBytes >= BATCH_BYTES) await this.drain();
   }
