@@ -96,7 +96,7 @@ test('the compose file wires redis, two replicas, two LangGraph workers and the 
   assert.deepEqual(Object.keys(c.services).sort(), ['lb', 'redis', 'threadcast-1', 'threadcast-2', 'worker-1', 'worker-2']);
   assert.ok(c.services.redis.command.includes('--appendonly'));
   // The tags are the ones scripts/images builds, from the same Dockerfiles.
-  const table = new Map([...read('scripts/images').matchAll(/^\s*"(\w+) (\S+) (\S+)"$/gm)].map((m) => [m[2], m[3]]));
+  const table = new Map([...read('scripts/images').matchAll(/^\s*"([\w-]+) (\S+) (\S+) \w+"$/gm)].map((m) => [m[2], m[3]]));
   for (const r of ['threadcast-1', 'threadcast-2']) {
     assert.equal(c.services[r].environment.THREADCAST_REDIS_URL, 'redis://redis:6379');
     assert.equal(c.services[r].build.dockerfile, 'deploy/Dockerfile');
