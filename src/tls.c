@@ -73,7 +73,6 @@ struct tc_tls_pump {
 	bool handshaken;
 	bool stopped;            /* no more bytes move; pfd is shut down */
 	bool closing;            /* tc_tls_pump_close() ran */
-	bool autoclose;          /* a blocking client's: closes itself once stopped */
 	char err[256];           /* why it stopped; empty when the owner hung up or the server closed */
 	size_t out_off, out_len; /* plain -> TLS */
 	size_t in_off, in_len;   /* TLS -> plain */
@@ -191,8 +190,6 @@ static void stop(struct tc_tls_pump *p, const char *why)
 	uv_poll_stop(&p->tpoll);
 	uv_poll_stop(&p->ppoll);
 	shutdown(p->pfd, SHUT_RDWR);
-	if (p->autoclose)
-		tc_tls_pump_close(p);
 }
 
 /* An OpenSSL call failed for good: say why as precisely as OpenSSL can. */
@@ -219,10 +216,32 @@ static void ssl_failed(struct tc_tls_pump *p, int e)
 }
 
 /*
- * After an SSL_read or SSL_write that did not move bytes: records what it
- * waits for in *tev and returns true, or stops the pump and returns false.
+ * A write failed on the socket (reset, broken pipe): the server may have
+ * said why before it closed, in an alert not read yet (TLS 1.3 servers
+ * refuse a client certificate after the client's side of the handshake,
+ * and the reset for our unread bytes then fails our first write). Its
+ * reason is the better one.
  */
-static bool ssl_wait(struct tc_tls_pump *p, int rc, int *tev)
+static void write_failed(struct tc_tls_pump *p)
+{
+	unsigned char scratch[256];
+	int saved = errno;
+	ERR_clear_error();
+	int rc = SSL_read(p->ssl, scratch, (int)sizeof(scratch));
+	if (rc <= 0 && SSL_get_error(p->ssl, rc) == SSL_ERROR_SSL) {
+		ssl_failed(p, SSL_ERROR_SSL);
+		return;
+	}
+	errno = saved;
+	ssl_failed(p, SSL_ERROR_SYSCALL);
+}
+
+/*
+ * After an SSL_read or SSL_write (writing) that did not move bytes: records
+ * what it waits for in *tev and returns true, or stops the pump and returns
+ * false.
+ */
+static bool ssl_wait(struct tc_tls_pump *p, int rc, int *tev, bool writing)
 {
 	int e = SSL_get_error(p->ssl, rc);
 	if (e == SSL_ERROR_WANT_READ) {
@@ -235,6 +254,8 @@ static bool ssl_wait(struct tc_tls_pump *p, int rc, int *tev)
 	}
 	if (e == SSL_ERROR_ZERO_RETURN)
 		stop(p, NULL); /* the server closed: the owner reads end-of-file */
+	else if (e == SSL_ERROR_SYSCALL && writing)
+		write_failed(p);
 	else
 		ssl_failed(p, e);
 	return false;
@@ -264,13 +285,11 @@ static void on_poll(uv_poll_t *h, int status, int events)
 	struct tc_tls_pump *p = h->data;
 	if (p->stopped)
 		return;
-	if (status < 0) {
-		char why[128];
-		snprintf(why, sizeof(why), "TLS %s: %s", p->handshaken ? "error" : "handshake failed",
-			 uv_strerror(status));
-		stop(p, why);
-		return;
-	}
+	/* An error (libuv says EBADF for POLLERR: a reset, say) stopped the
+	 * poll. Let OpenSSL and recv() meet the error themselves: an alert the
+	 * server sent before it reset is still there to be read, and says why. */
+	if (status < 0)
+		*(h == &p->tpoll ? &p->tev : &p->pev) = 0;
 	pump_run(p);
 }
 
@@ -291,7 +310,7 @@ static void pump_run(struct tc_tls_pump *p)
 			errno = 0;
 			int rc = SSL_connect(p->ssl);
 			if (rc != 1) {
-				if (!ssl_wait(p, rc, &tev))
+				if (!ssl_wait(p, rc, &tev, true))
 					return;
 				break;
 			}
@@ -317,7 +336,7 @@ static void pump_run(struct tc_tls_pump *p)
 			if (rc > 0) {
 				p->out_off += (size_t)rc;
 				moved = true;
-			} else if (!ssl_wait(p, rc, &tev)) {
+			} else if (!ssl_wait(p, rc, &tev, true)) {
 				return;
 			}
 		}
@@ -329,7 +348,7 @@ static void pump_run(struct tc_tls_pump *p)
 			if (rc > 0) {
 				p->in_off = 0;
 				p->in_len = (size_t)rc;
-			} else if (!ssl_wait(p, rc, &tev)) {
+			} else if (!ssl_wait(p, rc, &tev, false)) {
 				return;
 			}
 		}
@@ -477,16 +496,37 @@ fail:
 
 /* ---- blocking clients --------------------------------------------------------------------------- */
 
+/*
+ * A blocking client's pump runs on a thread of its own, with its own loop,
+ * until the client closes its descriptor (or the server the connection).
+ * The threads are joined at exit (after waking those still running), so
+ * OpenSSL's per-thread state is freed and a sanitizer build sees no leak.
+ */
 struct blocking {
 	uv_loop_t loop;
 	uv_timer_t timer; /* the handshake's deadline */
+	uv_async_t wake;  /* at exit: stop the pump */
+	struct tc_tls_pump *pump;
+	pthread_t thread;
 	bool timed_out;
+	bool done; /* the pump stopped: wake must not be sent (under blocking_lock) */
+	struct blocking *next;
 };
+
+static pthread_mutex_t blocking_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct blocking *blocking_threads; /* every one started, until exit */
+static pthread_once_t blocking_once = PTHREAD_ONCE_INIT;
 
 static void on_handshake_deadline(uv_timer_t *t)
 {
 	struct blocking *b = t->data;
 	b->timed_out = true;
+}
+
+static void on_wake(uv_async_t *a)
+{
+	struct blocking *b = a->data;
+	stop(b->pump, NULL);
 }
 
 static void *pump_thread(void *arg)
@@ -498,10 +538,49 @@ static void *pump_thread(void *arg)
 	sigemptyset(&set);
 	sigaddset(&set, SIGPIPE);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	/* Returns once the pump stopped: its polls are then idle and wake does
+	 * not keep the loop alive. */
+	uv_run(&b->loop, UV_RUN_DEFAULT);
+	pthread_mutex_lock(&blocking_lock);
+	b->done = true;
+	pthread_mutex_unlock(&blocking_lock);
+	tc_tls_pump_close(b->pump);
+	uv_close((uv_handle_t *)&b->wake, NULL);
+	uv_run(&b->loop, UV_RUN_DEFAULT);
+	uv_loop_close(&b->loop);
+	return NULL;
+}
+
+static void join_blocking_threads(void)
+{
+	pthread_mutex_lock(&blocking_lock);
+	for (struct blocking *b = blocking_threads; b; b = b->next)
+		if (!b->done)
+			uv_async_send(&b->wake);
+	struct blocking *list = blocking_threads;
+	blocking_threads = NULL;
+	pthread_mutex_unlock(&blocking_lock);
+	while (list) {
+		struct blocking *b = list;
+		list = b->next;
+		pthread_join(b->thread, NULL);
+		free(b);
+	}
+}
+
+static void register_join_at_exit(void)
+{
+	atexit(join_blocking_threads);
+}
+
+/* The handshake failed or the thread could not start: undo, with err set. */
+static int blocking_failed(struct blocking *b)
+{
+	tc_tls_pump_close(b->pump);
 	uv_run(&b->loop, UV_RUN_DEFAULT);
 	uv_loop_close(&b->loop);
 	free(b);
-	return NULL;
+	return -1;
 }
 
 int tc_tls_over_blocking(const struct tc_tls *t, int fd, const char *host, char *err, size_t errlen)
@@ -512,13 +591,9 @@ int tc_tls_over_blocking(const struct tc_tls *t, int fd, const char *host, char 
 		seterr(err, errlen, "cannot set up TLS: no event loop");
 		return -1;
 	}
-	struct tc_tls_pump *p = tc_tls_pump_over(&b->loop, t, fd, host, err, errlen);
-	if (!p) {
-		uv_run(&b->loop, UV_RUN_DEFAULT);
-		uv_loop_close(&b->loop);
-		free(b);
-		return -1;
-	}
+	struct tc_tls_pump *p = b->pump = tc_tls_pump_over(&b->loop, t, fd, host, err, errlen);
+	if (!p)
+		return blocking_failed(b);
 	uv_timer_init(&b->loop, &b->timer);
 	b->timer.data = b;
 	uv_timer_start(&b->timer, on_handshake_deadline, BLOCKING_HANDSHAKE_MS, 0);
@@ -530,26 +605,23 @@ int tc_tls_over_blocking(const struct tc_tls *t, int fd, const char *host, char 
 		       p->err[0]    ? p->err
 		       : p->stopped ? "TLS handshake failed: connection closed by the server"
 				    : "TLS handshake failed: timed out (is the port a TLS port?)");
-		tc_tls_pump_close(p);
-		uv_run(&b->loop, UV_RUN_DEFAULT);
-		uv_loop_close(&b->loop);
-		free(b);
-		return -1;
+		return blocking_failed(b);
 	}
-	p->autoclose = true;
-	pthread_attr_t attr;
-	pthread_t th;
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	int rc = pthread_create(&th, &attr, pump_thread, b);
-	pthread_attr_destroy(&attr);
+	pthread_once(&blocking_once, register_join_at_exit);
+	uv_async_init(&b->loop, &b->wake, on_wake);
+	uv_unref((uv_handle_t *)&b->wake);
+	b->wake.data = b;
+	pthread_mutex_lock(&blocking_lock);
+	int rc = pthread_create(&b->thread, NULL, pump_thread, b);
+	if (!rc) {
+		b->next = blocking_threads;
+		blocking_threads = b;
+	}
+	pthread_mutex_unlock(&blocking_lock);
 	if (rc) {
 		seterr(err, errlen, "cannot set up TLS: %s", strerror(rc));
-		tc_tls_pump_close(p);
-		uv_run(&b->loop, UV_RUN_DEFAULT);
-		uv_loop_close(&b->loop);
-		free(b);
-		return -1;
+		uv_close((uv_handle_t *)&b->wake, NULL);
+		return blocking_failed(b);
 	}
 	return 0;
 }

@@ -60,9 +60,10 @@ void tc_tls_pump_close(struct tc_tls_pump *p);
 /**
  * For blocking clients (hiredis' synchronous context in the tools): puts a
  * pump under fd as tc_tls_pump_over() does, waits for the handshake, and
- * leaves the pump running on a thread of its own, which ends, freeing
- * everything, once fd is closed. 0, or -1 with the reason in err (the TLS
- * error when the server or its certificate was refused).
+ * leaves the pump running on a thread of its own until fd is closed (or
+ * the server closes); at exit the threads still running are stopped and
+ * every one is joined. 0, or -1 with the reason in err (the TLS error when
+ * the server or its certificate was refused).
  */
 int tc_tls_over_blocking(const struct tc_tls *t, int fd, const char *host, char *err, size_t errlen);
 

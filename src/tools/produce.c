@@ -112,6 +112,8 @@ static redisContext *connect_redis(const struct tc_redis_addr *a)
 			    : redisCommand(c, "AUTH %s", a->password);
 	if (r && r->type == REDIS_REPLY_ERROR) {
 		fprintf(stderr, "threadcast-produce: AUTH: %s\n", r->str);
+		freeReplyObject(r);
+		redisFree(c);
 		exit(1);
 	}
 	freeReplyObject(r);
@@ -412,7 +414,8 @@ int main(int argc, char **argv)
 					deadline = now_ms() + o.retry_ms;
 				if (now_ms() >= deadline) {
 					fprintf(stderr, "threadcast-produce: cannot reach Redis at %s\n", o.url);
-					return 1;
+					failures = -1; /* given up: exit 1, after the frees below */
+					break;
 				}
 				usleep(100000);
 				continue;
@@ -445,7 +448,8 @@ int main(int argc, char **argv)
 			c = NULL;
 			if (!o.retry_ms) {
 				fprintf(stderr, "threadcast-produce: lost the connection to Redis\n");
-				return 1;
+				failures = -1; /* given up: exit 1, after the frees below */
+				break;
 			}
 			continue;
 		}
@@ -471,7 +475,8 @@ int main(int argc, char **argv)
 				deadline = now_ms() + o.retry_ms;
 			if (now_ms() >= deadline) {
 				fprintf(stderr, "threadcast-produce: Redis stayed unavailable\n");
-				return 1;
+				failures = -1; /* given up: exit 1, after the frees below */
+				break;
 			}
 			usleep(100000);
 			continue;
@@ -486,7 +491,8 @@ int main(int argc, char **argv)
 			const char *refused = load_functions(c);
 			if (refused) {
 				fprintf(stderr, "threadcast-produce: FUNCTION LOAD: %s\n", refused);
-				return 1;
+				failures = -1; /* given up: exit 1, after the frees below */
+				break;
 			}
 			loaded = true;
 			for (long k = 0; k < count; k++)
