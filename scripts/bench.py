@@ -326,6 +326,49 @@ def idle_memory(kind, tmp, redis, *, conns, lg_args=None):
         srv.stop()
 
 
+def rest_run(srv, redis, thread, messages):
+    """A REST run on a new thread, running for as long as the bench runs: its worker (publish
+    --run, or nobody) is registered for an hour. Returns its run id."""
+    redis.cmd('FCALL', 'threadcast_register', '2', '{tc:commands}:w:' + REST_ASSISTANT, '{tc:commands}:assistants',
+              REST_ASSISTANT, 'bench-worker', '3600000')
+    http_json(srv, 'POST', '/threads', {'thread_id': thread})
+    return http_json(srv, 'POST', f'/threads/{thread}/runs', {
+        'assistant_id': REST_ASSISTANT, 'input': {'messages': messages}, 'stream_mode': list(REST_MODES)})['run_id']
+
+
+def idle_viewers(tmp, redis, *, conns):
+    """Idle memory per viewer of one running run, on each of threadcast's routes: REST run
+    streams (GET /threads/T/runs/R/stream, the SDK's joinStream) and the protocol's WebSocket
+    with the SDK's subscriptions; each on a fresh gateway, RSS after the viewers settled."""
+    out = {}
+    for side in ('rest', 'ws'):
+        srv = Server('threadcast', tmp, redis)
+        try:
+            thread = f'idle{side}{time.monotonic_ns()}'
+            run_id = rest_run(srv, redis, thread, [])
+            time.sleep(0.5)
+            before = rss_kb(srv.pid)
+            if side == 'rest':
+                query = '&'.join(f'stream_mode={m}' for m in REST_MODES)
+                lg = loadgen(srv, thread=thread, conns=conns, expect=10**9, duration=300, hold=30,
+                             **{'sse-get': f'/threads/%s/runs/{run_id}/stream?{query}', 'last-event-id': -1})
+            else:
+                commands = [json.dumps({'id': i + 1, 'method': 'subscription.subscribe', 'params': p})
+                            for i, p in enumerate(SDK_SUBSCRIPTIONS)]
+                lg = loadgen(srv, thread=thread, conns=conns, expect=10**9, duration=300, hold=30,
+                             path='/threads/%s/stream/events', commands=commands)
+            wait_ready(lg)
+            time.sleep(6)  # settled: housekeeping has run
+            after = rss_kb(srv.pid)
+            lg.kill()
+            lg.wait()
+            out[f'{side}_kib_per_viewer'] = (after - before) / conns
+        finally:
+            srv.stop()
+    out['viewers'] = conns
+    return out
+
+
 def replay(kind, tmp, redis, *, events):
     srv = Server(kind, tmp, redis)
     try:
@@ -491,14 +534,8 @@ def rest_side(side, tmp, redis, *, viewers, count, rate):
     --run appends its events; server CPU over the run only, per delivered unit."""
     srv = Server('threadcast', tmp, redis)
     try:
-        # The run's worker is publish --run: it is registered for as long as the bench runs.
-        redis.cmd('FCALL', 'threadcast_register', '2', '{tc:commands}:w:' + REST_ASSISTANT, '{tc:commands}:assistants',
-                  REST_ASSISTANT, 'bench-worker', '3600000')
         thread = f'{side}{time.monotonic_ns()}'
-        http_json(srv, 'POST', '/threads', {'thread_id': thread})
-        run_id = http_json(srv, 'POST', f'/threads/{thread}/runs', {
-            'assistant_id': REST_ASSISTANT, 'input': {'messages': [{'role': 'user', 'content': 'How do sea otters use tools?'}]},
-            'stream_mode': list(REST_MODES)})['run_id']
+        run_id = rest_run(srv, redis, thread, [{'role': 'user', 'content': 'How do sea otters use tools?'}])
         plan = publish(srv, redis, threads=thread, run=run_id, count=count, **{'dry-run': 1})
         events, kinds = plan['events'], plan['kinds']
         hold = events / rate + 120  # the run's length and a margin: a viewer that never completes fails the run
@@ -659,14 +696,14 @@ CPU_KEYS = ['us_per_event', 'user_us_per_event', 'sys_us_per_event', 'total_us_p
             'storm_cpu_s', 'storm_user_s', 'storm_sys_s']
 FANOUT = ('a', 'a-full', 'a10k', 'b', 'b1', 'e')
 SCENARIOS = ('a', 'a-full', 'a10k', 'b', 'b1', 'c', 'c50k', 'd', 'append', 'e', 'sdk', 'storm', 'deflate', 'c-deflate',
-             'rest')
+             'rest', 'c-viewers')
 
 
 def main():
     ap = argparse.ArgumentParser(description='threadcast beside its peers and the blaster control; '
                                  'scenarios: ' + ' '.join(SCENARIOS))
     ap.add_argument('--runs', type=int, default=3)
-    ap.add_argument('--only', default='a,a-full,a10k,b,b1,c,c-deflate,d,e,deflate,append,sdk,rest,storm')
+    ap.add_argument('--only', default='a,a-full,a10k,b,b1,c,c-deflate,c-viewers,d,e,deflate,append,sdk,rest,storm')
     ap.add_argument('--systems', default='threadcast,nchan,node',
                     help='the blaster is added to every fan-out scenario, sdk and storm')
     ap.add_argument('--quick', action='store_true', help='smaller counts, one run')
@@ -723,6 +760,8 @@ def main():
               lambda k: idle_memory(k, tmp, redis, conns=10000)),
         'c50k': ('idle memory: 50,000 idle WebSockets',
                  lambda k: idle_memory(k, tmp, redis, conns=50000)),
+        'c-viewers': ('idle memory per viewer of a running run: 2,000 REST run streams, 2,000 SDK WebSockets',
+                      lambda k: idle_viewers(tmp, redis, conns=2000)),
         'd': ('replay: one client 100,000 events behind',
               lambda k: replay(k, tmp, redis, events=int(100000 * q))),
         'append': ('append path: 200 B events appended as fast as Redis answers, no subscriber',
@@ -754,7 +793,7 @@ def main():
             results[name] = {'title': title}
             if name in ('d', 'append', 'deflate', 'c-deflate'):
                 kinds = [k for k in systems if k == 'threadcast']  # the peers keep no history, have no append path
-            elif name in ('sdk', 'rest'):
+            elif name in ('sdk', 'rest', 'c-viewers'):
                 kinds = [k for k in systems if k == 'threadcast']  # the only one that speaks 0.0.21 and the REST API
             elif name == 'storm':
                 kinds = [k for k in systems if k in ('threadcast', 'nchan')]
@@ -804,7 +843,8 @@ METRICS = [
     ('total_us_per_event_vs_blaster', 'server + Redis CPU ÷ blaster'),
     ('latency_p50_ms', 'latency p50 ms'), ('latency_p99_ms', 'latency p99 ms'),
     ('lost', 'missing + duplicated'), ('bytes_per_event', 'payload bytes / delivered event'),
-    ('kib_per_conn', 'RSS KiB / idle connection'), ('plain_kib_per_conn', '  the same without deflate'),
+    ('kib_per_conn', 'RSS KiB / idle connection'),
+    ('rest_kib_per_viewer', 'RSS KiB / idle REST run-stream viewer'), ('ws_kib_per_viewer', 'RSS KiB / idle SDK WebSocket'), ('plain_kib_per_conn', '  the same without deflate'),
     ('wire_bytes_per_event', 'bytes on the wire / delivered event'),
     ('plain_wire_bytes_per_event', '  the same without deflate'), ('wire_vs_plain', 'wire bytes ÷ without deflate'),
     ('plain_us_per_event', 'server CPU µs / event without deflate'),

@@ -8,9 +8,9 @@
 -- libraries"). This one loads on its own too: workers and tools that only
 -- append and register load this file when Redis has none named threadcast.
 --
---   FCALL threadcast_append 1 <thread_id> <event-json> [MAXLEN n] [TTL s] [RUN run_id]
+--   FCALL threadcast_append 1 <thread_id> <event-json> [MAXLEN n] [TTL s] [RUN run_id] [BATCH id]
 --     -> the new seq
---   FCALL threadcast_append_batch 1 <thread_id> <count> <event-json>... [MAXLEN n] [TTL s] [RUN run_id]
+--   FCALL threadcast_append_batch 1 <thread_id> <count> <event-json>... [MAXLEN n] [TTL s] [RUN run_id] [BATCH id]
 --     -> the seq of the batch's first event (the others follow it, in order)
 --
 -- Each validates its events (a bad call gets an error that says what is wrong
@@ -346,7 +346,7 @@ local function trim(json)
   return string.match(json, '^%s*(.*%S)') or ''
 end
 
--- Parses the options after the events: MAXLEN, TTL, RUN, ASSISTANT, FENCE.
+-- Parses the options after the events: MAXLEN, TTL, RUN, ASSISTANT, FENCE, BATCH.
 local function options(args, i)
   local o = { maxlen = DEFAULT_MAXLEN_ARG, ttl = DEFAULT_TTL, ttl_arg = DEFAULT_TTL_ARG }
   while i <= #args do
@@ -367,8 +367,11 @@ local function options(args, i)
     elseif opt == 'FENCE' then
       if #val < 1 or #val > 200 or string.find(val, '%c') then fail('FENCE must be 1 to 200 printable characters') end
       o.fence = val
+    elseif opt == 'BATCH' then
+      if #val < 1 or #val > 200 or string.find(val, '%c') then fail('BATCH must be 1 to 200 printable characters') end
+      o.batch = val
     else
-      fail('unknown option ' .. args[i] .. ' (expected MAXLEN, TTL, RUN, ASSISTANT or FENCE)')
+      fail('unknown option ' .. args[i] .. ' (expected MAXLEN, TTL, RUN, ASSISTANT, FENCE or BATCH)')
     end
     i = i + 2
   end
@@ -565,14 +568,36 @@ local function fenced(tid, o)
   end
 end
 
+-- BATCH <id>: a call that carries the id of the thread's last call was
+-- appended already (a client resent it: its connection broke before the
+-- answer came back, as when Redis restarts); it answers that call's seq
+-- again instead of appending its events twice.
+local function appended_before(tid, o)
+  if not o.batch then return nil end
+  local last = redis.call('HGET', keys.thread(tid) .. keys.META, 'batch')
+  if not last then return nil end
+  local id, first = string.match(last, '^(.*)\n(%d+)$')
+  if id == o.batch then return tonumber(first) end
+  return nil
+end
+
+-- Stores the events (storing the call's BATCH id with its first seq); returns the first seq.
+local function store_once(tid, events, o, now)
+  local first = store(tid, events, o, now)
+  if o.batch then redis.call('HSET', keys.thread(tid) .. keys.META, 'batch', o.batch .. '\n' .. first) end
+  return first
+end
+
 local function append(KEYS, args)
   check_thread(KEYS[1])
   if not args[1] then fail(USAGE) end
   local o = options(args, 2)
+  local again = appended_before(KEYS[1], o)
+  if again then return again end
   fenced(KEYS[1], o)
   local now = redis.call('TIME')
   local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
-  return store(KEYS[1], { prepare(args[1], 'event', now_ms) }, o, now)
+  return store_once(KEYS[1], { prepare(args[1], 'event', now_ms) }, o, now)
 end
 
 local function append_batch(KEYS, args)
@@ -583,12 +608,14 @@ local function append_batch(KEYS, args)
   end
   if #args < n + 1 then fail('count is ' .. n .. ' but only ' .. (#args - 1) .. ' events follow') end
   local o = options(args, n + 2)
+  local again = appended_before(KEYS[1], o)
+  if again then return again end
   fenced(KEYS[1], o)
   local now = redis.call('TIME')
   local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
   local events = {}
   for i = 1, n do events[i] = prepare(args[i + 1], EVENT_NAMES[i] or ('event ' .. i), now_ms) end
-  return store(KEYS[1], events, o, now)
+  return store_once(KEYS[1], events, o, now)
 end
 
 -- ==== reading a thread's events: threadcast_range =======================================

@@ -24,6 +24,8 @@ struct rest_conn {
 
 #define REST_CONN(c) ((struct rest_conn *)(c))
 
+static void unpark(struct tc_rest *r);
+
 struct tc_rest *tc__rest_new(struct tc_server *srv, int route, const struct tc_rest_op *op)
 {
 	struct tc_rest *r = tc_xcalloc(1, sizeof(*r));
@@ -77,10 +79,14 @@ static int rest_writeable(struct tc_conn *c)
 	const char *extra[] = EXTRA_HEADERS(r);
 
 	if (r->out == OUT_STREAM) {
-		if (!rc->st.started &&
-		    tc__stream_start(&r->srv->streams, &rc->st, 200,
-				     rc->ndjson ? "application/x-ndjson" : "text/event-stream", extra, true))
-			return -1;
+		if (!rc->st.started) {
+			if (tc__stream_start(&r->srv->streams, &rc->st, 200,
+					     rc->ndjson ? "application/x-ndjson" : "text/event-stream", extra, true))
+				return -1;
+			/* Everything the exchange needs of the request is read: its header
+			 * table (about 5 KiB) goes back to lws for the stream's life. */
+			lws_http_headers_detach(c->wsi);
+		}
 		return tc__stream_write(&rc->st);
 	}
 	c->want_write = false;
@@ -123,6 +129,7 @@ static void rest_destroy(struct tc_conn *c)
 	tc_query_cancel(r->query_read);
 	r->query_read = NULL;
 	r->conn = NULL;
+	unpark(r);
 	if (r->gone)
 		r->gone(r);
 	tc_run_feed_detach(&r->view);
@@ -145,10 +152,6 @@ int tc__rest_connect(struct tc_rest *r, struct lws *wsi, struct tc_pss *pss)
 	if (admitted != 1) {
 		tc__rest_unref(r);
 		return admitted;
-	}
-	if (!tc_redis_cmd_up(srv->redis)) {
-		tc__rest_unref(r);
-		return tc__http_detail(wsi, 503, TC_MSG_REDIS_DOWN);
 	}
 	struct rest_conn *rc = tc_xcalloc(1, sizeof(*rc));
 	tc__conn_init(&rc->c, &srv->conns, &rest_ops, wsi, r->thread, NULL, TC_SPELL_021);
@@ -250,11 +253,109 @@ static void on_reply(struct tc_redis *redis, redisReply *reply, void *priv)
 	tc__rest_unref(r);
 }
 
+/*
+ * A call made while Redis is down — this gateway just started, or Redis is
+ * restarting or failing over — waits for the link for up to REDIS_WAIT_MS
+ * rather than failing at once (the SDK does not retry a POST, and a client
+ * reconnecting to a gateway that came back before its link would count a
+ * failed attempt and wait seconds more). It was never sent, so sending it
+ * later cannot do it twice. One at a time per exchange (its calls follow one
+ * another); it goes with the exchange's connection.
+ */
+#define REDIS_WAIT_MS 5000
+
+struct tc_rest_parked {
+	struct tc_redis_waiter waiter;
+	uv_timer_t timer;
+	struct call *k;
+	char **argv; /* NULL-terminated; the strings follow the pointers in the same block */
+};
+
+static void parked_free(uv_handle_t *h)
+{
+	struct tc_rest_parked *p = h->data;
+	free(p->argv);
+	free(p);
+}
+
+/* The parked call is over (sent, given up, or its connection gone): r forgets it. */
+static void park_end(struct tc_rest *r)
+{
+	struct tc_rest_parked *p = r->parked;
+	r->parked = NULL;
+	tc_redis_wait_cancel(r->srv->redis, &p->waiter);
+	uv_timer_stop(&p->timer);
+	uv_close((uv_handle_t *)&p->timer, parked_free);
+}
+
+static void fail_call(struct tc_rest *r, struct call *k)
+{
+	free(k);
+	if (r->conn)
+		tc__rest_answer_detail(r, 503, TC_MSG_REDIS_DOWN);
+	tc__rest_unref(r);
+}
+
+static void park_ready(struct tc_redis_waiter *w)
+{
+	struct tc_rest_parked *p = TC_DLIST_ENTRY(w, struct tc_rest_parked, waiter);
+	struct call *k = p->k;
+	struct tc_rest *r = k->r;
+	park_end(r); /* p itself goes once its timer is closed */
+	if (tc_redis_cmd(r->srv->redis, on_reply, k, (const char *const *)p->argv))
+		fail_call(r, k);
+}
+
+static void park_timeout(uv_timer_t *t)
+{
+	struct tc_rest_parked *p = t->data;
+	struct call *k = p->k;
+	struct tc_rest *r = k->r;
+	park_end(r);
+	fail_call(r, k);
+}
+
+static void unpark(struct tc_rest *r)
+{
+	if (!r->parked)
+		return;
+	struct call *k = r->parked->k;
+	park_end(r);
+	fail_call(r, k);
+}
+
+static void park(struct tc_rest *r, struct call *k, const char *const *argv)
+{
+	size_t n = 0, bytes = 0;
+	for (; argv[n]; n++)
+		bytes += strlen(argv[n]) + 1;
+	struct tc_rest_parked *p = tc_xcalloc(1, sizeof(*p));
+	p->k = k;
+	p->argv = tc_xmalloc((n + 1) * sizeof(char *) + bytes);
+	char *at = (char *)(p->argv + n + 1);
+	for (size_t i = 0; i < n; i++) {
+		size_t l = strlen(argv[i]) + 1;
+		p->argv[i] = memcpy(at, argv[i], l);
+		at += l;
+	}
+	p->argv[n] = NULL;
+	p->waiter.fn = park_ready;
+	uv_timer_init(r->srv->loop, &p->timer);
+	p->timer.data = p;
+	uv_timer_start(&p->timer, park_timeout, REDIS_WAIT_MS, 0);
+	r->parked = p;
+	tc_redis_wait_ready(r->srv->redis, &p->waiter);
+}
+
 int tc__rest_call(struct tc_rest *r, tc_rest_reply_fn *fn, const char *const *argv)
 {
 	struct call *k = tc_xmalloc(sizeof(*k));
 	*k = (struct call){ .r = r, .fn = fn };
 	r->refs++;
+	if (!tc_redis_cmd_up(r->srv->redis) && r->conn && !r->parked) {
+		park(r, k, argv);
+		return 0;
+	}
 	if (tc_redis_cmd(r->srv->redis, on_reply, k, argv)) {
 		free(k);
 		r->refs--;

@@ -84,6 +84,7 @@ struct tc_rest {
 	struct tc_query *query_read; /**< a state read from the thread's events in flight (worker.c), else NULL */
 	/** Optional: the client went away before the exchange ended (runs.c: cancel on disconnect). */
 	void (*gone)(struct tc_rest *r);
+	struct tc_rest_parked *parked; /**< a call waiting for Redis to come back, else NULL (exchange.c) */
 	/** Optional: runs.create refused the run; the job answers in its own words (agents.c). */
 	void (*refused)(struct tc_rest *r, unsigned status, const char *body, size_t len);
 };
@@ -100,8 +101,9 @@ void tc__rest_unref(struct tc_rest *r);
 
 /**
  * Makes the exchange's connection on wsi (taking over the request's
- * reference) once admitted; answers 503 itself when full, draining or when
- * Redis is down. Returns 1 when the connection is there, else what the
+ * reference) once admitted; answers 503 itself when full or draining (a
+ * call made while Redis is down waits for it a while: tc__rest_call).
+ * Returns 1 when the connection is there, else what the
  * callback returns.
  */
 int tc__rest_connect(struct tc_rest *r, struct lws *wsi, struct tc_pss *pss);
@@ -129,7 +131,11 @@ void tc__rest_stream_finish(struct tc_rest *r);
 /** Queues one unit of the stream (new text). */
 void tc__rest_stream_unit(struct tc_rest *r, const char *text, size_t len);
 
-/** Sends argv; fn (NULL: none) gets the reply if the client is still there. 0, or -1 having answered 503. */
+/**
+ * Sends argv; fn (NULL: none) gets the reply if the client is still there.
+ * While Redis is down the call waits for it, up to 5 s (then 503). 0, or -1
+ * having answered 503.
+ */
 int tc__rest_call(struct tc_rest *r, tc_rest_reply_fn *fn, const char *const *argv);
 /** Calls the REST records' (or the store's) function with op and the exchange's arguments. */
 void tc__rest_fcall(struct tc_rest *r, const char *op, tc_rest_reply_fn *fn);

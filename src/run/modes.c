@@ -384,7 +384,8 @@ static void msg_part(void *ctx, struct tc_msg *m, const struct tc_msg_part *p, c
 	bool finish = p->kind == TC_MSG_BLOCK_FINISH, shown = !*e->ns || f->subgraphs;
 	int index = p->index < 0 ? 0 : p->index;
 
-	if (p->kind == TC_MSG_START && m->id)
+	/* (a subgraph's message not streamed is not shown: the node that ran the subgraph returns it) */
+	if (p->kind == TC_MSG_START && m->id && shown)
 		idset_put(&f->shown, m->id);
 	if (f->modes & TC_MODE_MESSAGES)
 		partial_event(f, m, p, e);
@@ -675,7 +676,8 @@ static void run_event(struct tc_run_modes *f, const struct tc_run_ev *e)
 	const cJSON *data = e->data;
 	bool root = !*ns, shown = root || f->subgraphs;
 	if (!strcmp(method, "values")) {
-		note_messages(f, data);
+		if (shown)
+			note_messages(f, data);
 		if (shown && (f->modes & TC_MODE_VALUES))
 			emit(f, "values", ns, data);
 		if (root)

@@ -268,7 +268,7 @@ export class RedisSaver extends BaseCheckpointSaver {
         [blobField(ns, channel, version), pack(await this.serde.dumpsTyped(values[channel]))])),
     ]);
     const member = checkpointMember(ns, id);
-    const tx = this.client.multi();
+    const tx = this.writeTx(threadId);
     for (const [field, blob] of blobs) tx.hsetnx(keys.blobs, field, blob);
     tx.hset(keys.cp, member, pack([cpType, cpBytes, metaType, metaBytes, parentId]));
     tx.zadd(keys.idx, 0, member);
@@ -290,7 +290,7 @@ export class RedisSaver extends BaseCheckpointSaver {
       const [type, data] = await this.serde.dumpsTyped(value);
       return { idx, member: writeMember(ns, id, taskId, idx), record: pack([taskId, channel, type, data, taskPath]) };
     }));
-    const tx = this.client.multi();
+    const tx = this.writeTx(threadId);
     for (const { idx, member, record } of rows) {
       // Special writes (negative idx) replace; a regular write keeps the first.
       if (idx < 0) tx.hset(keys.w, member, record);
@@ -337,6 +337,14 @@ export class RedisSaver extends BaseCheckpointSaver {
     }
     if (blobs.length) tx.hdel(keys.blobs, ...blobs.map((b) => blobField(b.ns, b.channel, b.version)));
     await exec(tx);
+  }
+
+  /**
+   * The transaction put and putWrites write a thread's checkpoint or writes
+   * in (they use hset, hsetnx, zadd and expire, then exec): a MULTI here.
+   */
+  writeTx(threadId) {
+    return this.client.multi();
   }
 
   /* ---- internals ---------------------------------------------------------------------- */
@@ -484,6 +492,78 @@ export class RedisSaver extends BaseCheckpointSaver {
 
 /* ---- the worker's saver -------------------------------------------------------------------- */
 
+/**
+ * KEYS[1] a thread's lock, KEYS[2…] the keys written; ARGV[1] the lock's
+ * owner, then each write as <command> <index in KEYS> <argument count>
+ * <arguments…>: applies them all if the lock holds the owner, else refuses
+ * (FENCED) and applies none.
+ */
+const FENCED_WRITE = `if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  return redis.error_reply("FENCED the thread's lock is another worker's: the checkpoint is not written")
+end
+local allowed = { HSET = true, HSETNX = true, ZADD = true, EXPIRE = true }
+local i = 2
+while i <= #ARGV do
+  if not allowed[ARGV[i]] or not KEYS[tonumber(ARGV[i + 1])] then return redis.error_reply('ERR fenced write: bad command ' .. ARGV[i]) end
+  i = i + 3 + tonumber(ARGV[i + 2])
+end
+i = 2
+while i <= #ARGV do
+  local n = tonumber(ARGV[i + 2])
+  redis.call(ARGV[i], KEYS[tonumber(ARGV[i + 1])], unpack(ARGV, i + 3, i + 2 + n))
+  i = i + 3 + n
+end
+return 1`;
+
+/**
+ * What put and putWrites write, gathered as a MULTI would gather it and
+ * sent as one FENCED_WRITE: applied only while `owner` holds the thread's
+ * lock. exec() answers as a MULTI's exec; a refused write is sent again
+ * once regain() says the lock is the owner's again (its lease lapsed while
+ * Redis stalled, nobody took it), else it throws.
+ */
+class FencedTx {
+  constructor(client, lock, owner, regain) {
+    this.client = client;
+    this.regain = regain;
+    this.keys = [lock];
+    this.slots = new Map(); // key → its index in KEYS (1-based)
+    this.args = [owner];
+    this.count = 0;
+  }
+
+  #write(command, key, ...args) {
+    let at = this.slots.get(key);
+    if (at === undefined) {
+      this.keys.push(key);
+      at = this.keys.length;
+      this.slots.set(key, at);
+    }
+    this.args.push(command, String(at), String(args.length), ...args);
+    this.count++;
+    return this;
+  }
+
+  hset(key, field, value) { return this.#write('HSET', key, field, value); }
+  hsetnx(key, field, value) { return this.#write('HSETNX', key, field, value); }
+  zadd(key, score, member) { return this.#write('ZADD', key, String(score), member); }
+  expire(key, seconds) { return this.#write('EXPIRE', key, String(seconds)); }
+
+  async exec() {
+    for (let regained = 0; ; regained++) {
+      try {
+        await this.client.tcFencedWrite(this.keys.length, ...this.keys, ...this.args);
+        return Array.from({ length: this.count }, () => [null, 1]);
+      } catch (e) {
+        if (!/^FENCED\b/.test(e?.message ?? '') || regained >= 2 || !(await this.regain())) throw e;
+      }
+    }
+  }
+}
+
+/** At most this many threads stay fenced after their run was lost (the oldest are let go). */
+const LOST_FENCES_MAX = 4096;
+
 /** How long a REST run's undo journal outlives its last write (s). */
 const UNDO_TTL = 86400;
 
@@ -497,12 +577,47 @@ const UNDO_TTL = 86400;
  * so that a `rollback` cancel can take back everything the run wrote.
  * restRunOf(thread) is the REST run this worker is running on the thread,
  * if any.
+ *
+ * The checkpoints and writes of a thread whose run this worker runs are
+ * fenced by the thread's lock, as the run's events are (FENCE, relay.js):
+ * a worker that lost the thread (stalled past its lease, the run taken
+ * over) cannot save a step whose events it could not append, which the
+ * taker would go on from, its events lost. fence(thread) when a run takes
+ * the lock; unfence(thread) when it released it. A lost run's thread stays
+ * fenced (its graph may still be winding down) until a run of this worker
+ * takes it again.
  */
 export class WorkerSaver extends RedisSaver {
-  constructor(opts, restRunOf) {
+  constructor(opts, restRunOf, owner) {
     super(opts);
     this.restRunOf = restRunOf;
+    this.owner = owner;
+    this.fenced = new Map();   // thread → its regain()
+    this.lost = new Set();     // threads whose run was lost, oldest first
     this.inflight = new Map(); // thread → Set of write promises
+    this.client.defineCommand('tcFencedWrite', { lua: FENCED_WRITE });
+  }
+
+  /** Fences the thread's writes; regain(): whether the lock is this worker's again after a refusal. */
+  fence(thread, regain) {
+    this.lost.delete(thread);
+    this.fenced.set(thread, regain);
+  }
+
+  unfence(thread, { lost = false } = {}) {
+    if (!lost) return void this.fenced.delete(thread);
+    this.fenced.set(thread, async () => false); // nothing to regain: the run is over here
+    this.lost.add(thread);
+    if (this.lost.size > LOST_FENCES_MAX) {
+      const oldest = this.lost.values().next().value;
+      this.lost.delete(oldest);
+      this.fenced.delete(oldest);
+    }
+  }
+
+  writeTx(threadId) {
+    const regain = this.fenced.get(threadId);
+    return regain ? new FencedTx(this.client, workerKeys.lock(threadId), this.owner, regain) : super.writeTx(threadId);
   }
 
   #track(thread, p) {

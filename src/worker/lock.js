@@ -6,11 +6,15 @@
 //   dead worker's lock lapses, and a worker taking its run over
 //   (takeover.js) waits for that. Only the owner renews or releases it (the
 //   scripts below), so a late release never frees another worker's lock.
+//   A lease that lapsed while nobody could renew it (Redis itself stalled
+//   past it) is taken again by its worker on its next renewal, as long as
+//   the run's record still names that worker: nobody has taken the run over.
 // - tc:{T}:lg:run records the run holding the lock (its command's entry,
-//   id, input, the checkpoint it started from, a REST run's options), so
-//   that a worker taking it over can go on with it, and a REST cancel that
-//   finds no worker running it (the cancel mark) is applied by the one that
-//   takes it over.
+//   id, input, the checkpoint it started from, a REST run's options, the
+//   worker running it), so that a worker taking it over can go on with it,
+//   and a REST cancel that finds no worker running it (the cancel mark) is
+//   applied by the one that takes it over. `worker` is emptied by a worker
+//   that gave the run up (it lost the lock), and set by the one taking over.
 // - Inject and cancel for a run another worker holds go to the lock's
 //   owner on its control channel (tc:worker:<name>; loops.js listens).
 //
@@ -18,27 +22,55 @@
 import { Command } from '@langchain/langgraph';
 import { ProtocolError } from './answers.js';
 import { keys } from './keys.js';
+import { Relay } from './relay.js';
 
 /**
- * The scripts, defined on the command connection (ioredis defineCommand,
- * one key each) by defineScripts: w.cmd.lockRenew(…) and so on.
+ * The scripts, defined on the command connection (ioredis defineCommand)
+ * by defineScripts: w.cmd.lockRenew(…) and so on. Keys of one script share
+ * the thread's hash tag.
  */
 const SCRIPTS = {
-  /** KEYS[1] a lock, ARGV[1] a worker, ARGV[2] ms: extends the lease if the worker holds the lock (1), else 0. */
-  lockRenew: "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0",
+  /**
+   * KEYS[1] a lock, KEYS[2] its run record, ARGV[1] a worker, ARGV[2] ms,
+   * ARGV[3] the worker's run: extends the lease if the worker holds the
+   * lock (1); takes a lapsed lock again if the record still says the
+   * worker runs that run (1); else 0.
+   */
+  lockRenew: [2, `local held = redis.call('GET', KEYS[1])
+if held == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+if held then return 0 end
+local r = redis.call('HMGET', KEYS[2], 'worker', 'run_id', 'status')
+if r[1] ~= ARGV[1] or r[2] ~= ARGV[3] or r[3] ~= 'running' then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1`],
   /**
    * KEYS[1] a run record, ARGV[1] a run id, ARGV[2] a cancel action: marks
    * the record's run cancelled if it is that run and still running (the
    * HSET's answer), else -1.
    */
-  markCancel: "if redis.call('HGET', KEYS[1], 'run_id') == ARGV[1] and redis.call('HGET', KEYS[1], 'status') == 'running' then return redis.call('HSET', KEYS[1], 'cancel', ARGV[2]) end return -1",
+  markCancel: [1, "if redis.call('HGET', KEYS[1], 'run_id') == ARGV[1] and redis.call('HGET', KEYS[1], 'status') == 'running' then return redis.call('HSET', KEYS[1], 'cancel', ARGV[2]) end return -1"],
+  /**
+   * KEYS[1] a run record, ARGV[1] a run id, ARGV[2] the worker it was,
+   * ARGV[3] the worker it is now: sets `worker` if the record is that run,
+   * still running, run by ARGV[2] or by nobody (1), else 0.
+   */
+  recordWorker: [1, `local r = redis.call('HMGET', KEYS[1], 'run_id', 'status', 'worker')
+local was = r[3] or ''
+if r[1] ~= ARGV[1] or r[2] ~= 'running' or (was ~= ARGV[2] and was ~= '') then return 0 end
+redis.call('HSET', KEYS[1], 'worker', ARGV[3])
+return 1`],
   /** KEYS[1] a lock, ARGV[1] a worker: deletes the lock if the worker holds it (1), else 0. */
-  lockRelease: "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
+  lockRelease: [1, "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"],
+  /** KEYS[1] a live-workers set, ARGV[1] a worker: 1 if it counts as live now (Redis' clock), else 0. */
+  workerLive: [1, `local s = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if not s then return 0 end
+local t = redis.call('TIME')
+return tonumber(s) > tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) and 1 or 0`],
 };
 
 /** Defines the scripts above on an ioredis client. */
 export function defineScripts(client) {
-  for (const [name, lua] of Object.entries(SCRIPTS)) client.defineCommand(name, { numberOfKeys: 1, lua });
+  for (const [name, [numberOfKeys, lua]] of Object.entries(SCRIPTS)) client.defineCommand(name, { numberOfKeys, lua });
 }
 
 /* ---- the lock -------------------------------------------------------------------------------- */
@@ -53,12 +85,27 @@ export async function acquire(w, thread, waitMs = 0) {
   }
 }
 
-/** Renews the thread's lease every quarter of it while a run goes on; returns what stops it. */
-export function keepLock(w, thread, onLost = () => {}) {
-  const renew = setInterval(() => w.cmd.lockRenew(keys.lock(thread), w.name, w.lockMs)
-    .then((held) => { if (!held) onLost(); }).catch(() => {}), w.lockMs / 4);
+/**
+ * Renews the thread's lease for run runId (takes it again if it lapsed while
+ * the record still names this worker's run): true while this worker holds it.
+ */
+export const renewLock = async (w, thread, runId) =>
+  (await w.cmd.lockRenew(keys.lock(thread), keys.run(thread), w.name, w.lockMs, runId)) === 1;
+
+/** Renews the thread's lease every quarter of it while run runId goes on; returns what stops it. */
+export function keepLock(w, thread, runId, onLost = () => {}) {
+  const renew = setInterval(() => renewLock(w, thread, runId).then((held) => { if (!held) onLost(); }).catch(() => {}), w.lockMs / 4);
   return () => clearInterval(renew);
 }
+
+/**
+ * The relay of run runId on the thread, whose lock this worker holds: its
+ * appends are fenced by the lock (FENCE), and one refused because the lease
+ * lapsed while Redis stalled is sent again once renewLock took it back.
+ * graph: the run's graph, if built (its subgraph paths).
+ */
+export const fencedRelay = (w, { thread, assistant, runId, graph }) => new Relay({ redis: w.cmd, thread, assistant, runId, log: w.log,
+  appendOpts: ['ASSISTANT', assistant, 'FENCE', w.name], subgraphs: graph?.subgraphPaths, regain: () => renewLock(w, thread, runId) });
 
 /** Releases the thread's lock if this worker holds it; never throws. */
 export const release = (w, thread) => w.cmd.lockRelease(keys.lock(thread), w.name).catch(() => {});
@@ -113,9 +160,19 @@ export const headOf = async (w, thread) => (await w.saver.getTuple({ configurabl
  */
 export async function recordRun(w, { thread, entry, runId, assistant, input, configurable, rest }) {
   const base = await headOf(w, thread);
-  await w.cmd.hset(keys.run(thread), { entry: entry.key, run_id: runId, status: 'running', recorded: '0', assistant, base, input: saveInput(input),
+  await w.cmd.hset(keys.run(thread), { entry: entry.key, run_id: runId, status: 'running', worker: w.name, recorded: '0', assistant, base, input: saveInput(input),
     configurable: JSON.stringify(configurable), ...(rest ? { rest: JSON.stringify(rest) } : {}) });
 }
+
+/**
+ * Moves the thread's running run runId from worker `from` (or from nobody)
+ * to worker `to` ('' to give it up); false when the record is another run,
+ * over, or run by a third worker.
+ */
+export const moveRun = async (w, thread, runId, from, to) => (await w.cmd.recordWorker(keys.run(thread), runId, from, to)) === 1;
+
+/** Whether worker `name` counts as live for assistant's commands (its heartbeat, on Redis' clock). */
+export const workerLive = async (w, assistant, name) => (await w.cmd.workerLive(keys.workers(assistant), name)) === 1;
 
 /** The thread's recorded run is over. */
 export const recordDone = (w, thread) => w.cmd.hset(keys.run(thread), 'status', 'done');

@@ -24,6 +24,7 @@
 // `{"__interrupt__": …}` values and updates, and the class of the error a
 // run failed with.
 
+import { randomUUID } from 'node:crypto';
 import { keys } from './keys.js';
 import { sideEvent } from './observe.js';
 
@@ -98,8 +99,8 @@ export class Relay {
    * redis: an ioredis client; thread; assistant (graph_name of the root);
    * runId (RUN of the run's started event); log(level, msg, fields).
    */
-  constructor({ redis, thread, assistant, runId, log, appendOpts = [], subgraphs = new Set() }) {
-    Object.assign(this, { redis, thread, assistant, runId, log, appendOpts, subgraphs });
+  constructor({ redis, thread, assistant, runId, log, appendOpts = [], subgraphs = new Set(), regain = null }) {
+    Object.assign(this, { redis, thread, assistant, runId, log, appendOpts, subgraphs, regain });
     this.queue = [];            // event JSON texts waiting to be appended
     this.sizes = [];            // their byte lengths
     this.queuedBytes = 0;
@@ -108,6 +109,8 @@ export class Relay {
     this.open = new Map();      // messages of this run not finished yet
     this.terminal = null;       // the root's last lifecycle event, held until the run is over
     this.failed = null;         // an append error that nothing could fix
+    this.batchId = randomUUID(); // with a count, each append's BATCH: ioredis resends what was in flight
+    this.batches = 0;            // when its connection breaks (a Redis restart), and it must not land twice
   }
 
   /**
@@ -115,6 +118,7 @@ export class Relay {
    * throws EventTooLargeError for one threadcast cannot carry.
    */
   async push(ev) {
+    if (this.failed) throw this.failed; // an append failed: nothing after it may land (a hole)
     for (const out of this.fix(ev)) this.enqueue(out);
     if (this.queue.length >= QUEUE_HIGH || this.queuedBytes >= BATCH_BYTES) await this.drain();
   }
@@ -238,14 +242,25 @@ export class Relay {
     }
   }
 
-  /** Appends a batch; an event the function refuses is logged and left out (a FENCED append throws). */
+  /**
+   * Appends a batch; an event the function refuses is logged and left out.
+   * A FENCED append is sent again once regain() says the lock is this
+   * worker's again (its lease lapsed while Redis stalled, nobody took it);
+   * else it throws.
+   */
   async append(batch) {
+    const id = `${this.batchId}:${++this.batches}`;
+    let regained = 0;
     for (;;) {
       try {
         await this.redis.call('FCALL', 'threadcast_append_batch', 1, keys.append(this.thread), batch.length, ...batch,
-          ...this.appendOpts, 'RUN', this.runId);
+          ...this.appendOpts, 'RUN', this.runId, 'BATCH', id);
         return;
       } catch (e) {
+        if (isFenced(e)) {
+          if (regained++ < 2 && this.regain && await this.regain()) continue;
+          throw e;
+        }
         // "ERR threadcast: event 3 must be …", "… lifecycle event 3.params…"
         const m = /^ERR threadcast: (?:[\w.:-]+ )?event (\d+)\b/.exec(e.message);
         const k = m ? Number(m[1]) : 0;

@@ -11,7 +11,7 @@
 // Every function here takes the worker's shared state `w` (worker.js) first.
 import { KEEP } from './answers.js';
 import { keys } from './keys.js';
-import { acquire, recordDone, recordRun, release } from './lock.js';
+import { acquire, fencedRelay, recordDone, recordRun, release } from './lock.js';
 import { Relay, plain } from './relay.js';
 import { InputError, toCommand, truthy } from './rest.js';
 import { assistantLayer, mergeRun, streamMetadata } from './config.js';
@@ -249,7 +249,7 @@ export async function startRestRun(w, entry, p) {
       rest: { options: plan.options, metadata: plan.metadata, config: { ...plan.config, configurable: undefined }, dispose, observe } });
     await w.cmd.hdel(keys.run(thread), 'cancel');
     await w.cmd.del(keys.undo(thread));
-    const relay = new Relay({ redis: w.cmd, thread, assistant, runId, log: w.log, appendOpts: ['ASSISTANT', assistant, 'FENCE', w.name], subgraphs: graph?.subgraphPaths });
+    const relay = fencedRelay(w, { thread, assistant, runId, graph });
     ctl = { thread, graph, assistant, runId, relay, input: plan.input, configurable: { ...plan.configurable }, metadata: plan.metadata,
       options: plan.options, observe, rest: true, dispose, startError, injects: [], abort: new AbortController() };
     w.running.set(thread, ctl);

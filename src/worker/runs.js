@@ -18,9 +18,9 @@ import { randomUUID } from 'node:crypto';
 import { RunControl, isGraphDrained } from '@langchain/langgraph';
 import { KEEP, success } from './answers.js';
 import { keys } from './keys.js';
-import { keepLock, recordDone, recordRun, release } from './lock.js';
+import { fencedRelay, keepLock, moveRun, recordDone, recordRun, release, renewLock } from './lock.js';
 import { observe } from './observe.js';
-import { Relay, isFenced } from './relay.js';
+import { isFenced } from './relay.js';
 import { systemAssistantId } from './config.js';
 import { finishRestRun, restCall } from './rest-runs.js';
 
@@ -67,7 +67,8 @@ export async function runGraph(w, ctl) {
     ctl.lost = true;
     if (!ctl.abort.signal.aborted) ctl.abort.abort(new Error('this worker lost the thread'));
   };
-  const stopRenewing = keepLock(w, thread, lose);
+  const stopRenewing = keepLock(w, thread, ctl.runId, lose);
+  w.saver.fence(thread, () => renewLock(w, thread, ctl.runId)); // its checkpoints, as its events, only while the lock is this worker's
   let status = 'completed';
   let extra = {};
   let error = null;
@@ -136,11 +137,18 @@ export async function runGraph(w, ctl) {
       ctl.lost = true; // its end is the taker's to append
     }
     // A stateless run's thread (temporary, on_completion "delete"): its checkpoints go with it.
-    if (ctl.dispose) await Promise.all([w.saver.deleteThread(thread), w.cmd.del(keys.run(thread), keys.undo(thread))]);
-    else await recordDone(w, thread);
+    // A run whose end was fenced: its record is the taker's now.
+    if (ctl.lost) {
+      w.log('warn', 'lost the thread\'s lock at the run\'s end: the end is the taker\'s', { thread, run_id: ctl.runId });
+    } else if (ctl.dispose) {
+      await Promise.all([w.saver.deleteThread(thread), w.cmd.del(keys.run(thread), keys.undo(thread))]);
+    } else {
+      await recordDone(w, thread);
+    }
   } finally {
     w.running.delete(thread);
     await release(w, thread);
+    w.saver.unfence(thread, { lost: ctl.lost });
     ctl.settle();
   }
   w.log('info', 'run over', { thread, run_id: ctl.runId, status });
@@ -150,13 +158,16 @@ export async function runGraph(w, ctl) {
 /**
  * A run whose thread this worker lost (runGraph): it stops here, leaving the
  * run, its record and its command's entry (not acknowledged: KEEP) to the
- * worker that took it over.
+ * worker that took it over — or, if nobody has yet, to the first that
+ * claims the entry: the record says nobody runs it any more.
  */
-function lostRun(w, ctl) {
+async function lostRun(w, ctl) {
   ctl.over = true;
   ctl.settled = Promise.resolve();
   ctl.settle = () => {};
   w.running.delete(ctl.thread);
+  w.saver.unfence(ctl.thread, { lost: true });
+  await moveRun(w, ctl.thread, ctl.runId, w.name, '').catch(() => {});
   w.log('warn', 'lost the thread\'s lock (a stall longer than --lock-ms): the run is left to the worker that takes it over',
     { thread: ctl.thread, run_id: ctl.runId });
   return KEEP;
@@ -195,7 +206,7 @@ export async function startRun(w, entry, { thread, assistant, input, configurabl
   const runId = randomUUID();
   await recordRun(w, { thread, entry, runId, assistant, input, configurable });
   const recorded = await adopt(w, entry, { thread, runId, assistant, configurable, metadata });
-  const relay = new Relay({ redis: w.cmd, thread, assistant, runId, log: w.log, appendOpts: ['ASSISTANT', assistant, 'FENCE', w.name], subgraphs: graph.subgraphPaths });
+  const relay = fencedRelay(w, { thread, assistant, runId, graph });
   relay.started(recorded ? { runId } : {}); // a recorded run is found by its id, as a REST run
   if (answered.length) relay.raw({ method: 'input.answered', params: { namespace: [], data: { interrupt_ids: answered } } });
   for (const h of humans) for (const ev of wholeMessage([], undefined, 'human', h.id, h.content)) relay.raw(ev);

@@ -12,12 +12,20 @@
 // the same input when no step had finished — after the messages the dead
 // worker left open are closed with `worker_lost` errors.
 //
+// Idle entries and lapsed leases are measured on Redis' clock, which runs on
+// while Redis itself is stalled (SIGSTOP, a slow fork, a long script) and
+// nobody can beat or renew: when it wakes up, every worker's entries look
+// idle at once. So the worker the record names is asked first: if it still
+// counts as live — now, or a moment later, once what it sent during the
+// stall has been read — it is running the run; it claims its entry back at
+// its next heartbeat and takes its lapsed lease again (lock.js).
+//
 // Every function here takes the worker's shared state `w` (worker.js) first.
 import { KEEP } from './answers.js';
 import { GROUP, keys } from './keys.js';
-import { acquire, headOf, loadInput, recordDone, release } from './lock.js';
+import { acquire, fencedRelay, headOf, loadInput, moveRun, recordDone, release, workerLive } from './lock.js';
 import { restCall } from './rest-runs.js';
-import { Relay, closeMessage, openMessages } from './relay.js';
+import { closeMessage, openMessages } from './relay.js';
 import { cancelRun, runGraph } from './runs.js';
 
 /** Methods that start (or continue) a run: acknowledged when the run is over. */
@@ -42,6 +50,20 @@ export async function claim(w, dispatch) {
   }
 }
 
+/** How long after a first look a worker that did not count as live is looked at again. */
+const LIVE_RECHECK_MS = 250;
+
+/**
+ * Whether worker `name` counts as live for the assistant's commands, now or
+ * LIVE_RECHECK_MS later: right after a Redis stall, its heartbeat sent
+ * during the stall may not have been read yet.
+ */
+async function stillLive(w, assistant, name) {
+  if (await workerLive(w, assistant, name)) return true;
+  await new Promise((r) => setTimeout(r, LIVE_RECHECK_MS));
+  return workerLive(w, assistant, name);
+}
+
 /** The record of the run a claimed entry started (its thread's, if it names that entry), else null. */
 export async function runLeftBy(w, entry) {
   if (!RUNS.has(entry.method)) return null;
@@ -56,9 +78,18 @@ export async function runLeftBy(w, entry) {
  */
 export async function takeOver(w, entry, record) {
   const thread = entry.thread;
+  const holder = record.worker ?? '';
+  if (holder && holder !== w.name && await stillLive(w, record.assistant, holder)) {
+    w.log('info', 'a run claimed from a live worker is left to it', { thread, run_id: record.run_id, worker: holder });
+    return KEEP;
+  }
   if (!(await acquire(w, thread, w.lockMs + 5000))) {
     w.log('warn', 'cannot take over a run yet: the thread stays locked', { thread, run_id: record.run_id });
     return KEEP;
+  }
+  if (!(await moveRun(w, thread, record.run_id, holder, w.name))) { // over, or taken over by another meanwhile
+    await release(w, thread);
+    return undefined;
   }
   const assistant = record.assistant;
   const recorded = JSON.parse(record.configurable || '{}');
@@ -70,7 +101,7 @@ export async function takeOver(w, entry, record) {
   } catch (e) { // a graph factory that fails now: the run fails, visibly
     startError = e;
   }
-  const relay = new Relay({ redis: w.cmd, thread, assistant, runId: record.run_id, log: w.log, appendOpts: ['ASSISTANT', assistant, 'FENCE', w.name], subgraphs: graph?.subgraphPaths });
+  const relay = fencedRelay(w, { thread, assistant, runId: record.run_id, graph });
   const [metaRun, runSeqText, seqText] = await w.cmd.hmget(keys.meta(thread), 'run_id', 'run_seq', 'seq');
   if (metaRun !== record.run_id) {
     // The dead worker recorded the run but died before its root `started` was appended (the thread's

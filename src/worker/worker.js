@@ -85,7 +85,7 @@ export async function serve(opts = {}) {
     const ctl = w.running.get(thread);
     return ctl?.rest ? ctl : null;
   };
-  w.saver = new WorkerSaver({ client: w.cmd, ttlSeconds: opts.ttlSeconds }, restRunOf);
+  w.saver = new WorkerSaver({ client: w.cmd, ttlSeconds: opts.ttlSeconds }, restRunOf, w.name);
   w.store = new ThreadcastStore({ client: w.cmd });
   w.graphs = await serveGraphs(opts.graphs, { saver: w.saver, store: w.store }, opts.graphDefaults ?? graphDefaults());
   w.graphSpecs = opts.graphSpecs ?? {}; // graph id → {sourceFile, exportSymbol}: where its schemas are read from

@@ -299,6 +299,54 @@ test('deleteThread removes every key of the thread and nothing of another', asyn
   await saver.deleteThread('del-1'); // a thread already gone: no error
 });
 
+/* ---- the worker's fence --------------------------------------------------------------------- */
+
+test('WorkerSaver: a fenced thread\'s checkpoints are written only while its lock is the worker\'s; a refusal is sent again once the lock is regained', async () => {
+  const c = connect();
+  await c.flushdb();
+  const saver = new fx.WorkerSaver({ client: c }, () => null, 'w1');
+  const graph = fx.buildGraph(saver);
+  const cfg = { configurable: { thread_id: 'fx-1' } };
+  const lock = 'tc:{fx-1}:lg:lock';
+  const stored = async () => (await allKeys(c)).filter((k) => k !== lock);
+  const log = async () => (await graph.getState(cfg)).values.log;
+  let asked = 0;
+  let onAsk = async () => false;
+  saver.fence('fx-1', () => { asked++; return onAsk(); });
+
+  await assert.rejects(graph.invoke({ log: ['a'] }, cfg), /FENCED/, 'no lock: refused');
+  assert.deepEqual(await stored(), [], 'nothing of the refused write is stored');
+  assert.ok(asked >= 1, 'the saver asked to regain the lock');
+  await c.set(lock, 'w2');
+  await assert.rejects(graph.invoke({ log: ['a'] }, cfg), /FENCED/, 'another worker\'s lock: refused');
+  assert.deepEqual(await stored(), []);
+
+  await c.set(lock, 'w1');
+  await graph.invoke({ log: ['a'] }, cfg);
+  assert.ok((await stored()).length > 0);
+  assert.ok((await log()).includes('a'));
+
+  // The lease lapsed (Redis stalled) and nobody took it: regained, the same write goes through.
+  await c.del(lock);
+  asked = 0;
+  onAsk = async () => { await c.set(lock, 'w1'); return true; };
+  await graph.invoke({ log: ['b'] }, cfg);
+  assert.ok(asked >= 1, 'the lock was regained');
+  assert.ok((await log()).includes('b'));
+
+  // Over: unfenced, whoever holds the lock. A lost run's thread stays fenced.
+  await c.set(lock, 'w2');
+  saver.unfence('fx-1');
+  await graph.invoke({ log: ['c'] }, cfg);
+  assert.ok((await log()).includes('c'));
+  saver.fence('fx-1', async () => true);
+  saver.unfence('fx-1', { lost: true });
+  const before = await c.hlen('tc:{fx-1}:lg:cp');
+  await assert.rejects(graph.invoke({ log: ['d'] }, cfg), /FENCED/);
+  assert.equal(await c.hlen('tc:{fx-1}:lg:cp'), before, 'a lost run writes no checkpoint');
+  assert.ok(!(await log()).includes('d'));
+});
+
 /* ---- TTL ------------------------------------------------------------------------------ */
 
 test('with ttlSeconds every write refreshes the TTL of all five keys of the thread; reads do not', async () => {

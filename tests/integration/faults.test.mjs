@@ -90,3 +90,35 @@ test('one WebSocket that never reads is cut (1013); 100 that read get everything
   assert.deepEqual(tc.sanitizerReports(), [], tc.stderr);
   await redis.cleanup();
 });
+
+test('a REST request made while Redis is down waits for it (a restart is no error), and is refused with 503 only when it stays down', async () => {
+  const redis = await startRedis();
+  const tc = await startThreadcast({ redisUrl: redis.url });
+  await waitUntil(async () => (await tc.http('/readyz')).status === 200, 5000, 'ready');
+  let again;
+  try {
+    await redis.stop('SIGKILL');
+    await waitUntil(async () => (await tc.http('/readyz')).status === 503, 5000, 'unready without Redis');
+    // Sent while Redis is down; Redis comes back (empty) on the same port a second later.
+    const asked = tc.http('/threads', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    await new Promise((r) => setTimeout(r, 1000));
+    assert.equal((await tc.http('/readyz')).status, 503, 'still down when Redis returns');
+    again = await startRedis({ port: redis.port, dir: redis.dir });
+    const res = await asked;
+    assert.equal(res.status, 200, await res.clone().text());
+    const thread = await res.json();
+    assert.match(thread.thread_id, /^[0-9a-f-]{36}$/);
+    assert.equal((await tc.http(`/threads/${thread.thread_id}`)).status, 200, 'made in the Redis that came back');
+    // Down for good: refused once the wait is over, with the reason, and nothing else breaks.
+    await again.stop('SIGKILL');
+    await waitUntil(async () => (await tc.http('/readyz')).status === 503, 5000, 'unready again');
+    const refused = await tc.http('/threads', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    assert.equal(refused.status, 503);
+    assert.match(await refused.text(), /the event store \(Redis\) is unavailable/);
+    assert.equal((await tc.http('/healthz')).status, 200, 'the gateway itself is alive');
+  } finally {
+    await again?.cleanup();
+    await redis.cleanup();
+    await tc.stop();
+  }
+});

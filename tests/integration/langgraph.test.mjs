@@ -222,9 +222,10 @@ describe('the LangGraph worker, beyond what the SDK drives', () => {
   /**
    * Once the run is over: every message of the state once, whole; the one
    * the fault cut is closed with worker_lost, its text a beginning of its
-   * rerun's; one run, one start, one end (no failure reported).
+   * rerun's (none when nothing was cut); one run, one start, one end (no
+   * failure reported).
    */
-  async function takenOverWhole(s, threadId, q, msgs) {
+  async function takenOverWhole(s, threadId, q, msgs, { cut: cuts = 1 } = {}) {
     await waitUntil(async () => (await status(s, threadId)) === 'completed', 60000, 'the run to complete');
     await msgs.done;
     const state = await head(s, threadId);
@@ -232,8 +233,8 @@ describe('the LangGraph worker, beyond what the SDK drives', () => {
     assert.deepEqual(finished.map(([id]) => id), state.messages.filter((m) => m.type !== 'tool').map((m) => m.id));
     assert.deepEqual(finished.map(([, m]) => m.text), [q, lines.searching, lines.answer(q), lines.summary]);
     const cut = [...msgs].filter(([, m]) => m.error);
-    assert.deepEqual(cut.map(([, m]) => m.error), ['worker_lost']);
-    assert.ok(lines.answer(q).startsWith(cut[0][1].text), cut[0][1].text);
+    assert.deepEqual(cut.map(([, m]) => m.error), Array(cuts).fill('worker_lost'));
+    for (const [, m] of cut) assert.ok(lines.answer(q).startsWith(m.text), m.text);
     const events = await storedEvents(s.rc, threadId);
     const root = events.filter((e) => e.method === 'lifecycle' && e.params.namespace.length === 0).map((e) => e.params.data.event);
     assert.deepEqual([root.filter((e) => e === 'started').length, root.filter((e) => e === 'failed').length, root.at(-1)], [1, 0, 'completed']);
@@ -265,6 +266,24 @@ describe('the LangGraph worker, beyond what the SDK drives', () => {
       await waitUntil(() => stalled.logs.some((l) => /lost the thread's lock/.test(l.msg)), 5000, 'the worker to find out');
       await takenOverWhole(s, 'lg-lost-lock', q, msgs);
       assert.ok(s.workers.some((w) => w.logs.some((l) => l.msg === 'taking over a run')), 'taken over');
+      await thread.close();
+    } finally {
+      await s.done();
+    }
+  });
+
+  test('Redis stalled past the lease and the claim delay: the worker running the run keeps it; nothing lost, repeated or taken over', async () => {
+    const s = await stack({ tokenMs: 120 }); // the default takeover timing: heartbeat 1 s, claim and lease 3 s
+    try {
+      const q = 'a question asked while Redis stalls';
+      const { thread, msgs, holder } = await midAnswer(s, 'lg-redis-stall', q);
+      // Every lease lapses and every entry looks idle on Redis' clock when it wakes up.
+      s.redis.proc.kill('SIGSTOP');
+      await new Promise((r) => setTimeout(r, 4500));
+      s.redis.proc.kill('SIGCONT');
+      await takenOverWhole(s, 'lg-redis-stall', q, msgs, { cut: 0 });
+      for (const w of s.workers) assert.ok(!w.logs.some((l) => l.msg === 'taking over a run'), `${w.name} took nothing over`);
+      assert.ok(!holder.logs.some((l) => /lost the thread's lock/.test(l.msg)), 'the worker kept the thread');
       await thread.close();
     } finally {
       await s.done();

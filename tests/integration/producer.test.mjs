@@ -139,6 +139,25 @@ test('FENCE: an append is taken only while the thread\'s lock holds its owner', 
   assert.match((await rc.cmd('FCALL', 'threadcast_append', 1, t, JSON.stringify(custom(5)), 'FENCE', '')).message, /FENCE must be 1 to 200/);
 });
 
+test('BATCH: a call sent again (its answer lost when Redis restarted) is appended once and answers its seq again', async () => {
+  const t = 'pb-batch';
+  assert.equal(await batch(t, [custom(1), custom(2)], 'BATCH', 'w:1'), 1);
+  assert.equal(await batch(t, [custom(1), custom(2)], 'BATCH', 'w:1'), 1, 'the same call again: the seq it had');
+  assert.equal(await rc.cmd('FCALL', 'threadcast_append', 1, t, JSON.stringify(custom(3)), 'BATCH', 'w:2'), 3);
+  assert.equal(await rc.cmd('FCALL', 'threadcast_append', 1, t, JSON.stringify(custom(3)), 'BATCH', 'w:2'), 3);
+  assert.deepEqual((await storedEvents(rc, t)).map((e) => [e.seq, e.params.data]), [[1, 1], [2, 2], [3, 3]]);
+  assert.equal((await meta(t)).batch, 'w:2\n3');
+  // only the last call is remembered; a call without BATCH is always appended
+  assert.equal(await batch(t, [custom(4)], 'BATCH', 'w:3'), 4);
+  assert.equal(await batch(t, [custom(4)]), 5);
+  assert.equal(await batch(t, [custom(1), custom(2)], 'BATCH', 'w:1'), 6, 'an older id is a new call');
+  // a refused call stores nothing, so it can be sent again with its id once fixed
+  const refused = await batch(t, [custom(7), '{"method":"nope","params":{"namespace":[],"data":1}}'], 'BATCH', 'w:4');
+  assert.ok(refused instanceof Error, String(refused));
+  assert.equal(await batch(t, [custom(7)], 'BATCH', 'w:4'), 8);
+  assert.match((await batch(t, [custom(9)], 'BATCH', '')).message, /BATCH must be 1 to 200/);
+});
+
 test('a batch keeps the run, tree and interrupt indexes as the events one by one would', async () => {
   const one = 'pb-idx-1', many = 'pb-idx-n';
   const ev = [

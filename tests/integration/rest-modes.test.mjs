@@ -12,7 +12,7 @@ import assert from 'node:assert/strict';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { stopAll, connect, storedEvents, waitUntil } from './lib/harness.mjs';
-import { restStack, collect, assertIds, tuples, assembleTuples, jsonResponse, openSse, randomUUID } from './lib/rest.mjs';
+import { restStack, collect, assertIds, tuples, assembleTuples, jsonResponse, openSse, randomUUID, lines } from './lib/rest.mjs';
 
 after(stopAll);
 
@@ -69,6 +69,21 @@ describe('stream modes as the Agent Server sends them', () => {
     assert.deepEqual(ts.map((t) => t.chunk.content), [...'begin', 'tool_call__begin', ...'end']);
     assert.deepEqual(assembleTuples(ts).map((m) => [m.text, [...m.nodes][0], [...m.types][0]]),
       [['begin', 'model', 'ai'], ['tool_call__begin', 'tool', 'tool'], ['end', 'model', 'ai']]);
+  });
+
+  test('messages-tuple without streamSubgraphs: a subgraph\'s message once, whole, from the node that ran the subgraph (as LangGraph streams it)', async () => {
+    const tid = await thread();
+    const parts = await stream(tid, 'agent', { input: { messages: [{ role: 'user', content: 'otters' }] }, streamMode: 'messages-tuple' });
+    const ts = tuples(parts);
+    assert.deepEqual([...new Set(names(parts))], ['metadata', 'messages'], 'no subgraph event');
+    const { messages } = (await client.threads.getState(tid)).values;
+    const summary = messages.at(-1);
+    assert.equal(summary.content, lines.summary);
+    assert.deepEqual(ts.filter((t) => t.chunk.id === summary.id).map((t) => [t.chunk.content, t.meta.langgraph_node, t.meta.langgraph_checkpoint_ns]),
+      [[lines.summary, 'researcher', '']]);
+    // every AI message of the state is on the stream with the state's text
+    const streamed = assembleTuples(ts);
+    assert.deepEqual(messages.filter((m) => m.type === 'ai').map((m) => streamed.find((x) => x.id === m.id)?.text), messages.filter((m) => m.type === 'ai').map((m) => m.content));
   });
 
   test('messages: metadata and partials as the model streams, complete for the root values\' new messages', async () => {

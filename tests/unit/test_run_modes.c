@@ -169,6 +169,47 @@ static void messages_apart_by_node(void **state)
 	tc_run_modes_free(f);
 }
 
+/* The events of a subgraph's message: streamed, then in its values, then returned by the root node that ran it. */
+static void subgraph_message(struct tc_run_modes *f)
+{
+	feed(f, "lifecycle", "[\"researcher:1\"]", "\"data\":{\"event\":\"started\"}");
+	feed(f, "messages", "[\"researcher:1\"]",
+	     "\"node\":\"summarize\",\"data\":{\"event\":\"message-start\",\"role\":\"ai\",\"id\":\"s1\"}");
+	feed(f, "messages", "[\"researcher:1\"]",
+	     "\"node\":\"summarize\",\"data\":{\"event\":\"content-block-delta\",\"index\":0,\"delta\":{\"type\":"
+	     "\"text-delta\",\"text\":\"Sum\"}}");
+	feed(f, "messages", "[\"researcher:1\"]", "\"node\":\"summarize\",\"data\":{\"event\":\"message-finish\"}");
+	feed(f, "values", "[\"researcher:1\"]",
+	     "\"data\":{\"messages\":[{\"type\":\"ai\",\"content\":\"Sum\",\"id\":\"s1\"}]}");
+	feed(f, "updates", "[]",
+	     "\"data\":{\"node\":\"researcher\",\"values\":{\"messages\":[{\"type\":\"ai\",\"content\":\"Sum\",\"id\":"
+	     "\"s1\"}]}}");
+}
+
+/*
+ * Without subgraphs a subgraph's message reaches messages-tuple once, whole,
+ * from the root node that ran the subgraph (as LangGraph streams it); with
+ * subgraphs it streams in its namespace and the root node's update does not
+ * repeat it.
+ */
+static void subgraph_messages_in_tuples(void **state)
+{
+	struct sink s = { 0 };
+	struct tc_run_modes *f = fmt(&s, "[\"messages-tuple\"]", false, true);
+	subgraph_message(f);
+	assert_int_equal(s.units, 1);
+	assert_non_null(strstr(s.text, "event: messages\ndata: [{\"type\":\"ai\",\"content\":\"Sum\",\"id\":\"s1\"},"
+				       "{\"langgraph_node\":\"researcher\",\"langgraph_checkpoint_ns\":\"\""));
+	tc_run_modes_free(f);
+
+	struct sink s2 = { 0 };
+	f = fmt(&s2, "[\"messages-tuple\"]", true, true);
+	subgraph_message(f);
+	assert_int_equal(s2.units, 1);
+	assert_non_null(strstr(s2.text, "event: messages|researcher:1\ndata: [{\"content\":\"Sum\""));
+	tc_run_modes_free(f);
+}
+
 /* Node tasks are not subgraphs: their events are their graph's, the node named. */
 static void node_tasks_are_not_subgraphs(void **state)
 {
@@ -527,6 +568,7 @@ int main(void)
 		cmocka_unit_test(updates_custom_subgraphs),
 		cmocka_unit_test(message_tuples),
 		cmocka_unit_test(messages_apart_by_node),
+		cmocka_unit_test(subgraph_messages_in_tuples),
 		cmocka_unit_test(node_tasks_are_not_subgraphs),
 		cmocka_unit_test(returned_messages_are_tuples),
 		cmocka_unit_test(message_started_twice),

@@ -6,7 +6,7 @@ import { Annotation, Command, END, START, StateGraph, interrupt } from '@langcha
 export { Redis } from 'ioredis';
 export { Command };
 export { ERROR, JsonPlusSerializer, MemorySaver, emptyCheckpoint, uuid6 } from '@langchain/langgraph-checkpoint';
-export { RedisSaver } from '../checkpoint.js';
+export { RedisSaver, WorkerSaver } from '../checkpoint.js';
 
 const append = (a, b) => a.concat(b);
 
