@@ -5,6 +5,7 @@ TC_APT_PACKAGES=(
   gcc pkg-config meson ninja-build
   libuv1-dev libwebsockets-dev libwebsockets-evlib-uv libhiredis-dev libcjson-dev zlib1g-dev
   libcmocka-dev libjwt-dev redis-server redis-tools
+  libssl-dev openssl  # TLS to Redis (src/tls.c); the TLS tests make their certificates with openssl
 )
 
 # What scripts/images needs to make base images and build the Dockerfiles

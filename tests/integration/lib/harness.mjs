@@ -81,8 +81,12 @@ function exited(proc) {
  */
 export const redisServerBin = process.env.TC_REDIS_SERVER || 'redis-server';
 
-/** Starts the store's server (redisServerBin) on a free port in a fresh temp dir. */
-export async function startRedis({ appendonly = false, port, dir, extra = [] } = {}) {
+/**
+ * Starts the store's server (redisServerBin) on a free port in a fresh temp dir. With tls
+ * ({ cert, key, ca, authClients }, PEM files; lib/tls.mjs makes them) the port is a TLS port and
+ * there is no plain one; url is then rediss://127.0.0.1:<port>.
+ */
+export async function startRedis({ appendonly = false, port, dir, extra = [], tls } = {}) {
   dir = dir || mkdtempSync(path.join(tmpdir(), 'tc-redis-'));
   const fixedPort = port;
   let proc, out;
@@ -90,7 +94,11 @@ export async function startRedis({ appendonly = false, port, dir, extra = [] } =
   // caller chose it).
   for (let attempt = 1; ; attempt++) {
     port = fixedPort || (await freePort());
-    const args = ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir,
+    const listen = tls
+      ? ['--port', '0', '--tls-port', String(port), '--tls-cert-file', tls.cert, '--tls-key-file', tls.key,
+        '--tls-ca-cert-file', tls.ca, '--tls-auth-clients', tls.authClients ?? 'no']
+      : ['--port', String(port)];
+    const args = [...listen, '--bind', '127.0.0.1', '--dir', dir,
       '--save', '', '--appendonly', appendonly ? 'yes' : 'no', '--daemonize', 'no', ...extra];
     proc = track(spawn(redisServerBin, args, { stdio: ['ignore', 'pipe', 'pipe'] }));
     out = '';
@@ -108,7 +116,7 @@ export async function startRedis({ appendonly = false, port, dir, extra = [] } =
   return {
     port,
     dir,
-    url: `redis://127.0.0.1:${port}`,
+    url: `${tls ? 'rediss' : 'redis'}://127.0.0.1:${port}`,
     proc,
     async stop(signal = 'SIGTERM') {
       proc.kill(signal);
