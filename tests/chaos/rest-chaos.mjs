@@ -290,10 +290,16 @@ function skipped(f, faults, why) {
 function tracedFetch(u, world) {
   return async (url, init = {}) => {
     const t0 = Date.now();
-    const res = await fetch(url, init);
-    const served = res.headers.get('x-served-by');
     const p = new URL(url).pathname;
     const method = init.method ?? 'GET';
+    let res;
+    try {
+      res = await fetch(url, init);
+    } catch (e) { // no answer at all (a connection refused or reset): counted with the 5xx, as status 0
+      world.http5xx.push({ t: t0, status: 0, served: null, method, path: p, body: short(String(e.cause?.code ?? e.message), 120), user: u.i });
+      throw e;
+    }
+    const served = res.headers.get('x-served-by');
     if (res.status >= 500) {
       let body = '';
       try { body = await res.clone().text(); } catch { /* cut */ }
@@ -705,7 +711,7 @@ function summary(f) {
     `chaos run ${f.run}: ${f.seconds} s, ${f.users} users, a fault every ~${f.faultEverySeconds} s (${f.wallSeconds} s in all)`,
     `  runs ${f.runs}, terminal ${f.runsTerminal} ${JSON.stringify(f.runsByStatus)}; streams ${f.streams}, stream connections ${f.streamConnections} (${f.reconnects} reconnects); runs taken over ${f.runsTakenOver}, cut messages ${f.cutMessages}, finished ones streamed again ${f.finishedStreamedAgain}`,
     `  clients with errors ${f.clientsWithErrors}${f.clientErrors.length ? `: ${Object.entries(countBy(f.clientErrors, (e) => `${e.what}: ${short(e.message, 90)}`)).map(([k, n]) => `${n}× ${k}`).join('; ')}` : ''}`,
-    `  other request errors ${f.otherRequestErrors}; HTTP 5xx answers ${f.http5xx.count} ${JSON.stringify(f.http5xx.byStatus)} (503 draining: ${f.http5xx.draining503})`,
+    `  other request errors ${f.otherRequestErrors}; HTTP 5xx answers (0: none, the connection failed) ${f.http5xx.count} ${JSON.stringify(f.http5xx.byStatus)} (503 draining: ${f.http5xx.draining503})`,
     '  fault kind          faults affected  p50     p99     max     (after recovery p99)  target',
   ];
   for (const [kind, l] of Object.entries(f.latency)) {
