@@ -725,8 +725,12 @@ def read_json_line(proc, key, timeout):
 
     def read():
         for line in proc.stdout:
-            if line.startswith('{') and key in json.loads(line):
-                box.append(json.loads(line))
+            try:
+                msg = json.loads(line) if line.startswith('{') else {}
+            except ValueError:
+                msg = {}
+            if key in msg:
+                box.append(msg)
                 return
     t = threading.Thread(target=read, daemon=True)
     t.start()
@@ -823,7 +827,10 @@ def tokens_scenario(kind, tmp, *, cells, tokens, clients, idle):
         for cell in cells:
             if kind != 'threadcast' and cell['route'] != 'rest':
                 continue  # the Agent Server's protocol routes carry no runs.stream run's tokens
-            r = token_cell(stack, cell, tokens=tokens, clients=clients)
+            try:
+                r = token_cell(stack, cell, tokens=tokens, clients=clients)
+            except Exception as e:  # a failed cell is reported, the others still run
+                r = {'error': str(e)}
             print(f'tokens {kind} {cell["name"]}: {json.dumps(r)}', file=sys.stderr, flush=True)
             out.update({f'{cell["name"]} {k}': v for k, v in r.items()})
     finally:
@@ -833,6 +840,8 @@ def tokens_scenario(kind, tmp, *, cells, tokens, clients, idle):
             stack = TokenStack(kind, tmp, 2)
             try:
                 out[f'idle {route} kib_per_viewer'] = token_idle(stack, route, idle)
+            except Exception as e:
+                out[f'idle {route} error'] = str(e)
             finally:
                 stack.stop()
     return out
@@ -1167,7 +1176,7 @@ def report_tokens(res):
         for r in runs:
             for key in r:
                 cell = key.rsplit(' ', 1)[0]
-                if key.startswith('idle ') or cell in cells:
+                if key.startswith('idle ') or key.endswith(' error') or cell in cells:
                     continue
                 cells.append(cell)
     rows = [(c, f'{c} {key}', label) for c in cells for key, label in TOKEN_METRICS]
@@ -1183,8 +1192,9 @@ def report_tokens(res):
         print(line + ' |')
     for k in kinds:
         for r in res[k]:
-            if 'error' in r:
-                print(f'{k}: {r["error"]}')
+            for key, v in r.items():
+                if key == 'error' or key.endswith(' error'):
+                    print(f'{k}: {key}: {v}')
 
 
 def report(results):

@@ -228,5 +228,5 @@ try {
 } catch (e) {
   out.errors.push(String(e?.stack ?? e).slice(0, 500));
 }
-process.stdout.write(`${JSON.stringify({ result: out })}\n`);
-process.exit(0);
+// Exits once the line is out: a pipe takes a large one in several writes.
+process.stdout.write(`${JSON.stringify({ result: out })}\n`, () => process.exit(0));
