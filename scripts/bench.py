@@ -785,7 +785,9 @@ def token_cell(stack, cell, *, tokens, clients):
         total += s
         out[f'{name}_us_per_token'] = s * 1e6 / max(1, received)
     out['server_us_per_token'] = total * 1e6 / max(1, received)
-    load = [(sum(b) - sum(a)) / TICK / max(1e-9, wall) for a, b in zip(k0, k1)]
+    spent = [(sum(b) - sum(a)) / TICK for a, b in zip(k0, k1)]
+    out['client_us_per_token'] = sum(spent) * 1e6 / max(1, received)  # the SDK's own cost
+    load = [x / max(1e-9, wall) for x in spent]
     out['client_cpu'] = [round(x, 3) for x in load]  # each client process's share of a core over the cell
     out['client_cpu_max'] = max(load)
     out['client_cpu_total'] = sum(load)
@@ -1159,7 +1161,8 @@ TOKEN_METRICS = [
     ('catchup_max_ms', '  max ms'),
     ('server_us_per_token', 'server CPU µs / delivered token'), ('gateway_us_per_token', '  gateway'),
     ('worker_us_per_token', '  worker'), ('redis_us_per_token', '  Redis'),
-    ('client_cpu_max', 'busiest client process, share of a core'), ('client_cpu_total', 'all client processes'),
+    ('client_cpu_max', 'busiest client process, share of a core'),
+    ('client_cpu_total', 'all client processes (on one core)'), ('client_us_per_token', 'client CPU µs / received token'),
     ('lost', 'tokens missing + repeated'), ('received', 'tokens delivered'),
 ]
 

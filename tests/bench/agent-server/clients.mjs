@@ -36,7 +36,11 @@ const { Client } = await load('@langchain/langgraph-sdk', from);
 
 const spec = JSON.parse(process.argv[2]);
 const { api, runs, viewers, tokens, pace, route = 'rest', late = false, deadline_s: deadlineS = 120 } = spec;
-const client = new Client({ apiUrl: api, apiKey: null });
+// Each stream has a client of its own, as each viewer of a run is an app of its own: one
+// Client queues its requests beyond 4 at a time (the SDK's maxConcurrency), which would
+// hold a run's later viewers back until earlier streams ended.
+const newClient = () => new Client({ apiUrl: api, apiKey: null });
+const client = newClient();
 const nowUs = () => Number(process.hrtime.bigint() / 1000n); // graph.mjs's clock
 const stampRe = /tok(\d+)@(\d+)/g;
 
@@ -96,7 +100,7 @@ async function drainRun(iter, tally, onEvent) {
 
 /** A protocol viewer: a ThreadStream subscribed to "messages", until it has every token. */
 async function openThreadStream(threadId) {
-  const thread = client.threads.stream(threadId, {
+  const thread = newClient().threads.stream(threadId, {
     assistantId: 'tokens', transport: route,
     webSocketFactory: (url) => new WebSocket(url),
   });
@@ -138,7 +142,7 @@ async function oneRun(threadId, wsViewers) {
     const tally = new Tally(null);
     const at = nowUs();
     if (route === 'rest') {
-      waits.push(drainRun(client.runs.joinStream(threadId, runId, { streamMode, lastEventId: '-1' }), tally)
+      waits.push(drainRun(newClient().runs.joinStream(threadId, runId, { streamMode, lastEventId: '-1' }), tally)
         .then(() => catchUp(tally, at)));
     } else {
       waits.push(openThreadStream(threadId).then((v) => drainThreadStream(v, tally)).then(() => catchUp(tally, at)));
@@ -149,7 +153,7 @@ async function oneRun(threadId, wsViewers) {
     const tally = new Tally(out.viewer_us);
     waits.push(drainThreadStream(v, tally));
   }
-  const iter = client.runs.stream(threadId, 'tokens', {
+  const iter = newClient().runs.stream(threadId, 'tokens', {
     input: { messages: [{ role: 'user', content: 'stream' }] }, streamMode, streamResumable: true,
     config: { configurable: { tokens, pace_ms: pace } },
   });
@@ -159,7 +163,7 @@ async function oneRun(threadId, wsViewers) {
       if (route === 'rest') {
         for (let v = 0; v < viewers; v++) {
           const tally = new Tally(out.viewer_us);
-          waits.push(drainRun(client.runs.joinStream(threadId, runId, { streamMode, lastEventId: '-1' }), tally));
+          waits.push(drainRun(newClient().runs.joinStream(threadId, runId, { streamMode, lastEventId: '-1' }), tally));
         }
       }
     }
@@ -195,7 +199,7 @@ async function idleViewers(n) {
   const attached = [];
   for (let v = 0; v < n; v++) {
     if (route === 'rest') {
-      const it = client.runs.joinStream(threadId, run.run_id, { streamMode, lastEventId: '-1' })[Symbol.asyncIterator]();
+      const it = newClient().runs.joinStream(threadId, run.run_id, { streamMode, lastEventId: '-1' })[Symbol.asyncIterator]();
       attached.push(it.next()); // the metadata unit: attached
       held.push(it);
     } else {
