@@ -766,7 +766,8 @@ def token_cell(stack, cell, *, tokens, clients):
                 p.kill()
             p.wait()
     cat = lambda key: [x for r in res for x in r[key]]
-    starter, viewer, ttft, catchup = cat('starter_us'), cat('viewer_us'), cat('ttft_us'), cat('catchup_us')
+    starter, viewer, ttft, catchup, gen = (cat('starter_us'), cat('viewer_us'), cat('ttft_us'), cat('catchup_us'),
+                                           cat('gen_us'))
     received = sum(r['received'] for r in res)
     streams = sum(r['streams'] for r in res)
     out = {'runs': cell['runs'], 'viewers': cell['viewers'], 'pace_ms': cell['pace'], 'route': cell['route'],
@@ -774,7 +775,8 @@ def token_cell(stack, cell, *, tokens, clients):
            'expected': streams * tokens, 'lost': sum(r['missing'] + r['duplicates'] for r in res),
            'complete': sum(r['complete'] for r in res), 'errors': [e for r in res for e in r['errors']][:5],
            'seconds': wall}
-    for name, xs in (('starter', starter), ('viewer', viewer), ('ttft', ttft), ('catchup', catchup)):
+    out['tokens_per_s'] = received / max(1e-9, wall)
+    for name, xs in (('starter', starter), ('viewer', viewer), ('ttft', ttft), ('catchup', catchup), ('gen', gen)):
         if xs:
             out[f'{name}_p50_ms'] = percentile(xs, 50) / 1000
             out[f'{name}_p99_ms'] = percentile(xs, 99) / 1000
@@ -1159,6 +1161,8 @@ TOKEN_METRICS = [
     ('ttft_p50_ms', 'time to first token (starter) p50 ms'), ('ttft_p99_ms', '  p99 ms'),
     ('catchup_p50_ms', 'late joiner caught up after, p50 ms'), ('catchup_p99_ms', '  p99 ms'),
     ('catchup_max_ms', '  max ms'),
+    ('gen_p50_ms', 'a run\'s tokens emitted over (first to last), p50 ms'), ('gen_max_ms', '  max ms'),
+    ('tokens_per_s', 'tokens delivered / s (the cell\'s wall time)'),
     ('server_us_per_token', 'server CPU µs / delivered token'), ('gateway_us_per_token', '  gateway'),
     ('worker_us_per_token', '  worker'), ('redis_us_per_token', '  Redis'),
     ('client_cpu_max', 'busiest client process, share of a core'),

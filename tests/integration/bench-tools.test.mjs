@@ -402,6 +402,7 @@ test('the tokens scenario: a LangGraph run through the worker reaches its starte
         assert.ok(c[k] >= 0 && c[k] < 60000, `${k} ${c[k]}`);
       }
       assert.ok(c.starter_p99_ms >= c.starter_p50_ms);
+      assert.ok(c.gen_p50_ms >= 0 && c.tokens_per_s > 0, 'the model\'s emission span and the delivery rate');
       // CPU is read in clock ticks: a short window may read 0 for a process.
       for (const k of ['server', 'gateway', 'worker', 'redis']) assert.ok(c[`${k}_us_per_token`] >= 0, k);
     }

@@ -23,7 +23,8 @@
 // token (or deadline_s passed): per token received, receipt − emission (the
 // token's stamp, µs), apart for starters and viewers; time to first token of
 // each starter (from its request); per late viewer, how long after its join
-// it had every token emitted before it (catch-up); counts of tokens missing
+// it had every token emitted before it (catch-up); per run, how long its
+// model took from its first token to its last; counts of tokens missing
 // and repeated per stream, and errors.
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -44,7 +45,7 @@ const client = newClient();
 const nowUs = () => Number(process.hrtime.bigint() / 1000n); // graph.mjs's clock
 const stampRe = /tok(\d+)@(\d+)/g;
 
-const out = { starter_us: [], viewer_us: [], ttft_us: [], catchup_us: [], received: 0, streams: 0, complete: 0, missing: 0, duplicates: 0, errors: [] };
+const out = { starter_us: [], viewer_us: [], ttft_us: [], catchup_us: [], gen_us: [], received: 0, streams: 0, complete: 0, missing: 0, duplicates: 0, errors: [] };
 
 /** What one stream got: each token index's count; latencies go to `into`. */
 class Tally {
@@ -170,6 +171,9 @@ async function oneRun(threadId, wsViewers) {
     if (late && !lateStarted && starter.got >= tokens / 2) startLate();
   });
   if (starter.first !== undefined) out.ttft_us.push(starter.first - t0);
+  // How long the model took to emit its tokens (first to last stamp): a server that makes the
+  // model wait for its own sending (one event loop) stretches this rather than the latency.
+  if (starter.got === tokens) out.gen_us.push(starter.emit[tokens - 1] - starter.emit[0]);
   await Promise.all(waits);
 }
 
