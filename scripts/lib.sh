@@ -5,6 +5,7 @@ TC_APT_PACKAGES=(
   gcc pkg-config meson ninja-build
   libuv1-dev libwebsockets-dev libwebsockets-evlib-uv libhiredis-dev libcjson-dev zlib1g-dev
   libcmocka-dev libjwt-dev redis-server redis-tools
+  libssl-dev openssl  # TLS to Redis (src/tls.c); the TLS tests make their certificates with openssl
 )
 
 # What scripts/images needs to make base images and build the Dockerfiles
@@ -30,6 +31,65 @@ tc_install_apt() {
   tc_log "installing: ${missing[*]}"
   tc_as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
   tc_as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# Finds the URI of this machine's apt source for a suite, in deb822
+# (*.sources) or one-line (*.list) form: tc_apt_uri bookworm-security
+tc_apt_uri() {
+  local want=$1 f
+  {
+    for f in /etc/apt/sources.list.d/*.sources; do
+      [ -f "$f" ] || continue
+      awk -v want="$want" '
+        function flush() {
+          if (deb && !off && uri != "" && (" " suites " ") ~ (" " want " ")) { print uri; found = 1; exit }
+          deb = off = 0; uri = suites = ""
+        }
+        /^[ \t]*$/ { flush(); next }
+        /^Types:/ { for (i = 2; i <= NF; i++) if ($i == "deb") deb = 1 }
+        /^URIs:/ { uri = $2 }
+        /^Suites:/ { $1 = ""; suites = $0 }
+        /^Enabled:[ \t]*no/ { off = 1 }
+        END { if (!found) flush() }' "$f"
+    done
+    { cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null || true; } |
+      awk -v want="$want" '$1 == "deb" { i = 2; if ($i ~ /^\[/) { while ($i !~ /\]$/) i++; i++ } if ($(i + 1) == want) print $i }'
+  } | awk 'NR == 1'
+}
+
+# The Valkey 8 server the store's suites run against a second time
+# (scripts/test): prints the path of a valkey-server to run, making it
+# available first. Debian 13 has Valkey 8 in main. Debian 12 has none, but
+# bookworm-backports has 8.0: its apt source is added for valkey-tools alone
+# (pinned: nothing else is taken from backports), and only valkey-tools is
+# installed: it holds the server binary (valkey-check-rdb, which is the
+# server when called valkey-server), while the valkey-server package would
+# install and start a service on 6379, beside redis-server's. The name is a
+# symlink in dir (scripts/test's own temporary directory).
+#   tc_valkey_server DIR
+tc_valkey_server() {
+  local dir=$1 codename bin mirror
+  codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
+  if ! dpkg-query -W -f='${Status}' valkey-tools 2>/dev/null | grep -q 'install ok installed'; then
+    if [ "$codename" = bookworm ]; then
+      mirror=${TC_DEBIAN_MIRROR:-$(tc_apt_uri bookworm)}
+      tc_log "adding bookworm-backports for valkey-tools alone (Valkey 8)"
+      printf 'Types: deb\nURIs: %s\nSuites: bookworm-backports\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
+        "${mirror:-http://deb.debian.org/debian}" | tc_as_root tee /etc/apt/sources.list.d/threadcast-valkey.sources >/dev/null
+      printf 'Package: *\nPin: release a=bookworm-backports\nPin-Priority: -10\n\nPackage: valkey-tools\nPin: release a=bookworm-backports\nPin-Priority: 500\n' |
+        tc_as_root tee /etc/apt/preferences.d/threadcast-valkey >/dev/null
+    fi
+    tc_log "installing: valkey-tools"
+    tc_as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
+      tc_as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends valkey-tools >/dev/null ||
+      { echo "could not install valkey-tools" >&2; return 1; }
+  fi
+  bin=$(command -v valkey-check-rdb) || { echo "valkey-tools has no valkey-check-rdb" >&2; return 1; }
+  mkdir -p "$dir" && ln -sf "$bin" "$dir/valkey-server"
+  if ! "$dir/valkey-server" --version | grep -q ' v=8\.'; then
+    echo "not Valkey 8: $("$dir/valkey-server" --version)" >&2; return 1
+  fi
+  echo "$dir/valkey-server"
 }
 
 # Configures (once) and builds a meson build directory: tc_build DIR [meson options...]

@@ -1,9 +1,9 @@
 /*
  * chunked.h — decoding a request body sent with Transfer-Encoding: chunked.
  *
- * libwebsockets 4.1 hands a chunked request body over as it came, framing
- * and all, and waits for a body of 100 MiB (its guess without a length), so
- * http.c undoes the framing itself and knows from it where the body ends.
+ * libwebsockets (4.1 and 4.3) hands a chunked request body over as it came,
+ * framing and all, and waits for a body of 100 MiB (its guess without a
+ * length), so http.c undoes the framing itself and knows from it where the body ends.
  * Strict: sizes in hex, CRLF after each size line and each chunk (a bare LF
  * is refused: a proxy reading it otherwise would see other requests in the
  * body); chunk extensions and trailers are read and dropped.

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "tls.h"
 #include "util.h"
 
 enum setting_type { INT, STR };
@@ -83,20 +84,44 @@ static const struct setting *find_flag(const char *name, size_t len)
 
 static void free_sentinels(struct tc_config *cfg)
 {
-	for (int i = 0; i < cfg->nsentinels; i++)
+	for (int i = 0; i < cfg->nsentinels; i++) {
 		free(cfg->sentinels[i].host);
+		free(cfg->sentinels[i].user);
+		free(cfg->sentinels[i].password);
+	}
 	free(cfg->sentinels);
 	cfg->sentinels = NULL;
 	cfg->nsentinels = 0;
 }
 
-/* "host:port,[v6]:port,host" (port 26379 when absent) into cfg->sentinels. */
+static int parse_userinfo(const char *p, size_t len, char **user, char **password, char *err, size_t errlen);
+
+/*
+ * "host:port,[v6]:port,host" (port 26379 when absent), each entry with an
+ * optional "[user]:password@" or "password@" as in a URL, into
+ * cfg->sentinels.
+ */
 static int parse_sentinels(struct tc_config *cfg, char *err, size_t errlen)
 {
 	free_sentinels(cfg);
 	for (const char *p = cfg->redis_sentinels; *p;) {
 		const char *end = strchr(p, ',');
 		size_t len = end ? (size_t)(end - p) : strlen(p);
+		char *user = NULL, *password = NULL;
+		const char *at = NULL;
+		for (const char *c = p; c < p + len; c++)
+			if (*c == '@')
+				at = c;
+		if (at) {
+			char uerr[80];
+			if (parse_userinfo(p, (size_t)(at - p), &user, &password, uerr, sizeof(uerr))) {
+				seterr(err, errlen, "--redis-sentinels / THREADCAST_REDIS_SENTINELS: %s", uerr);
+				free_sentinels(cfg);
+				return -1;
+			}
+			len -= (size_t)(at + 1 - p);
+			p = at + 1;
+		}
 		const char *h = p, *colon = NULL;
 		size_t hlen = len;
 		if (*p == '[') {
@@ -119,12 +144,15 @@ static int parse_sentinels(struct tc_config *cfg, char *err, size_t errlen)
 		if (!hlen || hlen > 253)
 			goto bad;
 		cfg->sentinels = tc_xrealloc(cfg->sentinels, (size_t)(cfg->nsentinels + 1) * sizeof(*cfg->sentinels));
-		cfg->sentinels[cfg->nsentinels++] = (struct tc_hostport){ tc_xstrndup(h, hlen), (int)port };
+		cfg->sentinels[cfg->nsentinels++] =
+			(struct tc_hostport){ tc_xstrndup(h, hlen), (int)port, user, password };
 		p += len;
 		if (*p == ',')
 			p++;
 		continue;
 	bad:
+		free(user);
+		free(password);
 		seterr(err, errlen, "--redis-sentinels / THREADCAST_REDIS_SENTINELS: \"%.*s\" is not host:port",
 		       (int)len, p);
 		free_sentinels(cfg);
@@ -160,6 +188,29 @@ static int check_origins(const char *list, char *err, size_t errlen)
 		if (!comma)
 			break;
 		p = comma + 1;
+	}
+	return 0;
+}
+
+/* The TLS settings, made now so that a bad file stops the start with its name. */
+static int validate_tls(struct tc_config *cfg, char *err, size_t errlen)
+{
+	const char *given = *cfg->redis_tls_ca     ? "--redis-tls-ca"
+			    : *cfg->redis_tls_cert ? "--redis-tls-cert"
+			    : *cfg->redis_tls_key  ? "--redis-tls-key"
+						   : NULL;
+	if (!cfg->redis.tls) {
+		if (given) {
+			seterr(err, errlen, "%s is set but the Redis URL is not rediss:// (TLS)", given);
+			return -1;
+		}
+		return 0;
+	}
+	char terr[300];
+	cfg->tls = tc_tls_new(cfg->redis_tls_ca, cfg->redis_tls_cert, cfg->redis_tls_key, terr, sizeof(terr));
+	if (!cfg->tls) {
+		seterr(err, errlen, "Redis TLS (--redis-tls-ca, --redis-tls-cert, --redis-tls-key): %s", terr);
+		return -1;
 	}
 	return 0;
 }
@@ -232,7 +283,7 @@ static int validate(struct tc_config *cfg, char *err, size_t errlen)
 		       rerr);
 		return -1;
 	}
-	return 0;
+	return validate_tls(cfg, err, errlen);
 }
 
 enum tc_config_status tc_config_load(struct tc_config *cfg, int argc, char **argv, char *err, size_t errlen)
@@ -300,6 +351,8 @@ void tc_config_free(struct tc_config *cfg)
 	}
 	tc_redis_addr_free(&cfg->redis);
 	free_sentinels(cfg);
+	tc_tls_free(cfg->tls);
+	cfg->tls = NULL;
 }
 
 /* ---- Redis URL ---------------------------------------------------------- */
@@ -325,6 +378,27 @@ static char *pct_decode(const char *s, size_t len)
 	}
 	out[o] = '\0';
 	return out;
+}
+
+/*
+ * A URL's userinfo, p[0..len): "user:password", ":password" or "password"
+ * (the common "password only" form: redis://secret@host), %-escaped.
+ */
+static int parse_userinfo(const char *p, size_t len, char **user, char **password, char *err, size_t errlen)
+{
+	const char *colon = memchr(p, ':', len);
+	if (colon && colon > p && !(*user = pct_decode(p, (size_t)(colon - p)))) {
+		seterr(err, errlen, "bad %%-escape in the user");
+		return -1;
+	}
+	const char *pw = colon ? colon + 1 : p;
+	if (!(*password = pct_decode(pw, (size_t)(p + len - pw)))) {
+		free(*user);
+		*user = NULL;
+		seterr(err, errlen, "bad %%-escape in the password");
+		return -1;
+	}
+	return 0;
 }
 
 static int parse_int_range(const char *s, size_t len, long long min, long long max, long long *out)
@@ -365,11 +439,13 @@ int tc_redis_addr_parse(const char *url, struct tc_redis_addr *a, char *err, siz
 		}
 		return 0;
 	}
-	if (strncmp(url, "redis://", 8)) {
-		seterr(err, errlen, "the scheme must be redis:// or unix:// (TLS is not supported)");
+	if (!strncmp(url, "rediss://", 9)) {
+		a->tls = true;
+	} else if (strncmp(url, "redis://", 8)) {
+		seterr(err, errlen, "the scheme must be redis://, rediss:// (TLS) or unix://");
 		return -1;
 	}
-	const char *p = url + 8;
+	const char *p = url + (a->tls ? 9 : 8);
 	const char *slash = strchr(p, '/');
 	const char *auth_end = NULL;
 	/* Userinfo ends at the last '@' before the path; a '/' or '@' inside a
@@ -378,23 +454,8 @@ int tc_redis_addr_parse(const char *url, struct tc_redis_addr *a, char *err, siz
 		if (*c == '@')
 			auth_end = c;
 	if (auth_end) {
-		const char *colon = memchr(p, ':', (size_t)(auth_end - p));
-		if (colon) {
-			if (colon > p)
-				a->user = pct_decode(p, (size_t)(colon - p));
-			a->password = pct_decode(colon + 1, (size_t)(auth_end - colon - 1));
-			if ((colon > p && !a->user) || !a->password) {
-				seterr(err, errlen, "bad %%-escape in the user or password");
-				goto fail;
-			}
-		} else {
-			/* redis://secret@host is the common "password only" form. */
-			a->password = pct_decode(p, (size_t)(auth_end - p));
-			if (!a->password) {
-				seterr(err, errlen, "bad %%-escape in the password");
-				goto fail;
-			}
-		}
+		if (parse_userinfo(p, (size_t)(auth_end - p), &a->user, &a->password, err, errlen))
+			goto fail;
 		p = auth_end + 1;
 	}
 	const char *hend = slash ? slash : p + strlen(p);
@@ -455,4 +516,23 @@ void tc_redis_addr_free(struct tc_redis_addr *a)
 	free(a->user);
 	free(a->password);
 	memset(a, 0, sizeof(*a));
+}
+
+const char *tc_redis_url_redact(const char *url, char *out, size_t outlen)
+{
+	const char *scheme = strstr(url, "://");
+	const char *host = scheme ? scheme + 3 : url;
+	const char *slash = strchr(host, '/'), *at = NULL;
+	for (const char *c = host; *c && c != slash; c++)
+		if (*c == '@')
+			at = c;
+	if (!at) {
+		snprintf(out, outlen, "%s", url);
+		return out;
+	}
+	const char *colon = memchr(host, ':', (size_t)(at - host));
+	/* user:password@ keeps the user; password@ is all password. */
+	int keep = colon ? (int)(colon + 1 - url) : (int)(host - url);
+	snprintf(out, outlen, "%.*s***%s", keep, url, at);
+	return out;
 }

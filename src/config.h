@@ -24,9 +24,15 @@
 	X(host, "host", "HOST", STR, "0.0.0.0", 0, 0, "address to listen on (0.0.0.0 or :: = every interface)")                                                                                                     \
 	X(port, "port", "PORT", INT, "8080", 0, 65535, "TCP port to listen on (0 = any free port, logged at start)")                                                                                                \
 	X(redis_url, "redis-url", "REDIS_URL", STR, "redis://127.0.0.1:6379", 0, 0,                                                                                                                                 \
-	  "Redis to use: redis://[[user]:password@]host[:port][/db] or unix:///path[?db=N]")                                                                                                                        \
+	  "Redis to use: redis://[[user]:password@]host[:port][/db], rediss://… (the same over TLS) or unix:///path[?db=N]")                                                                                        \
+	X(redis_tls_ca, "redis-tls-ca", "REDIS_TLS_CA", STR, "", 0, 0,                                                                                                                                              \
+	  "with rediss://: PEM file of the CA certificates that sign Redis' (empty: the system's trust store); the server's certificate must also name the host connected to")                                      \
+	X(redis_tls_cert, "redis-tls-cert", "REDIS_TLS_CERT", STR, "", 0, 0,                                                                                                                                        \
+	  "with rediss://: PEM file of a client certificate (and its chain) to present, for Redis' tls-auth-clients; needs --redis-tls-key")                                                                        \
+	X(redis_tls_key, "redis-tls-key", "REDIS_TLS_KEY", STR, "", 0, 0,                                                                                                                                           \
+	  "with rediss://: PEM file of the client certificate's private key (unencrypted)")                                                                                                                         \
 	X(redis_sentinels, "redis-sentinels", "REDIS_SENTINELS", STR, "", 0, 0,                                                                                                                                     \
-	  "comma-separated Sentinel host:port list; when set, the Redis master is asked of them and followed through failovers (the URL then gives only credentials and db)")                                       \
+	  "comma-separated Sentinel [[user]:password@]host:port list; when set, the master is asked of them and followed through failovers (the URL then gives only credentials, db and TLS)")                      \
 	X(redis_sentinel_master, "redis-sentinel-master", "REDIS_SENTINEL_MASTER", STR, "mymaster", 0, 0,                                                                                                           \
 	  "the master's name at the Sentinels")                                                                                                                                                                     \
 	X(log_level, "log-level", "LOG_LEVEL", STR, "info", 0, 0, "debug, info, warn or error")                                                                                                                     \
@@ -99,7 +105,10 @@ struct tc_redis_addr {
 	char *user;      /**< NULL when the URL has none (AUTH with password only) */
 	char *password;  /**< NULL when the URL has none */
 	int db;          /**< SELECTed after connecting when non-zero */
+	bool tls;        /**< rediss://: every link runs TLS (tls.h) */
 };
+
+struct tc_tls;
 
 #define TC__CFG_FIELD_INT(f) long long f;
 #define TC__CFG_FIELD_STR(f) char *f;
@@ -114,8 +123,12 @@ struct tc_config {
 	struct tc_hostport {
 		char *host;
 		int port;
-	} * sentinels; /**< parsed redis_sentinels */
+		char *user;     /**< NULL when the entry has none */
+		char *password; /**< NULL when the entry has none (no AUTH) */
+	} * sentinels;          /**< parsed redis_sentinels */
 	int nsentinels;
+	/** With a rediss:// URL, the TLS settings of every Redis link; else NULL. */
+	struct tc_tls *tls;
 };
 
 /** Result of tc_config_load(). */
@@ -142,6 +155,12 @@ void tc_config_free(struct tc_config *cfg);
 int tc_redis_addr_parse(const char *url, struct tc_redis_addr *addr, char *err, size_t errlen);
 /** Frees the strings of addr. */
 void tc_redis_addr_free(struct tc_redis_addr *addr);
+
+/**
+ * url as logs may show it: a password in its userinfo replaced by "***"
+ * (redis://alice:***@host). Writes at most outlen bytes to out; returns out.
+ */
+const char *tc_redis_url_redact(const char *url, char *out, size_t outlen);
 
 /** Prints the flag/env/default table (for --help) to f. */
 void tc_config_usage(FILE *out);

@@ -105,7 +105,7 @@ void tc__conn_close(struct tc_conn *c, enum tc_conn_close_mode mode, enum tc_clo
  * Reading from a WebSocket client stops for either reason and resumes when
  * neither holds. Only flow-controlled kinds: an SSE or HTTP client has sent
  * all it will, and lws 4.1 stops serving writes on an HTTP connection whose
- * reading is off, which would leave a full queue unwritten forever.
+ * reading is off (kept on 4.3 too: lwsver.h), which would leave a full queue unwritten forever.
  */
 void tc__conn_update_rx(struct tc_conn *c)
 {

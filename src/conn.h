@@ -121,7 +121,7 @@ struct tc_pss {
 	struct tc_http_body *body; /**< a request body being read (http.c), else NULL */
 	/**
 	 * The request's body came without a length (chunked, or none at all):
-	 * lws 4.1 then waits for 100 MiB of it, so the connection cannot carry
+	 * lws 4.1 and 4.3 then wait for 100 MiB of it, so the connection cannot carry
 	 * another request: the answer says connection: close, then hangs up.
 	 */
 	bool close_after;

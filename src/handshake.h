@@ -2,9 +2,9 @@
  * handshake.h — accepting connections, and their deadline until their HTTP
  * request has arrived (a WebSocket upgrade, an SSE stream, any request).
  *
- * lws 4.1 is quadratic in a reconnect storm: every accepted connection gets
- * a timeout filed in one list sorted by expiry and walked from the head on
- * each insertion, and a header table whose timeout goes in the same list
+ * lws 4.1 and 4.3 (lwsver.h) are quadratic in a reconnect storm: every
+ * accepted connection gets a timeout filed in one list sorted by expiry and
+ * walked from the head on each insertion, and a header table whose timeout goes in the same list
  * (all the same length, so each insertion walks them all): at 10,000
  * clients at once that walk was half of the server's CPU. So threadcast
  * listens itself, accepts as fast as the kernel hands connections over (so

@@ -314,7 +314,7 @@ static int refuse_body(struct tc_server *srv, struct lws *wsi, struct tc_pss *ps
 /*
  * Bodies are read up to --max-frame-bytes; lws delivers them next. One
  * without Content-Length (chunked, or none: a POST with nothing) leaves lws
- * 4.1 waiting for 100 MiB: such a request is the connection's last
+ * 4.1 and 4.3 waiting for 100 MiB: such a request is the connection's last
  * (pss->close_after). rest: the REST exchange waiting for it, or NULL.
  */
 static int expect_body(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss, enum body_kind kind,
@@ -480,7 +480,7 @@ int tc__http_request(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss,
 	struct request rq = { .method = method_of(wsi), .m = &m };
 	int rc;
 
-	/* lws 4.1 takes a POST, PUT or PATCH without a length to have a body of 100 MiB. */
+	/* lws (4.1, 4.3: lwsver.h) takes a POST, PUT or PATCH without a length to have a body of 100 MiB. */
 	pss->close_after = (rq.method & (TC_HTTP_POST | TC_HTTP_PUT | TC_HTTP_PATCH)) &&
 			   !lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH);
 	/* A browser asks before a cross-origin call (CORS), whatever the path. */

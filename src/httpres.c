@@ -148,7 +148,7 @@ int tc__http_preflight(struct lws *wsi, int *rc)
 	}
 	unsigned char buf[LWS_PRE + 1536];
 	unsigned char *start = buf + LWS_PRE, *p = start, *end = buf + sizeof(buf) - 1;
-	/* lws knows this header by name when built with its uncommon headers (Debian's 4.1.6 is). */
+	/* lws knows this header by name when built with its uncommon headers (Debian's 4.1.6 and 4.3.5 are). */
 #if defined(LWS_WITH_HTTP_UNCOMMON_HEADERS) || defined(LWS_HTTP_HEADERS_ALL)
 	bool some = lws_hdr_copy(wsi, headers, sizeof(headers), WSI_TOKEN_HTTP_AC_REQUEST_HEADERS) > 0;
 #else

@@ -32,7 +32,8 @@ static uint32_t nfree, fresh; /* free_list holds nfree slots; [fresh, NSLOTS) ne
 static size_t in_use;
 static size_t page_size;
 
-/* The reasons lws gives for its per-request header table (lib/roles/http/parsers.c). */
+/* The reasons lws gives for its per-request header table (lib/roles/http/parsers.c,
+ * the same in 4.1.6 and 4.3.5: lwsver.h). */
 static bool is_header_table(const char *reason)
 {
 	return reason && (!strcmp(reason, "ah struct") || !strcmp(reason, "ah data"));

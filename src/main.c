@@ -190,8 +190,10 @@ int main(int argc, char **argv)
 	if (auth)
 		uv_timer_start(&app.key_check, on_key_check, KEY_CHECK_MS, KEY_CHECK_MS);
 
+	char redis_url[512];
 	tc_log(TC_LOG_INFO, "listening", TC_LS("host", app.cfg.host), TC_LI("port", tc_server_port(app.server)),
-	       TC_LS("redis", app.cfg.redis_url), TC_LS("version", TC_VERSION));
+	       TC_LS("redis", tc_redis_url_redact(app.cfg.redis_url, redis_url, sizeof(redis_url))),
+	       TC_LS("version", TC_VERSION));
 
 	uv_run(&app.loop, UV_RUN_DEFAULT);
 

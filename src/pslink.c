@@ -1,10 +1,13 @@
 #include "pslink.h"
 
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
+#include "tls.h"
 #include "util.h"
 
 #define READ_CHUNK 16384
@@ -35,6 +38,11 @@ struct tc_pslink {
 		uv_pipe_t pipe;
 	} h;
 	bool h_inited;
+	const struct tc_tls *tls; /* NULL: plain */
+	struct tc_tls_pump *pump; /* with tls, once TCP connected */
+	uv_pipe_t plain;          /* with tls: our end of the pump's socketpair */
+	bool plain_inited;
+	uv_stream_t *s; /* what RESP is read from and written to: &h.stream or &plain */
 	redisReader *reader;
 	char *rbuf;
 	struct expect *head, **tail;
@@ -76,6 +84,10 @@ static void shut(struct tc_pslink *p)
 {
 	if (p->h_inited && !uv_is_closing((uv_handle_t *)&p->h.stream))
 		uv_close((uv_handle_t *)&p->h.stream, on_handle_closed);
+	if (p->plain_inited && !uv_is_closing((uv_handle_t *)&p->plain))
+		uv_close((uv_handle_t *)&p->plain, on_handle_closed);
+	tc_tls_pump_close(p->pump);
+	p->pump = NULL;
 }
 
 /* The connection is unusable: say so once, then wait for the owner to close. */
@@ -114,7 +126,7 @@ static int send_argv(struct tc_pslink *p, int argc, const char **argv, const cha
 	}
 	uv_buf_t b = uv_buf_init(w->cmd, (unsigned)n);
 	w->req.data = p;
-	if (uv_write(&w->req, &p->h.stream, &b, 1, on_written)) {
+	if (uv_write(&w->req, p->s, &b, 1, on_written)) {
 		redisFreeCommand(w->cmd);
 		free(w);
 		return -1;
@@ -207,7 +219,9 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 	struct tc_pslink *p = s->data;
 
 	if (n < 0) {
-		fail(p, n == UV_EOF ? "connection closed by Redis" : uv_strerror((int)n));
+		/* Over TLS, the pump closing its end says nothing: it knows why. */
+		const char *tls_err = tc_tls_pump_error(p->pump);
+		fail(p, tls_err ? tls_err : n == UV_EOF ? "connection closed by Redis" : uv_strerror((int)n));
 		return;
 	}
 	if (n == 0 || p->state == S_DEAD)
@@ -238,6 +252,42 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 	}
 }
 
+/*
+ * TCP is connected: from here on RESP goes through a TLS pump (tls.h). The
+ * TCP handle is closed (epoll forgets its file) after its socket was
+ * dup()ed; the pump goes under the copy, which we then open as a pipe. The
+ * handshake commands written next wait in the pair until TLS is up.
+ * 0, or -1 after fail().
+ */
+static int start_tls(struct tc_pslink *p)
+{
+	uv_os_fd_t fd;
+	int copy = -1;
+	char err[160];
+
+	if (uv_fileno((uv_handle_t *)&p->h.stream, &fd) || (copy = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0) {
+		fail(p, "TLS handshake failed: cannot copy the socket");
+		return -1;
+	}
+	uv_close((uv_handle_t *)&p->h.stream, on_handle_closed);
+	if (!(p->pump = tc_tls_pump_over(p->loop, p->tls, copy, p->host, err, sizeof(err)))) {
+		close(copy);
+		fail(p, err);
+		return -1;
+	}
+	uv_pipe_init(p->loop, &p->plain, 0);
+	p->plain_inited = true;
+	p->handles++;
+	p->plain.data = p;
+	if (uv_pipe_open(&p->plain, copy)) {
+		close(copy);
+		fail(p, "TLS handshake failed: cannot open the socketpair");
+		return -1;
+	}
+	p->s = (uv_stream_t *)&p->plain;
+	return 0;
+}
+
 static void on_connected(uv_connect_t *req, int status)
 {
 	struct tc_pslink *p = req->data;
@@ -250,8 +300,10 @@ static void on_connected(uv_connect_t *req, int status)
 		fail(p, uv_strerror(status));
 		return;
 	}
+	if (p->tls && start_tls(p))
+		return;
 	p->state = S_HANDSHAKE;
-	uv_read_start(&p->h.stream, on_alloc, on_read);
+	uv_read_start(p->s, on_alloc, on_read);
 	int ok = 0;
 	char db[16];
 	if (p->password && p->user)
@@ -325,6 +377,8 @@ struct tc_pslink *tc_pslink_open(uv_loop_t *loop, const struct tc_pslink_addr *a
 	p->password = a->password ? tc_xstrdup(a->password) : NULL;
 	p->port = a->port;
 	p->db = a->db;
+	p->tls = a->unix_path ? NULL : a->tls;
+	p->s = &p->h.stream;
 	p->reader = redisReaderCreate();
 	p->rbuf = tc_xmalloc(READ_CHUNK);
 	if (p->unix_path) {

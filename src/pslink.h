@@ -13,6 +13,9 @@
  *     moved) is passed on as unsolicited;
  *   - everything else answers the oldest command in flight: the handshake
  *     (AUTH, SELECT, PING) or a refused (S)SUBSCRIBE (MOVED, CROSSSLOT...).
+ * Over TLS (addr->tls) the TCP connection goes through a pump (tls.h) once
+ * it is connected; a TLS failure is reported by down() with the pump's
+ * reason ("TLS handshake failed: certificate verify failed: ...").
  * Reconnecting is the owner's business: a link that fails reports down()
  * once and is then inert until tc_pslink_close().
  */
@@ -24,6 +27,7 @@
 #include <uv.h>
 
 struct tc_pslink;
+struct tc_tls;
 
 /** Where to connect and how to log in. Strings are copied. */
 struct tc_pslink_addr {
@@ -31,7 +35,8 @@ struct tc_pslink_addr {
 	int port;
 	const char *unix_path; /**< NULL for TCP */
 	const char *user, *password;
-	int db; /**< SELECTed when non-zero */
+	int db;                   /**< SELECTed when non-zero */
+	const struct tc_tls *tls; /**< TLS to host (tls.h) when not NULL; must outlive the link */
 };
 
 struct tc_pslink_ops {

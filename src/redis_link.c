@@ -71,15 +71,32 @@ static void link_lost(struct tc__link *l)
 	l->ops->lost(l->ctx, l, was_up);
 }
 
+/*
+ * TLS refused before the link came up (the certificate, the handshake):
+ * unlike a refused connect, no retry will mend it by itself, so every
+ * attempt says so at error level.
+ */
+static void log_tls_failed(struct tc__link *l, const char *why)
+{
+	tc_log(TC_LOG_ERROR, "redis connect failed", TC_LS("link", l->name), TC_LS("node", l->addr),
+	       TC_LS("error", why), TC_LI("attempt", l->attempt + 1));
+}
+
 static void on_disconnect(const redisAsyncContext *ac, int status)
 {
 	struct tc__link *l = ac->data;
 
 	if (l->ac != ac)
 		return;
+	/* Over TLS, hiredis only sees the pump close: the pump knows why. */
+	const char *tls_err = tc_redis_uv_error(ac);
 	if (l->up)
 		tc_log(TC_LOG_WARN, "redis disconnected", TC_LS("link", l->name), TC_LS("node", l->addr),
-		       TC_LS("error", status == REDIS_OK ? NULL : ac->errstr));
+		       TC_LS("error", tls_err              ? tls_err
+				      : status == REDIS_OK ? NULL
+							   : ac->errstr));
+	else if (tls_err)
+		log_tls_failed(l, tls_err);
 	link_lost(l);
 }
 
@@ -200,6 +217,8 @@ static void ps_down(void *ctx, const char *why)
 	if (l->up)
 		tc_log(TC_LOG_WARN, "redis disconnected", TC_LS("link", l->name), TC_LS("node", l->addr),
 		       TC_LS("error", why));
+	else if (!strncmp(why, "TLS ", 4))
+		log_tls_failed(l, why);
 	else
 		tc_log(l->attempt ? TC_LOG_DEBUG : TC_LOG_WARN, "redis connect failed", TC_LS("link", l->name),
 		       TC_LS("node", l->addr), TC_LS("error", why), TC_LI("attempt", l->attempt + 1));
@@ -243,7 +262,8 @@ static void connect_now(struct tc__link *l)
 					     .unix_path = a.unix_path,
 					     .user = cred->user,
 					     .password = cred->password,
-					     .db = a.db };
+					     .db = a.db,
+					     .tls = a.unix_path ? NULL : l->conf->cfg->tls };
 		l->ps = tc_pslink_open(l->conf->loop, &pa, &ps_ops, l);
 		return;
 	}
@@ -258,12 +278,11 @@ static void connect_now(struct tc__link *l)
 		return;
 	}
 	ac->data = l;
-	if (tc_redis_uv_attach(ac, l->conf->loop)) {
+	if (tc_redis_uv_attach(ac, l->conf->loop, on_connect, a.unix_path ? NULL : l->conf->cfg->tls, a.host)) {
 		redisAsyncFree(ac);
 		tc__link_retry_later(l);
 		return;
 	}
-	redisAsyncSetConnectCallback(ac, on_connect);
 	redisAsyncSetDisconnectCallback(ac, on_disconnect);
 	l->ac = ac;
 

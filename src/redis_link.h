@@ -17,6 +17,10 @@
  *                               master has them)
  *   PING                        its answer makes the link up
  *
+ * With a rediss:// URL (cfg->tls) a TCP link runs TLS to the host it was
+ * given (tls.h: under hiredis through redis_uv.h, under pslink itself); a
+ * TLS failure is logged at error level on every attempt, with its reason.
+ *
  * A link knows nothing of nodes, Clusters or Sentinels: it asks its owner
  * where to connect each time (ops->address) and tells it through the ops it
  * was given when it is up and when it was lost. Nothing here calls redis.c.

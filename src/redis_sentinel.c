@@ -55,6 +55,34 @@ static void on_connect(const redisAsyncContext *ac, int status)
 	ask_next(s);
 }
 
+/* The connection closed before an answer: over TLS, the pump knows why. */
+static void on_disconnect(const redisAsyncContext *ac, int status)
+{
+	struct tc__sentinel *s = ac->data;
+	if (ac != s->ac || s->stopped)
+		return;
+	const char *tls_err = tc_redis_uv_error(ac);
+	tc_log(TC_LOG_WARN, "cannot reach a sentinel", TC_LS("sentinel", s->cfg->sentinels[s->idx].host),
+	       TC_LI("port", s->cfg->sentinels[s->idx].port),
+	       TC_LS("error", tls_err              ? tls_err
+			      : status == REDIS_OK ? "connection closed"
+						   : ac->errstr));
+	s->ac = NULL; /* hiredis frees it after this callback */
+	ask_next(s);
+}
+
+static void on_auth(redisAsyncContext *ac, void *reply, void *privdata)
+{
+	struct tc__sentinel *s = ac->data;
+	redisReply *rep = reply;
+
+	if (!rep || ac != s->ac || (uintptr_t)privdata != s->gen || s->stopped || rep->type != REDIS_REPLY_ERROR)
+		return;
+	tc_log(TC_LOG_ERROR, "sentinel refused AUTH", TC_LS("sentinel", s->cfg->sentinels[s->idx].host),
+	       TC_LI("port", s->cfg->sentinels[s->idx].port), TC_LS("error", rep->str));
+	ask_next(s);
+}
+
 static void on_reply(redisAsyncContext *ac, void *reply, void *privdata)
 {
 	struct tc__sentinel *s = ac->data;
@@ -90,7 +118,7 @@ static void ask(struct tc__sentinel *s)
 	}
 	const struct tc_hostport *h = &cfg->sentinels[s->idx];
 	redisAsyncContext *ac = redisAsyncConnect(h->host, h->port);
-	if (!ac || ac->err || tc_redis_uv_attach(ac, s->loop)) {
+	if (!ac || ac->err || tc_redis_uv_attach(ac, s->loop, on_connect, cfg->tls, h->host)) {
 		if (ac)
 			redisAsyncFree(ac);
 		s->idx++;
@@ -98,9 +126,13 @@ static void ask(struct tc__sentinel *s)
 		return;
 	}
 	ac->data = s;
-	redisAsyncSetConnectCallback(ac, on_connect);
+	redisAsyncSetDisconnectCallback(ac, on_disconnect);
 	s->ac = ac;
 	uv_timer_start(&s->timer, on_timeout, s->timeout_ms, 0);
+	if (h->password && h->user)
+		redisAsyncCommand(ac, on_auth, (void *)(uintptr_t)s->gen, "AUTH %s %s", h->user, h->password);
+	else if (h->password)
+		redisAsyncCommand(ac, on_auth, (void *)(uintptr_t)s->gen, "AUTH %s", h->password);
 	redisAsyncCommand(ac, on_reply, (void *)(uintptr_t)s->gen, "SENTINEL get-master-addr-by-name %s",
 			  cfg->redis_sentinel_master);
 }

@@ -3,7 +3,10 @@
  *
  * One question at a time: the configured Sentinels are asked in order
  * (SENTINEL get-master-addr-by-name <master>, each on a connection of its
- * own and given a timeout to answer), until one names the master.
+ * own and given a timeout to answer), until one names the master. An
+ * entry's credentials (--redis-sentinels user:password@host:port) are sent
+ * with AUTH first; with a rediss:// Redis URL, the Sentinels are reached
+ * over TLS too, with the same settings (cfg->tls).
  * The answer, or that none gave one, goes to the owner through the ops it
  * gave; what to do with it (connect, follow a failover) is the owner's
  * (redis.c). Nothing here calls redis.c.

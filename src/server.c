@@ -14,6 +14,7 @@
 #include "http.h"
 #include "httpres.h"
 #include "log.h"
+#include "lwsver.h"
 #include "run/feed.h"
 #include "srv.h"
 
@@ -68,7 +69,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 	case LWS_CALLBACK_ESTABLISHED:
 		/*
 		 * The token was checked once, at CONFIRM_UPGRADE; its grant
-		 * cannot wait in the pss: lws 4.1.6 has none for the request
+		 * cannot wait in the pss: lws (4.1.6, 4.3.5) has none for the request
 		 * yet at CONFIRM_UPGRADE (user is NULL there), and allocates a
 		 * new, zeroed one when lws_process_ws_upgrade() binds the
 		 * connection to its protocol (lws_bind_protocol()). It calls
@@ -82,7 +83,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 		srv->upgrade_wsi = NULL;
 		/* The client compresses each message on its own (client_no_context_takeover):
 		 * lws' inflater can go after each, instead of keeping ~40 KiB per connection.
-		 * (lws 4.1.6 frees it at a message's end under this option's name.) */
+		 * (lws 4.1.6 and 4.3.5 free it at a message's end under this option's name.) */
 		if (srv->upgrade.deflate_alone &&
 		    lws_set_extension_option(wsi, "permessage-deflate", "server_no_context_takeover", NULL))
 			return -1;
@@ -133,7 +134,7 @@ static const struct lws_extension extensions[] = { { "permessage-deflate", lws_e
 
 /*
  * The upgrade's response so far ends with its last header line and "\r\n"
- * (lws 4.1.6 writes "Sec-WebSocket-Extensions: permessage-deflate" last, when
+ * (lws 4.1.6 and 4.3.5 write "Sec-WebSocket-Extensions: permessage-deflate" last, when
  * it accepted the offer, then calls ADD_HEADERS). Accepted: up->deflate, and
  * the line gets "; client_no_context_takeover" (RFC 7692 7.1.1.2 lets a
  * server ask it unasked), so that each client message can be inflated alone

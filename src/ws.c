@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "lwsver.h"
 #include "metrics.h"
 #include "util.h"
 #include "wsdeflate.h"
@@ -106,7 +107,8 @@ static void on_idle(uv_timer_t *t)
  * can destroy our close frame in the client's receive buffer. The usual
  * lws_close_reason() + return -1 does not work from WRITEABLE with Debian's
  * lws 4.1.6 on libuv: its service loop closes the wsi a second time at
- * once, before the close frame leaves.
+ * once, before the close frame leaves. (Kept on 4.3 too, where the wait for
+ * the peer's close is as wanted: lwsver.h.)
  */
 static int write_close_frame(struct tc_ws *w)
 {
@@ -137,7 +139,7 @@ static int write_ping(struct tc_ws *w)
 	unsigned char buf[LWS_PRE + 1];
 	if (!w->ping_due || lws_partial_buffered(w->c.wsi))
 		return 0;
-	/* With a payload: lws does not report empty PONGs (4.1.6). */
+	/* With a payload: lws does not report empty PONGs (4.1.6 and 4.3.5: lwsver.h). */
 	w->ping_due = false;
 	buf[LWS_PRE] = 't';
 	return lws_write(w->c.wsi, buf + LWS_PRE, 1, LWS_WRITE_PING) < 0 ? -1 : 0;
@@ -327,15 +329,18 @@ int tc__ws_receive(struct tc_ws *w, const char *in, size_t len)
 		return 0;
 	}
 	bool final = lws_is_final_fragment(c->wsi);
+#if TC_LWS_IDLE_STOPS_EARLY
 	/*
-	 * A compressed message inflates to more than one piece: lws 4.1.6 keeps
-	 * the rest and services it from its libuv idle handle, which it stops
+	 * A compressed message inflates to more than one piece: lws keeps the
+	 * rest and services it from its libuv idle handle, which 4.1.6 stops
 	 * after one round, so without more bytes from the socket the rest would
 	 * wait for ever. Waking its loop (a write to its cancel pipe) starts
-	 * another round: one per piece.
+	 * another round: one per piece. (4.3 keeps the idle handle going while
+	 * anything is pending: lwsver.h.)
 	 */
 	if (w->deflate && !final)
 		lws_cancel_service(lws_get_context(c->wsi));
+#endif
 	if (final && !w->rx_len) {
 		tc_session_on_frame(c->session, in, len); /* the common case: no copy */
 		return 0;

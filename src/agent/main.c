@@ -214,7 +214,9 @@ int main(int argc, char **argv)
 	a.sigint.data = a.sigterm.data = &a;
 	uv_signal_start(&a.sigint, on_signal, SIGINT);
 	uv_signal_start(&a.sigterm, on_signal, SIGTERM);
-	tc_log(TC_LOG_INFO, "agent started", TC_LS("name", a.name), TC_LS("redis", a.cfg.redis_url),
+	char redis_url[512];
+	tc_log(TC_LOG_INFO, "agent started", TC_LS("name", a.name),
+	       TC_LS("redis", tc_redis_url_redact(a.cfg.redis_url, redis_url, sizeof(redis_url))),
 	       TC_LI("token_delay_ms", a.token_delay_ms));
 
 	uv_run(&loop, UV_RUN_DEFAULT);

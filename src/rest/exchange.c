@@ -240,14 +240,57 @@ void tc__rest_stream_unit(struct tc_rest *r, const char *text, size_t len)
 struct call {
 	struct tc_rest *r;
 	tc_rest_reply_fn *fn;
+	char **read; /* a read's arguments, to send it once more if its connection breaks first */
 };
+
+static void park(struct tc_rest *r, struct call *k, char **argv);
+
+/* argv and its strings, copied into one block (freed with free()). */
+static char **argv_copy(const char *const *argv)
+{
+	size_t n = 0, bytes = 0;
+	for (; argv[n]; n++)
+		bytes += strlen(argv[n]) + 1;
+	char **out = tc_xmalloc((n + 1) * sizeof(char *) + bytes);
+	char *at = (char *)(out + n + 1);
+	for (size_t i = 0; i < n; i++) {
+		size_t l = strlen(argv[i]) + 1;
+		out[i] = memcpy(at, argv[i], l);
+		at += l;
+	}
+	out[n] = NULL;
+	return out;
+}
+
+/* Commands that only read: sent again after a broken connection, they cannot do anything twice. */
+static bool is_read(const char *command)
+{
+	static const char *const reads[] = { "HMGET", "HGET", "HGETALL", "FCALL_RO", "XRANGE", "XREVRANGE" };
+	for (size_t i = 0; i < sizeof(reads) / sizeof(reads[0]); i++)
+		if (!strcmp(command, reads[i]))
+			return true;
+	return false;
+}
+
+static void call_free(struct call *k)
+{
+	free(k->read);
+	free(k);
+}
 
 static void on_reply(struct tc_redis *redis, redisReply *reply, void *priv)
 {
 	struct call *k = priv;
 	struct tc_rest *r = k->r;
+	if (!reply && k->read && r->conn && !r->parked) {
+		/* Its connection broke before the answer (Redis restarting): a read waits for Redis and goes again. */
+		char **argv = k->read;
+		k->read = NULL;
+		park(r, k, argv);
+		return;
+	}
 	tc_rest_reply_fn *fn = k->fn;
-	free(k);
+	call_free(k);
 	if (r->conn && fn)
 		fn(r, reply);
 	tc__rest_unref(r);
@@ -259,7 +302,8 @@ static void on_reply(struct tc_redis *redis, redisReply *reply, void *priv)
  * rather than failing at once (the SDK does not retry a POST, and a client
  * reconnecting to a gateway that came back before its link would count a
  * failed attempt and wait seconds more). It was never sent, so sending it
- * later cannot do it twice. One at a time per exchange (its calls follow one
+ * later cannot do it twice; so does a read whose connection broke before
+ * its answer (on_reply), once. One at a time per exchange (its calls follow one
  * another); it goes with the exchange's connection.
  */
 #define REDIS_WAIT_MS 5000
@@ -268,7 +312,7 @@ struct tc_rest_parked {
 	struct tc_redis_waiter waiter;
 	uv_timer_t timer;
 	struct call *k;
-	char **argv; /* NULL-terminated; the strings follow the pointers in the same block */
+	char **argv; /* argv_copy's */
 };
 
 static void parked_free(uv_handle_t *h)
@@ -290,7 +334,7 @@ static void park_end(struct tc_rest *r)
 
 static void fail_call(struct tc_rest *r, struct call *k)
 {
-	free(k);
+	call_free(k);
 	if (r->conn)
 		tc__rest_answer_detail(r, 503, TC_MSG_REDIS_DOWN);
 	tc__rest_unref(r);
@@ -324,21 +368,12 @@ static void unpark(struct tc_rest *r)
 	fail_call(r, k);
 }
 
-static void park(struct tc_rest *r, struct call *k, const char *const *argv)
+/* k waits for Redis with argv (argv_copy's, owned from here). */
+static void park(struct tc_rest *r, struct call *k, char **argv)
 {
-	size_t n = 0, bytes = 0;
-	for (; argv[n]; n++)
-		bytes += strlen(argv[n]) + 1;
 	struct tc_rest_parked *p = tc_xcalloc(1, sizeof(*p));
 	p->k = k;
-	p->argv = tc_xmalloc((n + 1) * sizeof(char *) + bytes);
-	char *at = (char *)(p->argv + n + 1);
-	for (size_t i = 0; i < n; i++) {
-		size_t l = strlen(argv[i]) + 1;
-		p->argv[i] = memcpy(at, argv[i], l);
-		at += l;
-	}
-	p->argv[n] = NULL;
+	p->argv = argv;
 	p->waiter.fn = park_ready;
 	uv_timer_init(r->srv->loop, &p->timer);
 	p->timer.data = p;
@@ -350,14 +385,14 @@ static void park(struct tc_rest *r, struct call *k, const char *const *argv)
 int tc__rest_call(struct tc_rest *r, tc_rest_reply_fn *fn, const char *const *argv)
 {
 	struct call *k = tc_xmalloc(sizeof(*k));
-	*k = (struct call){ .r = r, .fn = fn };
+	*k = (struct call){ .r = r, .fn = fn, .read = is_read(argv[0]) ? argv_copy(argv) : NULL };
 	r->refs++;
 	if (!tc_redis_cmd_up(r->srv->redis) && r->conn && !r->parked) {
-		park(r, k, argv);
+		park(r, k, argv_copy(argv));
 		return 0;
 	}
 	if (tc_redis_cmd(r->srv->redis, on_reply, k, argv)) {
-		free(k);
+		call_free(k);
 		r->refs--;
 		tc__rest_answer_detail(r, 503, TC_MSG_REDIS_DOWN);
 		return -1;

@@ -29,6 +29,7 @@
 
 #include "config.h"
 #include "store.h"
+#include "tls.h"
 #include "util.h"
 
 extern const char tc_function_source[];
@@ -36,6 +37,7 @@ extern const size_t tc_function_source_len;
 
 struct opts {
 	const char *url, *maxlen, *ttl, *run, *thread;
+	const char *tls_ca, *tls_cert, *tls_key;
 	long pipeline, batch, retry_ms;
 	bool quiet;
 };
@@ -55,7 +57,13 @@ struct unit {
 static void usage(void)
 {
 	fprintf(stderr, "usage: threadcast-produce [options] THREAD [EVENT-JSON ...]\n"
-			"  --redis-url URL   Redis (default $THREADCAST_REDIS_URL or redis://127.0.0.1:6379)\n"
+			"  --redis-url URL   Redis (default $THREADCAST_REDIS_URL or redis://127.0.0.1:6379):\n"
+			"                    redis://[[user]:password@]host[:port][/db], rediss://... over TLS,\n"
+			"                    or unix:///path[?db=N]\n"
+			"  --redis-tls-ca FILE    with rediss://: the CA certificates to trust (PEM; default\n"
+			"                    $THREADCAST_REDIS_TLS_CA, else the system's)\n"
+			"  --redis-tls-cert FILE  a client certificate (PEM; $THREADCAST_REDIS_TLS_CERT)\n"
+			"  --redis-tls-key FILE   its key (PEM; $THREADCAST_REDIS_TLS_KEY)\n"
 			"  --maxlen N        cap the thread's stream at about N events\n"
 			"  --ttl SECONDS     expire the thread's keys after SECONDS idle\n"
 			"  --run ID          run id recorded when an event starts a run\n"
@@ -74,6 +82,9 @@ static long now_ms(void)
 	return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* With a rediss:// URL, the TLS settings (--redis-tls-*); else NULL. */
+static struct tc_tls *tls;
+
 static redisContext *connect_redis(const struct tc_redis_addr *a)
 {
 	struct timeval tv = { 2, 0 };
@@ -84,12 +95,25 @@ static redisContext *connect_redis(const struct tc_redis_addr *a)
 			redisFree(c);
 		return NULL;
 	}
+	char err[300];
+	if (tls && !a->unix_path && tc_tls_over_blocking(tls, c->fd, a->host, err, sizeof(err))) {
+		/* Said once: --retry-ms tries again, but a refused certificate
+		 * stays refused. */
+		static char said[300];
+		if (strcmp(said, err))
+			fprintf(stderr, "threadcast-produce: %s:%d: %s\n", a->host, a->port, err);
+		snprintf(said, sizeof(said), "%s", err);
+		redisFree(c);
+		return NULL;
+	}
 	redisReply *r = NULL;
 	if (a->password)
 		r = a->user ? redisCommand(c, "AUTH %s %s", a->user, a->password)
 			    : redisCommand(c, "AUTH %s", a->password);
 	if (r && r->type == REDIS_REPLY_ERROR) {
 		fprintf(stderr, "threadcast-produce: AUTH: %s\n", r->str);
+		freeReplyObject(r);
+		redisFree(c);
 		exit(1);
 	}
 	freeReplyObject(r);
@@ -295,6 +319,9 @@ int main(int argc, char **argv)
 	int i = 1;
 
 	o.url = getenv("THREADCAST_REDIS_URL") ? getenv("THREADCAST_REDIS_URL") : "redis://127.0.0.1:6379";
+	o.tls_ca = getenv("THREADCAST_REDIS_TLS_CA");
+	o.tls_cert = getenv("THREADCAST_REDIS_TLS_CERT");
+	o.tls_key = getenv("THREADCAST_REDIS_TLS_KEY");
 	for (; i < argc && !strncmp(argv[i], "--", 2); i++) {
 		const char *a = argv[i];
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -313,6 +340,12 @@ int main(int argc, char **argv)
 		i++;
 		if (!strcmp(a, "--redis-url"))
 			o.url = v;
+		else if (!strcmp(a, "--redis-tls-ca"))
+			o.tls_ca = v;
+		else if (!strcmp(a, "--redis-tls-cert"))
+			o.tls_cert = v;
+		else if (!strcmp(a, "--redis-tls-key"))
+			o.tls_key = v;
 		else if (!strcmp(a, "--maxlen"))
 			o.maxlen = v;
 		else if (!strcmp(a, "--ttl"))
@@ -344,6 +377,13 @@ int main(int argc, char **argv)
 		fprintf(stderr, "threadcast-produce: --redis-url: %s\n", err);
 		return 2;
 	}
+	if (addr.tls) {
+		char terr[300];
+		if (!(tls = tc_tls_new(o.tls_ca, o.tls_cert, o.tls_key, terr, sizeof(terr)))) {
+			fprintf(stderr, "threadcast-produce: TLS: %s\n", terr);
+			return 2;
+		}
+	}
 	struct input in = { .args = i < argc ? argv + i : NULL };
 	setvbuf(stdout, NULL, _IOLBF, 0);
 
@@ -374,7 +414,8 @@ int main(int argc, char **argv)
 					deadline = now_ms() + o.retry_ms;
 				if (now_ms() >= deadline) {
 					fprintf(stderr, "threadcast-produce: cannot reach Redis at %s\n", o.url);
-					return 1;
+					failures = -1; /* given up: exit 1, after the frees below */
+					break;
 				}
 				usleep(100000);
 				continue;
@@ -407,7 +448,8 @@ int main(int argc, char **argv)
 			c = NULL;
 			if (!o.retry_ms) {
 				fprintf(stderr, "threadcast-produce: lost the connection to Redis\n");
-				return 1;
+				failures = -1; /* given up: exit 1, after the frees below */
+				break;
 			}
 			continue;
 		}
@@ -433,7 +475,8 @@ int main(int argc, char **argv)
 				deadline = now_ms() + o.retry_ms;
 			if (now_ms() >= deadline) {
 				fprintf(stderr, "threadcast-produce: Redis stayed unavailable\n");
-				return 1;
+				failures = -1; /* given up: exit 1, after the frees below */
+				break;
 			}
 			usleep(100000);
 			continue;
@@ -448,7 +491,8 @@ int main(int argc, char **argv)
 			const char *refused = load_functions(c);
 			if (refused) {
 				fprintf(stderr, "threadcast-produce: FUNCTION LOAD: %s\n", refused);
-				return 1;
+				failures = -1; /* given up: exit 1, after the frees below */
+				break;
 			}
 			loaded = true;
 			for (long k = 0; k < count; k++)
@@ -484,5 +528,6 @@ int main(int argc, char **argv)
 	free(win);
 	free(in.buf);
 	tc_redis_addr_free(&addr);
+	tc_tls_free(tls); /* a pump still ending holds its own reference */
 	return failures ? 1 : 0;
 }

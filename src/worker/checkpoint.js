@@ -518,14 +518,16 @@ return 1`;
 /**
  * What put and putWrites write, gathered as a MULTI would gather it and
  * sent as one FENCED_WRITE: applied only while `owner` holds the thread's
- * lock. exec() answers as a MULTI's exec; a refused write is sent again
- * once regain() says the lock is the owner's again (its lease lapsed while
- * Redis stalled, nobody took it), else it throws.
+ * lock, and only once settle() says the run's events so far are appended.
+ * exec() answers as a MULTI's exec; a refused write is sent again once
+ * regain() says the lock is the owner's again (its lease lapsed while Redis
+ * stalled, nobody took it), else it throws.
  */
 class FencedTx {
-  constructor(client, lock, owner, regain) {
+  constructor(client, lock, owner, { regain, settle }) {
     this.client = client;
     this.regain = regain;
+    this.settle = settle;
     this.keys = [lock];
     this.slots = new Map(); // key → its index in KEYS (1-based)
     this.args = [owner];
@@ -550,6 +552,7 @@ class FencedTx {
   expire(key, seconds) { return this.#write('EXPIRE', key, String(seconds)); }
 
   async exec() {
+    await this.settle?.(); // the run's events before this write are appended first
     for (let regained = 0; ; regained++) {
       try {
         await this.client.tcFencedWrite(this.keys.length, ...this.keys, ...this.args);
@@ -592,21 +595,25 @@ export class WorkerSaver extends RedisSaver {
     super(opts);
     this.restRunOf = restRunOf;
     this.owner = owner;
-    this.fenced = new Map();   // thread → its regain()
+    this.fenced = new Map();   // thread → { regain, settle } of its run
     this.lost = new Set();     // threads whose run was lost, oldest first
     this.inflight = new Map(); // thread → Set of write promises
     this.client.defineCommand('tcFencedWrite', { lua: FENCED_WRITE });
   }
 
-  /** Fences the thread's writes; regain(): whether the lock is this worker's again after a refusal. */
-  fence(thread, regain) {
+  /**
+   * Fences the thread's writes. run: { regain() — whether the lock is this
+   * worker's again after a refusal; settle() — resolves once the run's
+   * events so far are appended (optional) }.
+   */
+  fence(thread, run) {
     this.lost.delete(thread);
-    this.fenced.set(thread, regain);
+    this.fenced.set(thread, run);
   }
 
   unfence(thread, { lost = false } = {}) {
     if (!lost) return void this.fenced.delete(thread);
-    this.fenced.set(thread, async () => false); // nothing to regain: the run is over here
+    this.fenced.set(thread, { regain: async () => false }); // nothing to regain: the run is over here
     this.lost.add(thread);
     if (this.lost.size > LOST_FENCES_MAX) {
       const oldest = this.lost.values().next().value;
@@ -616,8 +623,8 @@ export class WorkerSaver extends RedisSaver {
   }
 
   writeTx(threadId) {
-    const regain = this.fenced.get(threadId);
-    return regain ? new FencedTx(this.client, workerKeys.lock(threadId), this.owner, regain) : super.writeTx(threadId);
+    const run = this.fenced.get(threadId);
+    return run ? new FencedTx(this.client, workerKeys.lock(threadId), this.owner, run) : super.writeTx(threadId);
   }
 
   #track(thread, p) {

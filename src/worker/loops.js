@@ -26,12 +26,43 @@ import { describe, fromSources } from './schemas.js';
 import { cancelRun, inject } from './runs.js';
 import { claim } from './takeover.js';
 
-/** Connects the worker's three clients: { cmd, block, sub }. */
-export async function connect(url, log) {
-  const redisOpts = { maxRetriesPerRequest: null, enableAutoPipelining: false, lazyConnect: true };
-  const cmd = new Redis(url, redisOpts);
-  const block = new Redis(url, redisOpts);     // XREADGROUP … BLOCK
-  const sub = new Redis(url, redisOpts);       // the control channel
+/**
+ * ioredis options for a Redis URL read as the gateway reads it (deploy/configuration.md):
+ * - rediss:// is TLS, the server's certificate checked against the URL's host, signed by
+ *   tls.ca (a PEM file; the system's CAs when absent); tls.cert and tls.key (PEM files) are
+ *   a client certificate to present. tls options with a redis:// URL are a mistake: refused.
+ * - redis://secret@host is a password alone (ioredis would read a user name "secret").
+ * Given to ioredis before the URL, so they win over what it reads from the URL.
+ */
+export function redisOptions(url, tls = {}) {
+  const o = {};
+  const rest = url.slice(url.indexOf('://') + 3);
+  const hostPart = rest.split('/')[0];
+  const at = hostPart.lastIndexOf('@');
+  if (at >= 0 && !hostPart.slice(0, at).includes(':')) {
+    o.username = '';
+    o.password = decodeURIComponent(hostPart.slice(0, at));
+  }
+  const files = Object.entries({ ca: tls.ca, cert: tls.cert, key: tls.key }).filter(([, f]) => f);
+  if (/^rediss:\/\//i.test(url)) {
+    if (!tls.cert !== !tls.key) throw new Error('a client certificate needs its key, and a key its certificate');
+    o.tls = Object.fromEntries(files.map(([k, f]) => [k, readFileSync(f)]));
+  } else if (files.length) {
+    throw new Error(`--redis-tls-${files[0][0]} is set but the Redis URL is not rediss:// (TLS)`);
+  }
+  return o;
+}
+
+/**
+ * Connects the worker's three clients: { cmd, block, sub }. tls: { ca, cert, key }, PEM
+ * files for a rediss:// URL (redisOptions).
+ */
+export async function connect(url, log, tls) {
+  const redisOpts = { maxRetriesPerRequest: null, enableAutoPipelining: false, lazyConnect: true,
+    ...redisOptions(url, tls) };
+  const cmd = new Redis(redisOpts, url);
+  const block = new Redis(redisOpts, url);     // XREADGROUP … BLOCK
+  const sub = new Redis(redisOpts, url);       // the control channel
   for (const c of [cmd, block, sub]) c.on('error', (e) => log('warn', 'redis', { error: e.message }));
   await Promise.all([cmd.connect(), block.connect(), sub.connect()]);
   return { cmd, block, sub };

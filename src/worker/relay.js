@@ -118,6 +118,7 @@ export class Relay {
    * throws EventTooLargeError for one threadcast cannot carry.
    */
   async push(ev) {
+    if (this.failed) throw this.failed; // an append failed: nothing after it may land (a hole)
     for (const out of this.fix(ev)) this.enqueue(out);
     if (this.queue.length >= QUEUE_HIGH || this.queuedBytes >= BATCH_BYTES) await this.drain();
   }
@@ -212,6 +213,22 @@ export class Relay {
     this.sizes.push(bytes);
     this.queuedBytes += bytes;
     if (!this.flushing) this.flushing = new Promise((r) => setImmediate(r)).then(() => this.flush());
+  }
+
+  /**
+   * Resolves once every event the run has made so far is appended — those
+   * still on their way to the queue too (LangGraph's stream, observe.js:
+   * promise hops, settled within a loop turn). A checkpoint is written only
+   * after it (checkpoint.js, FencedTx): a worker killed in between must not
+   * leave a step saved whose events nobody will ever see (the taker goes on
+   * after it).
+   */
+  async settle() {
+    for (let turn = 0; turn < 8; turn++) {
+      await new Promise((r) => setImmediate(r));
+      await this.drain();
+      if (!this.queue.length && !this.flushing) return;
+    }
   }
 
   /** Resolves once everything queued so far is appended. */

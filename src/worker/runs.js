@@ -68,7 +68,8 @@ export async function runGraph(w, ctl) {
     if (!ctl.abort.signal.aborted) ctl.abort.abort(new Error('this worker lost the thread'));
   };
   const stopRenewing = keepLock(w, thread, ctl.runId, lose);
-  w.saver.fence(thread, () => renewLock(w, thread, ctl.runId)); // its checkpoints, as its events, only while the lock is this worker's
+  // Its checkpoints, as its events, only while the lock is this worker's, and each after the events before it.
+  w.saver.fence(thread, { regain: () => renewLock(w, thread, ctl.runId), settle: () => relay.settle() });
   let status = 'completed';
   let extra = {};
   let error = null;

@@ -40,7 +40,10 @@ export { keys };
 
 /**
  * Starts a worker. Options:
- *   redis      URL (default $THREADCAST_REDIS_URL or redis://127.0.0.1:6379)
+ *   redis      URL (default $THREADCAST_REDIS_URL or redis://127.0.0.1:6379): redis:// or
+ *              rediss:// (TLS), [[user]:password@]host[:port][/db], as the gateway takes it
+ *   tls        { ca, cert, key }: PEM files for rediss:// (default $THREADCAST_REDIS_TLS_CA,
+ *              _CERT, _KEY; no ca: the system's CAs) (loops.js' redisOptions)
  *   graphs     { <assistant id>: a StateGraph (compiled here), a compiled graph, a Promise
  *              of either, or a factory (config) => either (graphs.js) }
  *   graphDefaults  { <assistant id>: {configurable, context, …} }, the graphs' system
@@ -70,7 +73,8 @@ export async function serve(opts = {}) {
     liveMs: opts.liveMs ?? 3 * heartbeatMs, // three heartbeats missed: dead
     claimIdleMs: opts.claimIdleMs ?? 3000,
     lockMs: opts.lockMs ?? 3000,
-    ...(await connect(url, log)), // cmd, block, sub
+    ...(await connect(url, log, opts.tls ?? { ca: process.env.THREADCAST_REDIS_TLS_CA,
+      cert: process.env.THREADCAST_REDIS_TLS_CERT, key: process.env.THREADCAST_REDIS_TLS_KEY })), // cmd, block, sub
     running: new Map(),   // thread → the run this worker is running on it (runs.js' ctl)
     waiting: new Map(),   // REST run id → a run waiting for its thread here
     inflight: new Map(),  // `${stream} ${id}` → { stream, id } while handled

@@ -136,6 +136,7 @@ const shape = (s) => ({ values: s.values, next: s.next, source: s.metadata.sourc
 
 /** Every key in database 0 (tests below flush it first). */
 const allKeys = async (c) => (await c.keys('*')).sort();
+const waitFor = async (ok) => { for (let i = 0; i < 200 && !ok(); i++) await new Promise((r) => setTimeout(r, 10)); assert.ok(ok()); };
 
 test('a graph interrupted on one saver resumes on another, with the state and history MemorySaver gives', async () => {
   const a = connect();
@@ -312,7 +313,8 @@ test('WorkerSaver: a fenced thread\'s checkpoints are written only while its loc
   const log = async () => (await graph.getState(cfg)).values.log;
   let asked = 0;
   let onAsk = async () => false;
-  saver.fence('fx-1', () => { asked++; return onAsk(); });
+  let settled = 0;
+  saver.fence('fx-1', { regain: () => { asked++; return onAsk(); }, settle: async () => { settled++; } });
 
   await assert.rejects(graph.invoke({ log: ['a'] }, cfg), /FENCED/, 'no lock: refused');
   assert.deepEqual(await stored(), [], 'nothing of the refused write is stored');
@@ -325,6 +327,23 @@ test('WorkerSaver: a fenced thread\'s checkpoints are written only while its loc
   await graph.invoke({ log: ['a'] }, cfg);
   assert.ok((await stored()).length > 0);
   assert.ok((await log()).includes('a'));
+
+  assert.ok(settled >= 1, 'each write waited for the run\'s events first');
+
+  // A write waits until the run's events before it are appended: nothing of it is stored meanwhile.
+  let release;
+  const appended = new Promise((r) => { release = r; });
+  let waiting = 0;
+  saver.fence('fx-1', { regain: async () => false, settle: () => { waiting++; return appended; } });
+  const cps = await c.hlen('tc:{fx-1}:lg:cp');
+  const running = graph.invoke({ log: ['late'] }, cfg);
+  await waitFor(() => waiting > 0);
+  await new Promise((r) => setTimeout(r, 100));
+  assert.equal(await c.hlen('tc:{fx-1}:lg:cp'), cps, 'no checkpoint before the events');
+  release();
+  await running;
+  assert.ok((await c.hlen('tc:{fx-1}:lg:cp')) > cps, 'written once they are');
+  saver.fence('fx-1', { regain: () => { asked++; return onAsk(); } });
 
   // The lease lapsed (Redis stalled) and nobody took it: regained, the same write goes through.
   await c.del(lock);
@@ -339,7 +358,7 @@ test('WorkerSaver: a fenced thread\'s checkpoints are written only while its loc
   saver.unfence('fx-1');
   await graph.invoke({ log: ['c'] }, cfg);
   assert.ok((await log()).includes('c'));
-  saver.fence('fx-1', async () => true);
+  saver.fence('fx-1', { regain: async () => true });
   saver.unfence('fx-1', { lost: true });
   const before = await c.hlen('tc:{fx-1}:lg:cp');
   await assert.rejects(graph.invoke({ log: ['d'] }, cfg), /FENCED/);

@@ -28,32 +28,47 @@ test('scripts/build (what the Dockerfile runs) installs the three binaries, whic
   rmSync(dest, { recursive: true, force: true });
 });
 
-test('the Dockerfile lints clean and keeps the deployment rules', () => {
-  const text = read('deploy/Dockerfile');
-  assert.deepEqual(validate(text).map((d) => d.message), []);
-  const froms = text.match(/^FROM .*/gm);
-  assert.equal(froms.length, 2, 'multi-stage');
-  assert.match(froms[0], /^FROM debian:bookworm AS build$/);
-  assert.match(froms[1], /^FROM debian:bookworm-slim$/);
-  assert.match(text, /^RUN scripts\/build \/out$/m);
-  assert.match(text, /^USER 10001$/m, 'non-root');
-  assert.match(text, /^HEALTHCHECK[\s\S]*?\/healthz/m);
-  assert.doesNotMatch(text.split('FROM debian:bookworm-slim')[1], /-dev\b/, 'no -dev packages at runtime');
-  // Every runtime library the binaries link is installed in the slim stage.
-  // (the binary the other tests run: THREADCAST_BIN, else build/threadcast)
+// The gateway's Dockerfiles: one a Debian release, each with the runtime
+// packages of the libraries a build on that release links.
+const gatewayImages = [
+  { file: 'deploy/Dockerfile', suite: 'bookworm', libs: [['libuv.so.1', 'libuv1'], ['libwebsockets.so.17', 'libwebsockets17'],
+    ['libhiredis.so.0.14', 'libhiredis0.14'], ['libcjson.so.1', 'libcjson1'], ['libjwt.so.0', 'libjwt0']] },
+  { file: 'deploy/Dockerfile.trixie', suite: 'trixie', libs: [['libuv.so.1', 'libuv1t64'],
+    ['libwebsockets.so.19', 'libwebsockets19t64'], ['libhiredis.so.1.1.0', 'libhiredis1.1.0'], ['libcjson.so.1', 'libcjson1'],
+    ['libjwt.so.2', 'libjwt2']] },
+];
+
+test('the Dockerfiles lint clean and keep the deployment rules', () => {
+  // The binary the other tests run (THREADCAST_BIN, else build/threadcast):
+  // the Dockerfile of the release it was built on installs every library it links.
   const lddRun = spawnSync('ldd', [threadcastBin], { encoding: 'utf8' });
   assert.equal(lddRun.status, 0, `ldd ${threadcastBin}: ${lddRun.stderr}`);
   const ldd = lddRun.stdout;
-  const runtime = text.split('FROM debian:bookworm-slim')[1];
-  for (const [lib, pkg] of [['libuv.so.1', 'libuv1'], ['libwebsockets.so.17', 'libwebsockets17'],
-    ['libhiredis.so.0.14', 'libhiredis0.14'], ['libcjson.so.1', 'libcjson1']]) {
-    assert.ok(ldd.includes(lib), `threadcast links ${lib}`);
-    assert.ok(runtime.includes(pkg), `the image installs ${pkg}`);
+  let matched = 0;
+  for (const { file, suite, libs } of gatewayImages) {
+    const text = read(file);
+    assert.deepEqual(validate(text).map((d) => d.message), [], file);
+    assert.match(text, /^# Why (bookworm|trixie)/m, `${file} says why its base`);
+    const froms = text.match(/^FROM .*/gm);
+    assert.equal(froms.length, 2, 'multi-stage');
+    assert.equal(froms[0], `FROM debian:${suite} AS build`);
+    assert.equal(froms[1], `FROM debian:${suite}-slim`);
+    assert.match(text, /^RUN scripts\/build \/out$/m);
+    assert.match(text, /^USER 10001$/m, 'non-root');
+    assert.match(text, /^HEALTHCHECK[\s\S]*?\/healthz/m);
+    const runtime = text.split(`FROM debian:${suite}-slim`)[1];
+    assert.doesNotMatch(runtime, /-dev\b/, 'no -dev packages at runtime');
+    for (const [, pkg] of libs) assert.ok(runtime.includes(pkg), `${file} installs ${pkg}`);
+    assert.ok(runtime.includes('libwebsockets-evlib-uv'), 'the libuv event-loop plugin');
+    if (ldd.includes(libs[1][0])) {
+      matched++;
+      for (const [lib] of libs) assert.ok(ldd.includes(lib), `threadcast links ${lib}`);
+    }
+    // Only files that exist are copied in.
+    for (const m of text.matchAll(/^COPY (?!--from)(.+) \S+$/gm))
+      for (const src of m[1].split(' ')) assert.ok(existsSync(path.join(repoRoot, src)), src);
   }
-  assert.ok(runtime.includes('libwebsockets-evlib-uv'), 'the libuv event-loop plugin');
-  // Only files that exist are copied in.
-  for (const m of text.matchAll(/^COPY (?!--from)(.+) \S+$/gm))
-    for (const src of m[1].split(' ')) assert.ok(existsSync(path.join(repoRoot, src)), src);
+  assert.equal(matched, 1, `a Dockerfile for the libwebsockets threadcast links: ${ldd}`);
 });
 
 test('the worker\'s Dockerfile lints clean and keeps the deployment rules', () => {
@@ -81,7 +96,7 @@ test('the compose file wires redis, two replicas, two LangGraph workers and the 
   assert.deepEqual(Object.keys(c.services).sort(), ['lb', 'redis', 'threadcast-1', 'threadcast-2', 'worker-1', 'worker-2']);
   assert.ok(c.services.redis.command.includes('--appendonly'));
   // The tags are the ones scripts/images builds, from the same Dockerfiles.
-  const table = new Map([...read('scripts/images').matchAll(/^\s*"(\w+) (\S+) (\S+)"$/gm)].map((m) => [m[2], m[3]]));
+  const table = new Map([...read('scripts/images').matchAll(/^\s*"([\w-]+) (\S+) (\S+) \w+"$/gm)].map((m) => [m[2], m[3]]));
   for (const r of ['threadcast-1', 'threadcast-2']) {
     assert.equal(c.services[r].environment.THREADCAST_REDIS_URL, 'redis://redis:6379');
     assert.equal(c.services[r].build.dockerfile, 'deploy/Dockerfile');

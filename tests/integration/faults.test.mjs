@@ -122,3 +122,35 @@ test('a REST request made while Redis is down waits for it (a restart is no erro
     await tc.stop();
   }
 });
+
+test('a read whose Redis connection breaks before its answer is sent again once Redis is back: a run stream opened then is served, not refused', async () => {
+  const redis = await startRedis({ appendonly: true, extra: ['--enable-debug-command', 'local', '--appendfsync', 'always'] });
+  const tc = await startThreadcast({ redisUrl: redis.url });
+  await waitUntil(async () => (await tc.http('/readyz')).status === 200, 5000, 'ready');
+  let again;
+  const rc = redisClient(redis.port);
+  try {
+    await rc.cmd('FCALL', 'threadcast_register', 2, '{tc:commands}:w:agent', '{tc:commands}:assistants', 'agent', 'silent', 600000);
+    const json = { method: 'POST', headers: { 'content-type': 'application/json' } };
+    const { thread_id: thread } = await (await tc.http('/threads', { ...json, body: '{}' })).json();
+    const run = await (await tc.http(`/threads/${thread}/runs`, { ...json, body: JSON.stringify({ assistant_id: 'agent', input: {} }) })).json();
+    assert.equal(run.status, 'pending');
+    // Redis busy for 3 s: the stream's first read (the run's record) is sent and waits; Redis dies under it.
+    rc.cmd('DEBUG', 'SLEEP', '3').catch(() => {});
+    await new Promise((r) => setTimeout(r, 200));
+    const ac = new AbortController();
+    const opened = tc.http(`/threads/${thread}/runs/${run.run_id}/stream`, { signal: ac.signal });
+    await new Promise((r) => setTimeout(r, 300));
+    await redis.stop('SIGKILL');
+    again = await startRedis({ appendonly: true, port: redis.port, dir: redis.dir });
+    const res = await opened;
+    assert.equal(res.status, 200, await res.clone().text().catch(() => ''));
+    assert.match(res.headers.get('content-type'), /^text\/event-stream/);
+    ac.abort();
+  } finally {
+    rc.close();
+    await again?.cleanup();
+    await redis.cleanup();
+    await tc.stop();
+  }
+});

@@ -18,6 +18,7 @@ import { startWorker, stopAll, waitUntil, sleep } from './lib/harness.mjs';
 import { restStack, randomUUID } from './lib/rest.mjs';
 import { assistantLayer, checkpointMetadata, mergeRun, streamMetadata, systemAssistantId } from '../../src/worker/config.js';
 import { ServedGraph, graphDefaults, serveGraphs } from '../../src/worker/graphs.js';
+import { Relay } from '../../src/worker/relay.js';
 import { registerSdkLogger } from '../../src/worker/logger.js';
 import { ThreadcastStore } from '../../src/worker/store.js';
 import { Redis } from '../../src/worker/test/fixtures.js';
@@ -39,6 +40,31 @@ async function statusOf(promise) {
 }
 
 describe('the worker\'s parts that need no Redis', () => {
+  test('the relay: settle() resolves once every event pushed before it is appended; after a failed append nothing more is taken', async () => {
+    const calls = [];
+    let answer = async () => 1;
+    const redis = { call: (...args) => { const done = answer(); calls.push({ args, done }); return done; } };
+    const relay = new Relay({ redis, thread: 't', assistant: 'g', runId: 'r', log: () => {} });
+    let release;
+    answer = () => new Promise((r) => { release = () => r(1); });
+    const ev = (i) => ({ method: 'custom', params: { namespace: [], data: { i } } });
+    await relay.push(ev(1));
+    await relay.push(ev(2));
+    let settled = false;
+    const settling = relay.settle().then(() => { settled = true; });
+    await sleep(50);
+    assert.equal(calls.length, 1, 'one append under way');
+    assert.equal(settled, false, 'not settled while it is');
+    release();
+    await settling;
+    const sent = calls.flatMap((c) => c.args.filter((a) => typeof a === 'string' && a.startsWith('{')).map((a) => JSON.parse(a).params.data.i));
+    assert.deepEqual(sent, [1, 2]);
+    answer = async () => { throw new Error('ERR threadcast: something no retry fixes'); };
+    await relay.push(ev(3));
+    await assert.rejects(relay.settle(), /something no retry fixes/);
+    await assert.rejects(relay.push(ev(4)), /something no retry fixes/, 'the next event is refused, not appended after a hole');
+  });
+
   test('a run\'s config, context and metadata: assistant, thread, run, merged member by member', async () => {
     const ids = { run_id: 'r1', thread_id: 't1', graph_id: 'g', assistant_id: 'g' };
     const defaults = { configurable: { model_name: 'openai', tier: 'free' }, recursion_limit: 7, context: { model: 'unknown', temperature: 0 } };

@@ -130,8 +130,10 @@ async def main(url):
     try:
         async with websockets.connect(url):
             print("OPEN")
-    except websockets.exceptions.InvalidStatusCode as e:
+    except websockets.exceptions.InvalidStatusCode as e:  # websockets 10 (Debian 12)
         print("STATUS", e.status_code, e.headers.get("retry-after"))
+    except getattr(websockets.exceptions, "InvalidStatus", ()) as e:  # 14 and later (Debian 13)
+        print("STATUS", e.response.status_code, e.response.headers.get("retry-after"))
     except Exception as e:
         print("ERROR", type(e).__name__, e)
 asyncio.run(main(sys.argv[1]))

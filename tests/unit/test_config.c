@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "util.h"
@@ -20,6 +21,9 @@ static const char *const env_names[] = {
 	"THREADCAST_MAX_SUBSCRIPTIONS",
 	"THREADCAST_REDIS_BACKOFF_MIN",
 	"THREADCAST_REDIS_BACKOFF_MAX",
+	"THREADCAST_REDIS_TLS_CA",
+	"THREADCAST_REDIS_TLS_CERT",
+	"THREADCAST_REDIS_TLS_KEY",
 };
 
 static int clear_env(void **state)
@@ -214,11 +218,12 @@ static void redis_urls(void **state)
 	assert_string_equal(a.unix_path, "/tmp/r.sock");
 	assert_null(a.host);
 	assert_int_equal(a.db, 2);
+	assert_false(a.tls);
 	tc_redis_addr_free(&a);
 
-	const char *bad[] = { "http://h",        "redis://",      "redis://h:0",  "redis://h:99999",
-			      "redis://h:12ab",  "redis://h/x",   "redis://[::1", "redis://:%zz@h",
-			      "unix://relative", "unix:///s?x=1", "rediss://h" };
+	const char *bad[] = { "http://h",    "redis://",     "redis://h:0",    "redis://h:99999", "redis://h:12ab",
+			      "redis://h/x", "redis://[::1", "redis://:%zz@h", "unix://relative", "unix:///s?x=1",
+			      "rediss://",   "rediss://h:0", "redis+tls://h",  "rediss://a:%zz@h" };
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		err[0] = '\0';
 		assert_int_equal(tc_redis_addr_parse(bad[i], &a, err, sizeof(err)), -1);
@@ -226,6 +231,97 @@ static void redis_urls(void **state)
 		assert_null(a.host);
 		assert_null(a.password);
 	}
+}
+
+/* rediss:// is redis:// over TLS: every userinfo and host form of it. */
+static void redis_tls_urls(void **state)
+{
+	struct tc_redis_addr a;
+	char err[200];
+
+	assert_int_equal(tc_redis_addr_parse("redis://h", &a, err, sizeof(err)), 0);
+	assert_false(a.tls);
+	tc_redis_addr_free(&a);
+
+	assert_int_equal(tc_redis_addr_parse("rediss://localhost", &a, err, sizeof(err)), 0);
+	assert_true(a.tls);
+	assert_string_equal(a.host, "localhost");
+	assert_int_equal(a.port, 6379);
+	assert_null(a.user);
+	assert_null(a.password);
+	tc_redis_addr_free(&a);
+
+	assert_int_equal(
+		tc_redis_addr_parse("rediss://alice:p%3Aw%40rd@redis.example.com:6380/2", &a, err, sizeof(err)), 0);
+	assert_true(a.tls);
+	assert_string_equal(a.user, "alice");
+	assert_string_equal(a.password, "p:w@rd");
+	assert_string_equal(a.host, "redis.example.com");
+	assert_int_equal(a.port, 6380);
+	assert_int_equal(a.db, 2);
+	tc_redis_addr_free(&a);
+
+	assert_int_equal(tc_redis_addr_parse("rediss://:secret@[::1]:7000", &a, err, sizeof(err)), 0);
+	assert_true(a.tls);
+	assert_null(a.user);
+	assert_string_equal(a.password, "secret");
+	assert_string_equal(a.host, "::1");
+	assert_int_equal(a.port, 7000);
+	tc_redis_addr_free(&a);
+
+	assert_int_equal(tc_redis_addr_parse("rediss://secret@10.0.0.2", &a, err, sizeof(err)), 0);
+	assert_true(a.tls);
+	assert_null(a.user);
+	assert_string_equal(a.password, "secret");
+	assert_string_equal(a.host, "10.0.0.2");
+	tc_redis_addr_free(&a);
+
+	/* The user with an empty password is still a user. */
+	assert_int_equal(tc_redis_addr_parse("rediss://bob:@h", &a, err, sizeof(err)), 0);
+	assert_string_equal(a.user, "bob");
+	assert_string_equal(a.password, "");
+	tc_redis_addr_free(&a);
+}
+
+/* The TLS options: made at start-up, so a bad file stops it with its name. */
+static void redis_tls_options(void **state)
+{
+	struct tc_config cfg;
+	char err[256];
+
+	assert_int_equal(load(&cfg, err, 0), TC_CONFIG_OK);
+	assert_null(cfg.tls); /* plain redis:// */
+	tc_config_free(&cfg);
+
+	assert_int_equal(load(&cfg, err, 1, "--redis-url=rediss://u:p@h:6380"), TC_CONFIG_OK);
+	assert_non_null(cfg.tls); /* the system's trust store */
+	assert_true(cfg.redis.tls);
+	tc_config_free(&cfg);
+
+	assert_int_equal(load(&cfg, err, 1, "--redis-tls-ca=/etc/ca.pem"), TC_CONFIG_ERROR);
+	assert_non_null(strstr(err, "--redis-tls-ca is set but the Redis URL is not rediss://"));
+	tc_config_free(&cfg);
+
+	assert_int_equal(load(&cfg, err, 2, "--redis-url=rediss://h", "--redis-tls-ca=/nonexistent/ca.pem"),
+			 TC_CONFIG_ERROR);
+	assert_non_null(strstr(err, "cannot read the CA file /nonexistent/ca.pem: No such file or directory"));
+	tc_config_free(&cfg);
+
+	char path[] = "/tmp/tc-test-ca-XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "not a certificate\n", 18), 18);
+	close(fd);
+	setenv("THREADCAST_REDIS_TLS_CA", path, 1);
+	assert_int_equal(load(&cfg, err, 1, "--redis-url=rediss://h"), TC_CONFIG_ERROR);
+	assert_non_null(strstr(err, "no CA certificate in /tmp/tc-test-ca-"));
+	tc_config_free(&cfg);
+	unsetenv("THREADCAST_REDIS_TLS_CA");
+	unlink(path);
+
+	assert_int_equal(load(&cfg, err, 2, "--redis-url=rediss://h", "--redis-tls-cert=/c.pem"), TC_CONFIG_ERROR);
+	assert_non_null(strstr(err, "a client certificate needs its key"));
+	tc_config_free(&cfg);
 }
 
 static void sentinel_lists(void **state)
@@ -248,8 +344,30 @@ static void sentinel_lists(void **state)
 	assert_int_equal(cfg.nsentinels, 0); /* off unless given */
 	tc_config_free(&cfg);
 
-	static const char *const bad[] = { "--redis-sentinels=s1:0", "--redis-sentinels=s1:x", "--redis-sentinels=:5",
-					   "--redis-sentinels=[::1", "--redis-sentinels=a:1,,b:2" };
+	/* Each Sentinel may have credentials of its own, as in a URL. */
+	assert_int_equal(load(&cfg, err, 1, "--redis-sentinels=alice:p%40w@s1:26380,:only@s2,tok@[::1]:5000,s4"),
+			 TC_CONFIG_OK);
+	assert_int_equal(cfg.nsentinels, 4);
+	assert_string_equal(cfg.sentinels[0].user, "alice");
+	assert_string_equal(cfg.sentinels[0].password, "p@w");
+	assert_string_equal(cfg.sentinels[0].host, "s1");
+	assert_int_equal(cfg.sentinels[0].port, 26380);
+	assert_null(cfg.sentinels[1].user);
+	assert_string_equal(cfg.sentinels[1].password, "only");
+	assert_string_equal(cfg.sentinels[1].host, "s2");
+	assert_int_equal(cfg.sentinels[1].port, 26379);
+	assert_null(cfg.sentinels[2].user);
+	assert_string_equal(cfg.sentinels[2].password, "tok");
+	assert_string_equal(cfg.sentinels[2].host, "::1");
+	assert_int_equal(cfg.sentinels[2].port, 5000);
+	assert_null(cfg.sentinels[3].user);
+	assert_null(cfg.sentinels[3].password);
+	tc_config_free(&cfg);
+
+	static const char *const bad[] = { "--redis-sentinels=s1:0",     "--redis-sentinels=s1:x",
+					   "--redis-sentinels=:5",       "--redis-sentinels=[::1",
+					   "--redis-sentinels=a:1,,b:2", "--redis-sentinels=u:%zz@s1",
+					   "--redis-sentinels=pw@" };
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		assert_int_equal(load(&cfg, err, 1, bad[i]), TC_CONFIG_ERROR);
 		assert_non_null(strstr(err, "--redis-sentinels / THREADCAST_REDIS_SENTINELS"));
@@ -269,6 +387,8 @@ int main(void)
 		cmocka_unit_test_setup(env_then_flag_precedence, clear_env),
 		cmocka_unit_test_setup(bad_values_name_the_setting, clear_env),
 		cmocka_unit_test(redis_urls),
+		cmocka_unit_test(redis_tls_urls),
+		cmocka_unit_test_setup(redis_tls_options, clear_env),
 		cmocka_unit_test_setup(cors_origins, clear_env),
 		cmocka_unit_test_setup(sentinel_lists, clear_env),
 		cmocka_unit_test_setup(auth_is_on_by_default, clear_env),

@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // threadcast-worker: serves LangGraph graphs to threadcast.
 //
-//   threadcast-worker [--redis-url URL] [--graphs MODULE | --config langgraph.json] [--name NAME]
+//   threadcast-worker [--redis-url URL] [--redis-tls-ca FILE] [--redis-tls-cert FILE --redis-tls-key FILE]
+//                     [--graphs MODULE | --config langgraph.json] [--name NAME]
 //                     [--ttl SECONDS] [--heartbeat-ms MS] [--claim-idle-ms MS] [--lock-ms MS]
 // (the takeover's timing: a heartbeat a second; a worker silent for three is dead, its runs
 // claimed after --claim-idle-ms and taken over once its thread locks' --lock-ms lapsed)
@@ -27,6 +28,12 @@ const opt = (name, dflt) => {
 if (args.includes('--help')) {
   process.stdout.write('usage: threadcast-worker [--redis-url URL] [--graphs MODULE | --config langgraph.json] [--name NAME]\n' +
     '                         [--ttl SECONDS] [--heartbeat-ms MS] [--claim-idle-ms MS] [--lock-ms MS]\n' +
+    '  --redis-url URL         redis://[[user]:password@]host[:port][/db], or rediss://… over TLS\n' +
+    '                          ($THREADCAST_REDIS_URL; redis://127.0.0.1:6379)\n' +
+    '  --redis-tls-ca FILE     with rediss://: the CA certificates to trust, PEM ($THREADCAST_REDIS_TLS_CA;\n' +
+    '                          default: the system\'s)\n' +
+    '  --redis-tls-cert FILE   a client certificate, PEM ($THREADCAST_REDIS_TLS_CERT)\n' +
+    '  --redis-tls-key FILE    its key, PEM ($THREADCAST_REDIS_TLS_KEY)\n' +
     '  --heartbeat-ms MS   how often the worker says it is alive (1000)\n' +
     '  --claim-idle-ms MS  a run whose worker said nothing this long is taken over (3000; > the heartbeat)\n' +
     '  --lock-ms MS        the lease of a running thread\'s lock (3000; renewed every quarter)\n');
@@ -74,6 +81,11 @@ if ((ms('--claim-idle-ms') ?? 3000) <= (ms('--heartbeat-ms') ?? 1000)) {
 const { serve } = await import('../worker.js');
 const worker = await serve({
   redis: opt('--redis-url', process.env.THREADCAST_REDIS_URL ?? 'redis://127.0.0.1:6379'),
+  tls: {
+    ca: opt('--redis-tls-ca', process.env.THREADCAST_REDIS_TLS_CA),
+    cert: opt('--redis-tls-cert', process.env.THREADCAST_REDIS_TLS_CERT),
+    key: opt('--redis-tls-key', process.env.THREADCAST_REDIS_TLS_KEY),
+  },
   graphs,
   graphSpecs,
   name: opt('--name', undefined),

@@ -74,8 +74,19 @@ function exited(proc) {
   return new Promise((r) => proc.once('exit', () => r()));
 }
 
-/** Starts redis-server on a free port in a fresh temp dir. */
-export async function startRedis({ appendonly = false, port, dir, extra = [] } = {}) {
+/**
+ * The store's server: redis-server, or the binary TC_REDIS_SERVER names
+ * (scripts/test runs the store's suites against a valkey-server 8 this way).
+ * Its command line, log lines and Sentinel mode are redis-server's.
+ */
+export const redisServerBin = process.env.TC_REDIS_SERVER || 'redis-server';
+
+/**
+ * Starts the store's server (redisServerBin) on a free port in a fresh temp dir. With tls
+ * ({ cert, key, ca, authClients }, PEM files; lib/tls.mjs makes them) the port is a TLS port and
+ * there is no plain one; url is then rediss://127.0.0.1:<port>.
+ */
+export async function startRedis({ appendonly = false, port, dir, extra = [], tls } = {}) {
   dir = dir || mkdtempSync(path.join(tmpdir(), 'tc-redis-'));
   const fixedPort = port;
   let proc, out;
@@ -83,25 +94,29 @@ export async function startRedis({ appendonly = false, port, dir, extra = [] } =
   // caller chose it).
   for (let attempt = 1; ; attempt++) {
     port = fixedPort || (await freePort());
-    const args = ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir,
+    const listen = tls
+      ? ['--port', '0', '--tls-port', String(port), '--tls-cert-file', tls.cert, '--tls-key-file', tls.key,
+        '--tls-ca-cert-file', tls.ca, '--tls-auth-clients', tls.authClients ?? 'no']
+      : ['--port', String(port)];
+    const args = [...listen, '--bind', '127.0.0.1', '--dir', dir,
       '--save', '', '--appendonly', appendonly ? 'yes' : 'no', '--daemonize', 'no', ...extra];
-    proc = track(spawn('redis-server', args, { stdio: ['ignore', 'pipe', 'pipe'] }));
+    proc = track(spawn(redisServerBin, args, { stdio: ['ignore', 'pipe', 'pipe'] }));
     out = '';
     proc.stdout.on('data', (d) => { out += d; });
     proc.stderr.on('data', (d) => { out += d; });
     let closed = false;
     const streamsClosed = new Promise((r) => proc.once('close', () => { closed = true; r(); }));
-    await waitUntil(() => out.includes('Ready to accept connections') || closed, 30000, 'redis-server');
+    await waitUntil(() => out.includes('Ready to accept connections') || closed, 30000, redisServerBin);
     if (out.includes('Ready to accept connections')) break;
     await streamsClosed; // its last words read
     if (fixedPort || attempt === 5 || !/Address already in use/.test(out)) {
-      throw new Error(`redis-server on port ${port} exited: ${out.slice(-2000)}`);
+      throw new Error(`${redisServerBin} on port ${port} exited: ${out.slice(-2000)}`);
     }
   }
   return {
     port,
     dir,
-    url: `redis://127.0.0.1:${port}`,
+    url: `${tls ? 'rediss' : 'redis'}://127.0.0.1:${port}`,
     proc,
     async stop(signal = 'SIGTERM') {
       proc.kill(signal);
