@@ -30,6 +30,24 @@ viewer, and REST / WebSocket within each run (the sides alternate which goes
 first). Every viewer must get every unit once with rising ids: the counts
 are checked against what the run makes (publish --dry-run). --threadcast
 measures another gateway binary (an older commit's build) with these tools.
+
+The tokens scenario (issue 29) runs real LangGraph runs beside LangGraph's own
+Agent Server (@langchain/langgraph-api, its in-memory dev server, pinned in
+tests/bench/agent-server/): both serve tests/bench/agent-server/graph.mjs, a
+fake chat model that streams --tokens tokens a run, each stamped with its
+emission time (CLOCK_MONOTONIC, µs, in the token's text). threadcast's side
+is redis-server, the gateway and the LangGraph worker, all three pinned to
+the server core, against the Agent Server's one process on the same core. The
+clients (clients.mjs, the official SDK, pinned to the client core) are spread
+over --tokens-clients processes; per cell (--tokens-cells: runs x viewers @
+pace / route) every run starts at once: a starter (runs.stream,
+messages-tuple), viewers joined from the run's start (runs.joinStream with
+Last-Event-ID -1, as useStream does; or ThreadStreams on the WebSocket
+route, subscribed before the run), optionally one more joining halfway. Per
+token: receipt minus stamp, for starters and viewers apart; TTFT; the late
+joiner's catch-up; CPU per delivered token per server process; each client
+process's share of a core (none may be saturated for the latency to be the
+server's); every token must reach every stream once.
 """
 import argparse
 import base64
@@ -45,6 +63,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 
@@ -612,6 +631,226 @@ def rest_vs_ws(tmp, redis, *, viewers, count, rate, rest_first):
     return r
 
 
+# The tokens scenario (issue 29): LangGraph's own Agent Server as the peer.
+AGENT_SERVER = os.path.join(ROOT, 'tests/bench/agent-server')
+TOKEN_GRAPH = os.path.join(AGENT_SERVER, 'graph.mjs')
+WORKER_BIN = os.path.join(ROOT, 'src/worker/bin/threadcast-worker.js')
+
+
+def percentile(xs, q):
+    """The q-th percentile (0-100) of xs by nearest rank; None when empty."""
+    if not xs:
+        return None
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, max(0, int(round(q / 100 * len(xs) + 0.5)) - 1))]
+
+
+class TokenStack:
+    """The server side of one system in the tokens scenario, all of it pinned to SERVER_CPU (one
+    core): threadcast is three processes there (redis-server, the gateway, the LangGraph worker
+    serving tests/bench/agent-server/graph.mjs), the Agent Server one (its in-memory dev server,
+    running up to `jobs` runs at once). CPU and RSS are read per process."""
+
+    def __init__(self, kind, tmp, jobs):
+        self.kind, self.procs, self.logs = kind, {}, []
+        d = tempfile.mkdtemp(dir=tmp, prefix=f'{kind}.')
+        pin = ['taskset', '-c', SERVER_CPU]
+        try:
+            self.port = free_port()
+            if kind == 'threadcast':
+                rport = free_port()
+                self.start('redis', pin + ['redis-server', '--port', str(rport), '--bind', '127.0.0.1', '--save', '',
+                                           '--appendonly', 'no', '--dir', d, '--loglevel', 'warning'], d)
+                wait_port(rport, self.procs['redis'])
+                url = f'redis://127.0.0.1:{rport}'
+                self.start('gateway', pin + [THREADCAST, '--port', str(self.port), '--host', '127.0.0.1',
+                                             '--redis-url', url, '--log-level', 'warn', '--max-connections', '200000',
+                                             '--max-queue-bytes', str(64 << 20)], d, env={'THREADCAST_AUTH': 'off'})
+                wait_port(self.port, self.procs['gateway'])
+                log = self.start('worker', pin + ['node', WORKER_BIN, '--redis-url', url, '--graphs', TOKEN_GRAPH,
+                                                  '--name', 'bench'], d)
+                end = time.time() + 60
+                while 'worker ready' not in open(log).read():
+                    if self.procs['worker'].poll() is not None or time.time() > end:
+                        raise RuntimeError(f'the worker did not start: {open(log).read()[-500:]}')
+                    time.sleep(0.1)
+            else:
+                self.start('agent-server', pin + ['node', os.path.join(AGENT_SERVER, 'server.mjs'), '--port',
+                                                  str(self.port), '--jobs', str(jobs), '--cwd', d], d, cwd=AGENT_SERVER)
+                wait_port(self.port, self.procs['agent-server'], timeout=60)
+            self.api = f'http://127.0.0.1:{self.port}'
+        except BaseException:
+            self.stop()
+            raise
+
+    def start(self, name, argv, d, env=None, cwd=None):
+        log = os.path.join(d, f'{name}.log')
+        self.procs[name] = subprocess.Popen(argv, env=dict(os.environ, **(env or {})), cwd=cwd,
+                                            stdout=subprocess.DEVNULL, stderr=open(log, 'a'))
+        return log
+
+    def cpu(self):
+        return {name: cpu_split(p.pid) for name, p in self.procs.items()}
+
+    def rss(self):
+        return {name: rss_kb(p.pid) for name, p in self.procs.items()}
+
+    def stop(self):
+        for p in reversed(list(self.procs.values())):  # by PID, the worker before its Redis
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+
+
+def parse_cell(text):
+    """'10x10@20/rest+late': runs x viewers @ pace ms / route (rest, websocket), + a late joiner per run."""
+    shape, _, route = text.partition('/')
+    runs_views, _, pace = shape.partition('@')
+    runs, _, viewers = runs_views.partition('x')
+    route, _, extra = route.partition('+')
+    if route not in ('rest', 'websocket', 'sse') or extra not in ('', 'late'):
+        raise ValueError(f'bad tokens cell {text!r}')
+    return {'name': text, 'runs': int(runs), 'viewers': int(viewers), 'pace': int(pace), 'route': route,
+            'late': extra == 'late'}
+
+
+def client_proc(spec):
+    return subprocess.Popen(['taskset', '-c', CLIENT_CPU, 'node', os.path.join(AGENT_SERVER, 'clients.mjs'),
+                             json.dumps(spec)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+
+def read_json_line(proc, key, timeout):
+    """The next stdout line of proc that is a JSON object with key (a thread bounds the wait)."""
+    box = []
+
+    def read():
+        for line in proc.stdout:
+            try:
+                msg = json.loads(line) if line.startswith('{') else {}
+            except ValueError:
+                msg = {}
+            if key in msg:
+                box.append(msg)
+                return
+    t = threading.Thread(target=read, daemon=True)
+    t.start()
+    t.join(timeout)
+    if not box:
+        raise RuntimeError(f'a client printed no {key!r} in {timeout} s')
+    return box[0]
+
+
+def token_cell(stack, cell, *, tokens, clients):
+    """One cell: its runs spread over `clients` client processes (pinned to CLIENT_CPU), every
+    run started at once; per token, emission (its stamp) to receipt; CPU per process."""
+    nproc = max(1, min(clients, cell['runs']))
+    share = [cell['runs'] // nproc + (1 if i < cell['runs'] % nproc else 0) for i in range(nproc)]
+    deadline = cell['pace'] * tokens / 1000 + 60 + cell['runs'] * cell['viewers'] / 50
+    procs = [client_proc({'api': stack.api, 'runs': n, 'viewers': cell['viewers'], 'tokens': tokens,
+                          'pace': cell['pace'], 'route': cell['route'], 'late': cell['late'], 'deadline_s': deadline})
+             for n in share]
+    try:
+        for p in procs:
+            read_json_line(p, 'ready', 120)
+        time.sleep(0.5)
+        c0, k0, t0 = stack.cpu(), [cpu_split(p.pid) for p in procs], time.time()
+        for p in procs:
+            p.stdin.write('go\n')
+            p.stdin.flush()
+        res = [read_json_line(p, 'result', deadline + 30)['result'] for p in procs]
+        wall = time.time() - t0
+        c1, k1 = stack.cpu(), [cpu_split(p.pid) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+    cat = lambda key: [x for r in res for x in r[key]]
+    starter, viewer, ttft, catchup, gen = (cat('starter_us'), cat('viewer_us'), cat('ttft_us'), cat('catchup_us'),
+                                           cat('gen_us'))
+    received = sum(r['received'] for r in res)
+    streams = sum(r['streams'] for r in res)
+    out = {'runs': cell['runs'], 'viewers': cell['viewers'], 'pace_ms': cell['pace'], 'route': cell['route'],
+           'tokens': tokens, 'clients': nproc, 'streams': streams, 'received': received,
+           'expected': streams * tokens, 'lost': sum(r['missing'] + r['duplicates'] for r in res),
+           'complete': sum(r['complete'] for r in res), 'errors': [e for r in res for e in r['errors']][:5],
+           'seconds': wall}
+    out['tokens_per_s'] = received / max(1e-9, wall)
+    for name, xs in (('starter', starter), ('viewer', viewer), ('ttft', ttft), ('catchup', catchup), ('gen', gen)):
+        if xs:
+            out[f'{name}_p50_ms'] = percentile(xs, 50) / 1000
+            out[f'{name}_p99_ms'] = percentile(xs, 99) / 1000
+            out[f'{name}_max_ms'] = max(xs) / 1000
+    total = 0
+    for name in c0:
+        s = (sum(c1[name]) - sum(c0[name])) / TICK
+        total += s
+        out[f'{name}_us_per_token'] = s * 1e6 / max(1, received)
+    out['server_us_per_token'] = total * 1e6 / max(1, received)
+    spent = [(sum(b) - sum(a)) / TICK for a, b in zip(k0, k1)]
+    out['client_us_per_token'] = sum(spent) * 1e6 / max(1, received)  # the SDK's own cost
+    load = [x / max(1e-9, wall) for x in spent]
+    out['client_cpu'] = [round(x, 3) for x in load]  # each client process's share of a core over the cell
+    out['client_cpu_max'] = max(load)
+    out['client_cpu_total'] = sum(load)
+    return out
+
+
+def token_idle(stack, route, viewers):
+    """Idle memory per viewer of one running run on a route: RSS of the process holding the
+    viewers' connections (threadcast's gateway; the Agent Server) after they attached, less before."""
+    holder = 'gateway' if stack.kind == 'threadcast' else 'agent-server'
+    p = client_proc({'api': stack.api, 'idle': viewers, 'route': route, 'tokens': 10, 'pace': 60000,
+                     'runs': 0, 'viewers': 0})
+    try:
+        read_json_line(p, 'started', 60)
+        time.sleep(2)
+        before = stack.rss()[holder]
+        p.stdin.write('go\n')
+        p.stdin.flush()
+        read_json_line(p, 'ready', 120)
+        time.sleep(6)  # settled: housekeeping has run
+        after = stack.rss()[holder]
+        p.stdin.write('stop\n')
+        p.stdin.flush()
+    finally:
+        if p.poll() is None:
+            time.sleep(0.5)
+            p.kill()
+        p.wait()
+    return (after - before) / viewers
+
+
+def tokens_scenario(kind, tmp, *, cells, tokens, clients, idle):
+    """The tokens scenario for one system: every cell in turn on one server stack (fresh per
+    bench run), then idle memory per viewer on each of its routes (a fresh stack each)."""
+    jobs = max(c['runs'] for c in cells)
+    out = {}
+    stack = TokenStack(kind, tmp, jobs)
+    try:
+        for cell in cells:
+            if kind != 'threadcast' and cell['route'] != 'rest':
+                continue  # the Agent Server's protocol routes carry no runs.stream run's tokens
+            try:
+                r = token_cell(stack, cell, tokens=tokens, clients=clients)
+            except Exception as e:  # a failed cell is reported, the others still run
+                r = {'error': str(e)}
+            print(f'tokens {kind} {cell["name"]}: {json.dumps(r)}', file=sys.stderr, flush=True)
+            out.update({f'{cell["name"]} {k}': v for k, v in r.items()})
+    finally:
+        stack.stop()
+    if idle:
+        for route in (('rest', 'websocket') if kind == 'threadcast' else ('rest', 'sse')):
+            stack = TokenStack(kind, tmp, 2)
+            try:
+                out[f'idle {route} kib_per_viewer'] = token_idle(stack, route, idle)
+            except Exception as e:
+                out[f'idle {route} error'] = str(e)
+            finally:
+                stack.stop()
+    return out
+
+
 def netns_prefix():
     """How to run a command in a fresh network namespace here, or None."""
     for prefix in (['unshare', '-n'], ['unshare', '-rn']):
@@ -696,14 +935,19 @@ CPU_KEYS = ['us_per_event', 'user_us_per_event', 'sys_us_per_event', 'total_us_p
             'storm_cpu_s', 'storm_user_s', 'storm_sys_s']
 FANOUT = ('a', 'a-full', 'a10k', 'b', 'b1', 'e')
 SCENARIOS = ('a', 'a-full', 'a10k', 'b', 'b1', 'c', 'c50k', 'd', 'append', 'e', 'sdk', 'storm', 'deflate', 'c-deflate',
-             'rest', 'c-viewers')
+             'rest', 'c-viewers', 'tokens')
+# The tokens scenario's cells: 10 concurrent runs with 1 and 10 viewers each, at 20 ms a token and
+# at full speed, on REST run streams and on the WebSocket route; 50 runs x 10 viewers with a late
+# joiner per run.
+TOKEN_CELLS = ('10x1@20/rest', '10x10@20/rest', '10x1@0/rest', '10x10@0/rest', '10x1@20/websocket',
+               '10x10@20/websocket', '10x1@0/websocket', '10x10@0/websocket', '50x10@20/rest+late')
 
 
 def main():
     ap = argparse.ArgumentParser(description='threadcast beside its peers and the blaster control; '
                                  'scenarios: ' + ' '.join(SCENARIOS))
     ap.add_argument('--runs', type=int, default=3)
-    ap.add_argument('--only', default='a,a-full,a10k,b,b1,c,c-deflate,c-viewers,d,e,deflate,append,sdk,rest,storm')
+    ap.add_argument('--only', default='a,a-full,a10k,b,b1,c,c-deflate,c-viewers,d,e,deflate,append,sdk,rest,storm,tokens')
     ap.add_argument('--systems', default='threadcast,nchan,node',
                     help='the blaster is added to every fan-out scenario, sdk and storm')
     ap.add_argument('--quick', action='store_true', help='smaller counts, one run')
@@ -716,6 +960,13 @@ def main():
                     help='rest: REST viewers, and WebSocket subscribers, of the run')
     ap.add_argument('--rest-events', type=int, default=5000, help='rest: events in the run (rounded up to whole turns)')
     ap.add_argument('--rest-rate', type=int, default=250, help='rest: the run\'s events per second')
+    ap.add_argument('--tokens-cells', default=','.join(TOKEN_CELLS),
+                    help='tokens: the cells, RUNSxVIEWERS@PACE_MS/ROUTE[+late] (route rest or websocket; +late: one '
+                    'more viewer per run joins halfway, its catch-up is measured)')
+    ap.add_argument('--tokens', type=int, default=200, help='tokens: tokens a run')
+    ap.add_argument('--tokens-clients', type=int, default=4, help='tokens: client processes a cell is spread over')
+    ap.add_argument('--tokens-idle', type=int, default=1000,
+                    help='tokens: idle viewers of one running run per route for the memory figure (0: none)')
     ap.add_argument('--threadcast', help='the gateway binary to measure (default: the build\'s), e.g. an older '
                     'commit\'s build, driven by this checkout\'s tools')
     ap.add_argument('--out', default=os.path.join(ROOT, 'bench-results'))
@@ -734,9 +985,14 @@ def main():
     unknown = [n for n in only if n not in SCENARIOS]
     if unknown:
         ap.error(f'unknown scenario {",".join(unknown)}; known: {",".join(SCENARIOS)}')
-    unknown = [k for k in systems if k not in ('threadcast', 'nchan', 'nchan-redis', 'node', 'blaster')]
+    unknown = [k for k in systems if k not in ('threadcast', 'nchan', 'nchan-redis', 'node', 'blaster', 'agent-server')]
     if unknown:
-        ap.error(f'unknown system {",".join(unknown)}; known: threadcast, nchan, nchan-redis, node, blaster')
+        ap.error(f'unknown system {",".join(unknown)}; known: threadcast, nchan, nchan-redis, node, blaster, '
+                 'agent-server')
+    try:
+        token_cells = [parse_cell(c) for c in args.tokens_cells.split(',')]
+    except ValueError as e:
+        ap.error(str(e))
     q = 0.2 if args.quick else 1.0
     tmp = tempfile.mkdtemp(prefix='threadcast-bench.')
     redis = Redis(tmp)
@@ -781,6 +1037,10 @@ def main():
                  f'{args.rest_viewers:,} WebSockets x {len(SDK_SUBSCRIPTIONS)} SDK subscriptions',
                  lambda k: rest_vs_ws(tmp, redis, viewers=args.rest_viewers, count=int(args.rest_events * q),
                                       rate=args.rest_rate, rest_first=next(rest_runs) % 2 == 0)),
+        'tokens': (f'tokens: LangGraph runs of {args.tokens} stamped tokens through the SDK (runs.stream + '
+                   f'joinStream, messages-tuple; ThreadStream on the WebSocket route), beside the Agent Server',
+                   lambda k: tokens_scenario(k, tmp, cells=token_cells, tokens=max(10, int(args.tokens * q)), clients=args.tokens_clients,
+                                             idle=args.tokens_idle)),
         'storm': (f'reconnect storm: {nstorm:,} clients connect at once'
                   + (' (in a fresh network namespace, somaxconn 65535)' if netns else
                      ' (root network namespace: no unshare here)'),
@@ -797,6 +1057,10 @@ def main():
                 kinds = [k for k in systems if k == 'threadcast']  # the only one that speaks 0.0.21 and the REST API
             elif name == 'storm':
                 kinds = [k for k in systems if k in ('threadcast', 'nchan')]
+            elif name == 'tokens':  # the Agent Server is its peer: --systems threadcast leaves it out
+                kinds = [k for k in systems if k in ('threadcast', 'agent-server')]
+                if 'agent-server' not in kinds and args.systems == ap.get_default('systems'):
+                    kinds.append('agent-server')
             else:
                 kinds = list(systems)
             if (name in FANOUT or name in ('sdk', 'storm')) and 'blaster' not in kinds:
@@ -825,7 +1089,9 @@ def main():
     stamp = time.strftime('%Y%m%d-%H%M%S')
     path = os.path.join(args.out, f'bench-{stamp}.json')
     json.dump(results, open(path, 'w'), indent=1)
-    report(results)
+    report({k: v for k, v in results.items() if k != 'tokens'})
+    if 'tokens' in results:
+        report_tokens(results['tokens'])
     print(f'\nresults: {path}')
 
 
@@ -889,8 +1155,59 @@ METRICS = [
 ]
 
 
+TOKEN_METRICS = [
+    ('starter_p50_ms', 'starter: token latency p50 ms'), ('starter_p99_ms', '  p99 ms'),
+    ('viewer_p50_ms', 'joined viewers: token latency p50 ms'), ('viewer_p99_ms', '  p99 ms'),
+    ('ttft_p50_ms', 'time to first token (starter) p50 ms'), ('ttft_p99_ms', '  p99 ms'),
+    ('catchup_p50_ms', 'late joiner caught up after, p50 ms'), ('catchup_p99_ms', '  p99 ms'),
+    ('catchup_max_ms', '  max ms'),
+    ('gen_p50_ms', 'a run\'s tokens emitted over (first to last), p50 ms'), ('gen_max_ms', '  max ms'),
+    ('tokens_per_s', 'tokens delivered / s (the cell\'s wall time)'),
+    ('server_us_per_token', 'server CPU µs / delivered token'), ('gateway_us_per_token', '  gateway'),
+    ('worker_us_per_token', '  worker'), ('redis_us_per_token', '  Redis'),
+    ('client_cpu_max', 'busiest client process, share of a core'),
+    ('client_cpu_total', 'all client processes (on one core)'), ('client_us_per_token', 'client CPU µs / received token'),
+    ('lost', 'tokens missing + repeated'), ('received', 'tokens delivered'),
+]
+
+
+def report_tokens(res):
+    """The tokens scenario: a row per cell and metric, threadcast beside the Agent Server."""
+    kinds = [k for k in ('threadcast', 'agent-server') if k in res]
+    good = {k: [r for r in res[k] if 'error' not in r] for k in kinds}
+    print(f'\n### {res["title"]}\n')
+    print('| cell | metric | ' + ' | '.join(kinds) + (' | threadcast / agent-server |' if len(kinds) == 2 else ' |'))
+    print('|---|---|' + '---|' * (len(kinds) + (len(kinds) == 2)))
+    cells = []
+    for runs in good.values():
+        for r in runs:
+            for key in r:
+                cell = key.rsplit(' ', 1)[0]
+                if key.startswith('idle ') or key.endswith(' error') or cell in cells:
+                    continue
+                cells.append(cell)
+    rows = [(c, f'{c} {key}', label) for c in cells for key, label in TOKEN_METRICS]
+    rows += [('idle', f'idle {route} kib_per_viewer', f'RSS KiB / idle viewer, {route}')
+             for route in ('rest', 'websocket', 'sse')]
+    for cell, key, label in rows:
+        vals = [median([r.get(key) for r in good[k]]) for k in kinds]
+        if all(v is None for v in vals):
+            continue
+        line = f'| {cell} | {label} | ' + ' | '.join('—' if v is None else f'{v:,.2f}' for v in vals)
+        if len(kinds) == 2:
+            line += ' | ' + ('—' if None in vals or not vals[1] else f'{vals[0] / vals[1]:.2f}')
+        print(line + ' |')
+    for k in kinds:
+        for r in res[k]:
+            for key, v in r.items():
+                if key == 'error' or key.endswith(' error'):
+                    print(f'{k}: {key}: {v}')
+
+
 def report(results):
     """One table: a column per system (the blaster last), then threadcast / each other."""
+    if not results:
+        return
     def med(runs, key):
         return median([r.get(key) for r in runs if 'error' not in r])
 
@@ -907,6 +1224,8 @@ def report(results):
     print('\n| scenario | metric | ' + ' | '.join(systems) + ''.join(f' | threadcast / {o}' for o in others) + ' |')
     print('|---|---|' + '---|' * (len(systems) + len(others)))
     for name, res in results.items():
+        if name == 'tokens':
+            continue
         for runs in res.values():
             if isinstance(runs, list):
                 for r in runs:

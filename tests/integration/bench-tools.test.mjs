@@ -370,3 +370,45 @@ test('the rest scenario measures both sides of one run and checks every viewer g
     fs.rmSync(out, { recursive: true, force: true });
   }
 });
+
+test('the tokens scenario: a LangGraph run through the worker reaches its starter and every viewer, each token once, stamped', async () => {
+  // One run of 20 tokens at full speed on each route: the starter (runs.stream), two viewers
+  // joined from the run's start and one joined halfway (REST), one ThreadStream (WebSocket).
+  const os = await import('node:os');
+  const fs = await import('node:fs');
+  const out = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-tokens-'));
+  const env = { ...process.env, TC_BENCH_BUILD: path.dirname(threadcastBin) };
+  try {
+    const r = await run('python3', [path.join(repoRoot, 'scripts/bench.py'), '--only', 'tokens', '--systems', 'threadcast',
+      '--runs', '1', '--tokens-cells', '1x2@0/rest+late,1x1@0/websocket', '--tokens', '20', '--tokens-clients', '1',
+      '--tokens-idle', '0', '--out', out], env);
+    assert.equal(r.code, 0, r.err);
+    const file = fs.readdirSync(out).find((f) => f.endsWith('.json'));
+    const results = JSON.parse(fs.readFileSync(path.join(out, file))).tokens;
+    assert.deepEqual(Object.keys(results).filter((k) => k !== 'title'), ['threadcast'], '--systems threadcast leaves the peer out');
+    const [res] = results.threadcast;
+    assert.equal(res.error, undefined, res.error);
+    const cell = (name) => Object.fromEntries(Object.entries(res).filter(([k]) => k.startsWith(`${name} `))
+      .map(([k, v]) => [k.slice(name.length + 1), v]));
+    const rest = cell('1x2@0/rest+late');
+    const ws = cell('1x1@0/websocket');
+    // REST: the starter, two viewers from the start, the late one; WebSocket: the starter and one viewer.
+    assert.deepEqual([rest.streams, rest.expected, rest.received, rest.complete, rest.lost], [4, 80, 80, 4, 0], JSON.stringify(rest.errors));
+    assert.deepEqual([ws.streams, ws.expected, ws.received, ws.complete, ws.lost], [2, 40, 40, 2, 0], JSON.stringify(ws.errors));
+    for (const c of [rest, ws]) {
+      assert.deepEqual(c.errors, []);
+      assert.deepEqual([c.runs, c.tokens, c.pace_ms, c.clients, c.client_cpu.length], [1, 20, 0, 1, 1]);
+      for (const k of ['starter_p50_ms', 'starter_p99_ms', 'viewer_p50_ms', 'viewer_p99_ms', 'ttft_p50_ms']) {
+        assert.ok(c[k] >= 0 && c[k] < 60000, `${k} ${c[k]}`);
+      }
+      assert.ok(c.starter_p99_ms >= c.starter_p50_ms);
+      assert.ok(c.gen_p50_ms >= 0 && c.tokens_per_s > 0, 'the model\'s emission span and the delivery rate');
+      // CPU is read in clock ticks: a short window may read 0 for a process.
+      for (const k of ['server', 'gateway', 'worker', 'redis']) assert.ok(c[`${k}_us_per_token`] >= 0, k);
+    }
+    assert.ok(rest.catchup_p50_ms >= 0, 'the late viewer caught up');
+    assert.equal(ws.catchup_p50_ms, undefined, 'no late viewer on that cell');
+  } finally {
+    fs.rmSync(out, { recursive: true, force: true });
+  }
+});
