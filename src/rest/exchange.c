@@ -240,10 +240,11 @@ void tc__rest_stream_unit(struct tc_rest *r, const char *text, size_t len)
 struct call {
 	struct tc_rest *r;
 	tc_rest_reply_fn *fn;
-	char **read; /* a read's arguments, to send it once more if its connection breaks first */
+	char **argv; /* argv_copy's, while it may be sent (again): parked, or a read */
+	bool again;  /* a read: sent once more if its connection breaks before the answer */
 };
 
-static void park(struct tc_rest *r, struct call *k, char **argv);
+static void park(struct tc_rest *r, struct call *k);
 
 /* argv and its strings, copied into one block (freed with free()). */
 static char **argv_copy(const char *const *argv)
@@ -274,7 +275,7 @@ static bool is_read(const char *command)
 
 static void call_free(struct call *k)
 {
-	free(k->read);
+	free(k->argv);
 	free(k);
 }
 
@@ -282,11 +283,10 @@ static void on_reply(struct tc_redis *redis, redisReply *reply, void *priv)
 {
 	struct call *k = priv;
 	struct tc_rest *r = k->r;
-	if (!reply && k->read && r->conn && !r->parked) {
+	if (!reply && k->again && r->conn && !r->parked) {
 		/* Its connection broke before the answer (Redis restarting): a read waits for Redis and goes again. */
-		char **argv = k->read;
-		k->read = NULL;
-		park(r, k, argv);
+		k->again = false;
+		park(r, k);
 		return;
 	}
 	tc_rest_reply_fn *fn = k->fn;
@@ -311,15 +311,12 @@ static void on_reply(struct tc_redis *redis, redisReply *reply, void *priv)
 struct tc_rest_parked {
 	struct tc_redis_waiter waiter;
 	uv_timer_t timer;
-	struct call *k;
-	char **argv; /* argv_copy's */
+	struct call *k; /* its argv is what is sent */
 };
 
 static void parked_free(uv_handle_t *h)
 {
-	struct tc_rest_parked *p = h->data;
-	free(p->argv);
-	free(p);
+	free(h->data);
 }
 
 /* The parked call is over (sent, given up, or its connection gone): r forgets it. */
@@ -346,7 +343,7 @@ static void park_ready(struct tc_redis_waiter *w)
 	struct call *k = p->k;
 	struct tc_rest *r = k->r;
 	park_end(r); /* p itself goes once its timer is closed */
-	if (tc_redis_cmd(r->srv->redis, on_reply, k, (const char *const *)p->argv))
+	if (tc_redis_cmd(r->srv->redis, on_reply, k, (const char *const *)k->argv))
 		fail_call(r, k);
 }
 
@@ -368,12 +365,11 @@ static void unpark(struct tc_rest *r)
 	fail_call(r, k);
 }
 
-/* k waits for Redis with argv (argv_copy's, owned from here). */
-static void park(struct tc_rest *r, struct call *k, char **argv)
+/* k (its argv copied) waits for Redis. */
+static void park(struct tc_rest *r, struct call *k)
 {
 	struct tc_rest_parked *p = tc_xcalloc(1, sizeof(*p));
 	p->k = k;
-	p->argv = argv;
 	p->waiter.fn = park_ready;
 	uv_timer_init(r->srv->loop, &p->timer);
 	p->timer.data = p;
@@ -385,10 +381,11 @@ static void park(struct tc_rest *r, struct call *k, char **argv)
 int tc__rest_call(struct tc_rest *r, tc_rest_reply_fn *fn, const char *const *argv)
 {
 	struct call *k = tc_xmalloc(sizeof(*k));
-	*k = (struct call){ .r = r, .fn = fn, .read = is_read(argv[0]) ? argv_copy(argv) : NULL };
+	bool down = !tc_redis_cmd_up(r->srv->redis) && r->conn && !r->parked, read = is_read(argv[0]);
+	*k = (struct call){ .r = r, .fn = fn, .argv = down || read ? argv_copy(argv) : NULL, .again = read };
 	r->refs++;
-	if (!tc_redis_cmd_up(r->srv->redis) && r->conn && !r->parked) {
-		park(r, k, argv_copy(argv));
+	if (down) {
+		park(r, k);
 		return 0;
 	}
 	if (tc_redis_cmd(r->srv->redis, on_reply, k, argv)) {

@@ -73,6 +73,7 @@ import { randomInt } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
 import { CHECKPOINT_PREFIX, checkpointIndexScan, checkpointKeys, keys as workerKeys } from './keys.js';
 import { checkpointMetadata } from './config.js';
+import { isFenced } from './relay.js';
 
 /** Checkpoints fetched per round trip while listing. */
 const LIST_PAGE = 64;
@@ -558,7 +559,7 @@ class FencedTx {
         await this.client.tcFencedWrite(this.keys.length, ...this.keys, ...this.args);
         return Array.from({ length: this.count }, () => [null, 1]);
       } catch (e) {
-        if (!/^FENCED\b/.test(e?.message ?? '') || regained >= 2 || !(await this.regain())) throw e;
+        if (!isFenced(e) || regained >= 2 || !(await this.regain())) throw e;
       }
     }
   }
