@@ -106,6 +106,8 @@ char *tc_metrics_render(const struct tc_metrics_gauges *g)
 	counter(&o, "threadcast_replayed_events_total", "Event frames sent by replays.", m->replayed_events);
 	counter(&o, "threadcast_replays_capped_total", "Replays that began later than asked because of --max-replay.",
 		m->replays_capped);
+	counter(&o, "threadcast_replays_held_total",
+		"Subscribe answers that waited for the rest of their burst (the run was over).", m->replays_held);
 	counter(&o, "threadcast_gap_fills_total", "Stream reads that filled doorbell gaps.", m->gap_fills);
 	counter(&o, "threadcast_slow_consumer_cuts_total", "Connections closed because their queue was full.",
 		m->slow_consumer_cuts);

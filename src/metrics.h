@@ -32,6 +32,7 @@ struct tc_metrics {
 	uint64_t replay_requests;    /**< subscribe / reconnect / SSE replays started */
 	uint64_t replayed_events;    /**< event frames sent by replays */
 	uint64_t replays_capped;     /**< replays shortened by --max-replay */
+	uint64_t replays_held;       /**< subscribe answers that waited for the rest of their burst */
 	uint64_t gap_fills;          /**< XRANGE reads to fill doorbell gaps */
 	uint64_t slow_consumer_cuts; /**< connections closed for a full queue */
 	uint64_t handshake_timeouts; /**< connections closed before their request came */

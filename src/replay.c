@@ -402,8 +402,10 @@ static bool hold(struct tc_replay *rp)
 	if (!h || h->stopping || !rp->run_over || !rp->ops->may_hold || !rp->ops->may_hold(rp->ctx))
 		return false;
 	uint64_t now = uv_now(h->timer.loop);
-	if (!rp->hold_max)
+	if (!rp->hold_max) {
 		rp->hold_max = now + TC_REPLAY_HOLD_MAX_MS;
+		tc_metrics.replays_held++;
+	}
 	if (now >= rp->hold_max)
 		return false;
 	/* Each wait starts at the last frame (the command served, or one that nudged). */

@@ -264,29 +264,39 @@ test('subscribes of one burst that arrive milliseconds apart are still replayed 
   await tc2.ready();
   const rc2 = redisClient(redis2.port);
   const xranges = async () => Number(/cmdstat_xrange:calls=(\d+)/.exec(await rc2.cmd('INFO', 'commandstats'))?.[1] ?? 0);
+  const held = async () => Number(/threadcast_replays_held_total (\d+)/.exec(await (await tc2.http('/metrics')).text())[1]);
+  const subscriber = async (thread, events) => {
+    await produce(redis2.url, thread, events);
+    const c = await connect(`ws://127.0.0.1:${tc2.port}/threads/${thread}/stream/events`);
+    c.send = (i) => c.ws.send(JSON.stringify({ id: i + 1, method: 'subscription.subscribe', params: { channels: filters[i] } }));
+    c.replies = () => c.frames.filter((f) => f.type === 'success').length;
+    return c;
+  };
   // The first subscribe alone; the others once its replay has counted the
   // run (its XRANGE seen in Redis' stats): without the wait its answer and
   // replay would be on their way by then.
-  const burstApart = async (thread, events) => {
-    await produce(redis2.url, thread, events);
-    const c = await connect(`ws://127.0.0.1:${tc2.port}/threads/${thread}/stream/events`);
-    const send = (i) => c.ws.send(JSON.stringify({ id: i + 1, method: 'subscription.subscribe', params: { channels: filters[i] } }));
-    const before = await xranges();
-    send(0);
-    const end = Date.now() + 5000;
-    while ((await xranges()) === before) assert.ok(Date.now() < end, 'the first subscribe\'s count');
-    send(1);
-    send(2);
-    await waitUntil(() => c.frames.filter((f) => f.type === 'success').length === 3, 5000, 'three replies');
-    return c;
-  };
-  const c = await burstApart('burst-subs-apart', run);
+  const c = await subscriber('burst-subs-apart', run);
+  const heldBefore = await held();
+  const before = await xranges();
+  c.send(0);
+  const end = Date.now() + 5000;
+  while ((await xranges()) === before) assert.ok(Date.now() < end, 'the first subscribe\'s count');
+  c.send(1);
+  c.send(2);
+  await waitUntil(() => c.replies() === 3, 5000, 'three replies');
   await oneReplay(c, run);
+  assert.equal(await held(), heldBefore + 1, 'the answer waited once for its burst');
 
   // While the run goes on nothing waits: the first is answered and replayed
-  // before the others arrive.
+  // on its own, with no wait counted, and the others after it.
   const live = run.slice(0, 2);
-  const d = await burstApart('burst-subs-live', live);
+  const d = await subscriber('burst-subs-live', live);
+  d.send(0);
+  await waitUntil(() => d.replies() === 1 && d.frames.some((f) => f.type === 'event'), 5000, 'the first reply and its event');
+  assert.equal(await held(), heldBefore + 1, 'a subscribe to a running run does not wait');
+  d.send(1);
+  d.send(2);
+  await waitUntil(() => d.replies() === 3, 5000, 'three replies');
   const order = d.frames.map((f) => (f.type === 'event' ? `event ${f.seq}` : `${f.type} ${f.id}`));
   // (The first filter wants only the lifecycle event.)
   assert.deepEqual(order.slice(0, 3), ['success 1', 'event 1', 'success 2']);
