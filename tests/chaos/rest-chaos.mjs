@@ -59,6 +59,7 @@ import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs, isDeepStrictEqual } from 'node:util';
 import { randomUUID } from 'node:crypto';
+import { createInterface } from 'node:readline';
 import {
   repoRoot, freePort, sleep, waitUntil, startRedis, startThreadcast, startWorker, stopAll,
 } from '../integration/lib/harness.mjs';
@@ -105,6 +106,8 @@ const STREAM_MODE = ['values', 'messages-tuple', 'updates'];
 const RUN_TIMEOUT_MS = 120000;   // one run's stream, at most (a stream that hangs longer is a violation)
 const REDIS_STOP_MS = 2000;
 const TARGETS = { 'gateway-sigkill': 3000, 'gateway-sigterm': 3000, 'worker-sigkill': 5000 };
+/** Requests noted for the slowest clients' accounts (a run makes some tens of thousands). */
+const REQUESTS_KEPT = 500000;
 const FAULT_KINDS = ['gateway-sigkill', 'gateway-sigterm', 'worker-sigkill', 'redis-sigstop', 'redis-restart'];
 const TOPICS = ['otters in rivers', 'the history of tea', 'redis streams and consumer groups', 'volcanoes of iceland',
   'how bees find flowers', 'the northern lights', 'sourdough bread at home', 'lighthouses of brittany'];
@@ -120,12 +123,23 @@ function percentile(sorted, p) {
 
 /* ---- the stack ----------------------------------------------------------------------------- */
 
+const readLines = (stream, fn) => createInterface({ input: stream, crlfDelay: Infinity }).on('line', fn);
+
+/** HAProxy's request log line: the test's request number, then server, retries, Tw/Tc/Tr/Ta (ms), status. */
+const HAPROXY_LOG_FORMAT = 'chaos-req %[capture.req.hdr(0)] %s %rc %Tw %Tc %Tr %Ta %ST';
+
 /** deploy/haproxy.cfg with a third server and a header naming the server of each answer. */
 function haproxyConfig(dir) {
   const base = readFileSync(path.join(repoRoot, 'deploy', 'haproxy.cfg'), 'utf8');
   const two = '    server tc2 ${TC_BACKEND_2} check\n';
   if (!base.includes(two)) throw new Error('deploy/haproxy.cfg changed: no "server tc2" line to add a third after');
-  const cfgText = base.replace(two, `${two}    server tc3 \${TC_BACKEND_3} check\n    http-response set-header X-Served-By %[srv_name]\n`);
+  let cfgText = base.replace(two, `${two}    server tc3 \${TC_BACKEND_3} check\n    http-response set-header X-Served-By %[srv_name]\n`);
+  // Every request logged with its timers (queue, connect, response headers) and the test's own
+  // request number, so the slowest client's account says where its wait was.
+  cfgText = cfgText.replace(/^(\s*log stderr format) short (local0) notice$/m, '$1 raw $2 info')
+    .replace(/^defaults\n/m, `defaults\n    log global\n    log-format "${HAPROXY_LOG_FORMAT}"\n`)
+    .replace(/^(frontend public\n)/m, '$1    http-request capture req.hdr(x-chaos-req) len 12\n');
+  if (!cfgText.includes('x-chaos-req') || !cfgText.includes('raw local0 info')) throw new Error('deploy/haproxy.cfg changed: cannot add the request log');
   const file = path.join(dir, 'haproxy.cfg');
   writeFileSync(file, cfgText);
   return file;
@@ -151,6 +165,11 @@ async function startStack() {
   const check = spawnSync('haproxy', ['-c', '-f', file], { env, encoding: 'utf8' });
   if (check.status !== 0) throw new Error(`haproxy -c: ${check.stdout}${check.stderr}`);
   st.haproxy = spawn('haproxy', ['-db', '-f', file], { env, stdio: ['ignore', 'ignore', 'pipe'] });
+  st.lbLog = new Map(); // request number → HAProxy's timers
+  readLines(st.haproxy.stderr, (line) => {
+    const m = /chaos-req (\d+) (\S+) (\d+) (-?\d+) (-?\d+) (-?\d+) (-?\d+) (-?\d+)/.exec(line);
+    if (m && st.lbLog.size < REQUESTS_KEPT) st.lbLog.set(Number(m[1]), { server: m[2], retries: Number(m[3]), queueMs: Number(m[4]), connectMs: Number(m[5]), responseMs: Number(m[6]), totalMs: Number(m[7]), status: Number(m[8]) });
+  });
   st.procs.add(st.haproxy);
   extraProcs.add(st.haproxy);
   st.apiUrl = `http://127.0.0.1:${st.lbPort}`;
@@ -292,21 +311,30 @@ function tracedFetch(u, world) {
     const t0 = Date.now();
     const p = new URL(url).pathname;
     const method = init.method ?? 'GET';
+    // Every request, for the slowest client's account: when it was asked and when it was answered.
+    const req = { n: ++world.requestNo, t: t0, tAnswer: null, status: null, served: null, method, path: p, user: u.i };
+    if (world.requests.length < REQUESTS_KEPT) world.requests.push(req);
+    const headers = new Headers(init.headers ?? {});
+    headers.set('x-chaos-req', String(req.n)); // in HAProxy's log with its timers
+    init = { ...init, headers };
     let res;
     try {
       res = await fetch(url, init);
     } catch (e) { // no answer at all (a connection refused or reset): counted with the 5xx, as status 0
+      req.tAnswer = Date.now();
+      req.status = 0;
       world.http5xx.push({ t: t0, status: 0, served: null, method, path: p, body: short(String(e.cause?.code ?? e.message), 120), user: u.i });
       throw e;
     }
     const served = res.headers.get('x-served-by');
+    Object.assign(req, { tAnswer: Date.now(), status: res.status, served });
     if (res.status >= 500) {
       let body = '';
       try { body = await res.clone().text(); } catch { /* cut */ }
       world.http5xx.push({ t: t0, status: res.status, served, method, path: p, body: short(body, 120), user: u.i });
     }
     if (!(res.headers.get('content-type') ?? '').startsWith('text/event-stream') || !res.body || !u.cur) return res;
-    const conn = { served, method, path: p, tOpen: Date.now(), tEnd: null, how: null,
+    const conn = { served, method, path: p, tAsked: t0, tOpen: Date.now(), tEnd: null, how: null,
       lastEventId: new Headers(init.headers ?? {}).get('last-event-id') };
     u.cur.conns.push(conn);
     const reader = res.body.getReader();
@@ -531,7 +559,10 @@ async function pool(items, n, fn) {
 async function chaosRun(no) {
   log(`run ${no}: starting the stack (${cfg.bin})`);
   const st = await startStack();
-  const world = { apiUrl: st.apiUrl, endAt: 0, recs: [], threads: [], requestErrors: [], http5xx: [] };
+  const world = { apiUrl: st.apiUrl, endAt: 0, recs: [], threads: [], requestErrors: [], http5xx: [], requests: [], requestNo: 0, lbLog: st.lbLog,
+    // What a gateway (every process that ran in its slot) logged between two times, at most 30 lines.
+    gatewayLog: (slot, from, to) => st.allGateways.filter((tc) => tc.slot === slot).flatMap((tc) => tc.logs)
+      .filter((l) => { const t = Date.parse(l.ts); return t >= from && t <= to; }).slice(0, 30) };
   const faults = [];
   const violations = [];
   const violate = (x) => violations.push(x);
@@ -618,8 +649,13 @@ async function chaosRun(no) {
       if (f.tRecovered) k.afterRecoveryMs.push(Math.max(0, p.t - f.tRecovered));
       if (!k.slowest || p.t - from > k.slowest.ms) { // what the slowest client went through, to explain it
         k.slowest = { ms: p.t - from, user: rec.user, run: rec.runId, fault: f.target, faultAt: f.t - t0, nextEventAt: p.t - t0,
-          conns: rec.conns.filter((c) => c.tOpen >= from - 60000).map((c) => ({ served: c.served, open: c.tOpen - t0, end: c.tEnd === null ? null : c.tEnd - t0, how: c.how })),
-          http5xx: world.http5xx.filter((h) => h.user === rec.user && h.t >= from && h.t <= p.t).map((h) => ({ at: h.t - t0, status: h.status, served: h.served, path: h.path })) };
+          conns: rec.conns.filter((c) => c.tOpen >= from - 60000).map((c) => ({ served: c.served, asked: c.tAsked - t0, open: c.tOpen - t0, end: c.tEnd === null ? null : c.tEnd - t0, how: c.how })),
+          http5xx: world.http5xx.filter((h) => h.user === rec.user && h.t >= from && h.t <= p.t).map((h) => ({ at: h.t - t0, status: h.status, served: h.served, path: h.path })),
+          // Every request of that user between the fault and the next event, answered or not.
+          requests: world.requests.filter((q) => q.user === rec.user && (q.tAnswer ?? Infinity) >= from && q.t <= p.t)
+            .map((q) => ({ method: q.method, path: q.path, asked: q.t - t0, answered: q.tAnswer === null ? null : q.tAnswer - t0, status: q.status, served: q.served, balancer: world.lbLog.get(q.n) ?? null })),
+          // The log of the gateway that was killed, and of its successor, until the next event.
+          gatewayLog: world.gatewayLog(f.target, f.t - 1000, p.t).map((l) => ({ ...l, at: Date.parse(l.ts) - t0 })) };
       }
     }
   }
@@ -730,6 +766,10 @@ async function giveUp(why, code) {
   if (stopping) return;
   stopping = true;
   log(`${why}: stopping everything`);
+  for (const p of extraProcs) p.kill('SIGKILL');
+  await stopAll();
+  // A fault's restart may have been under way (a gateway is started a second after its kill).
+  await sleep(1500);
   for (const p of extraProcs) p.kill('SIGKILL');
   await stopAll();
   process.exit(code);
