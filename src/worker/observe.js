@@ -4,7 +4,11 @@
 // API's stream modes need (side events, below).
 //
 // The run is observed as the Agent Server observes its REST runs: through
-// graph.streamEvents(…, { version: "v2" }) with stream modes and subgraphs.
+// graph.streamEvents(…, { version: "v2" }) with stream modes and subgraphs —
+// or, when the run did not ask for LangChain's callback events, through
+// graph.stream() with the same options, which is what streamEvents v2 runs
+// under its event handler (that handler makes an event of every callback,
+// each token's too, which such a run would throw away).
 // Under streamEvents v3 a chat model's output in the graph's own state
 // becomes content blocks ([{type: "text", text: "end"}] where the graph would
 // see "end" anywhere else: @langchain/core takes its ChatModelStream path as
@@ -367,17 +371,19 @@ export async function* observe(graph, input, options, want = {}) {
   const stop = new AbortController(); // the caller stopped listening: the run stops too
   const signal = options.signal ? AbortSignal.any([options.signal, stop.signal]) : stop.signal;
   const chunks = chunkQueue();
-  const events = graph.streamEvents(input, { ...options, signal, version: 'v2', streamMode: modes, subgraphs: true, runId,
-    callbacks: Callbacks.of(options.callbacks) });
+  const put = ([ns, mode, payload]) => chunks.put(mode === 'debug' ? side(ns, 'debug', debugChunk(payload)) : [ns, mode, payload]);
+  const config = { ...options, signal, streamMode: modes, subgraphs: true, runId, callbacks: Callbacks.of(options.callbacks) };
   const reading = (async () => {
     try {
-      for await (const ev of events) {
-        if (ev.event === 'on_chain_stream' && ev.run_id === runId) {
-          const [ns, mode, payload] = ev.data.chunk;
-          chunks.put(mode === 'debug' ? side(ns, 'debug', debugChunk(payload)) : [ns, mode, payload]);
-        } else if (want.events && !ev.tags?.includes('langsmith:hidden')) {
-          chunks.put(side([], 'events', ev));
+      if (want.events) {
+        // streamEvents v2 is graph.stream() with one more callback handler, which turns every
+        // callback (each token too) into an event: paid only by a run that asked for them.
+        for await (const ev of graph.streamEvents(input, { ...config, version: 'v2' })) {
+          if (ev.event === 'on_chain_stream' && ev.run_id === runId) put(ev.data.chunk);
+          else if (!ev.tags?.includes('langsmith:hidden')) chunks.put(side([], 'events', ev));
         }
+      } else {
+        for await (const chunk of await graph.stream(input, config)) put(chunk);
       }
       chunks.finish();
     } catch (e) {
