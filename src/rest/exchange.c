@@ -221,6 +221,11 @@ void tc__rest_stream(struct tc_rest *r, bool ndjson)
 	r->out = OUT_STREAM;
 	rc->ndjson = ndjson;
 	rc->st.no_heartbeat = ndjson; /* a line that is not JSON would break it */
+	/* The head goes now, not with the first unit: a stream resumed or joined
+	 * while the run is quiet (between steps, waiting for a worker) may have
+	 * nothing to send for seconds, and a client waiting for its headers
+	 * cannot tell that from a dead gateway. */
+	tc__conn_request_write(r->conn);
 }
 
 void tc__rest_stream_finish(struct tc_rest *r)

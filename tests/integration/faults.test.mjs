@@ -4,7 +4,7 @@ import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import WebSocket from 'ws';
-import { startRedis, startThreadcast, connect, stopAll, produce, waitUntil, redisClient } from './lib/harness.mjs';
+import { startRedis, startThreadcast, connect, stopAll, produce, waitUntil, redisClient, sleep } from './lib/harness.mjs';
 
 /**
  * A subscriber that keeps only the seqs (100 of them receive 30 MB each);
@@ -121,6 +121,38 @@ test('a REST request made while Redis is down waits for it (a restart is no erro
     await redis.cleanup();
     await tc.stop();
   }
+});
+
+// The chaos test's slowest gateway-SIGKILL clients (issue 27): a stream resumed on another gateway
+// while its run was quiet got its headers only with the run's next event, 4-5 s later.
+test('a run stream resumed or joined while its run sends nothing answers its headers at once', async () => {
+  const redis = await startRedis();
+  const tc = await startThreadcast({ redisUrl: redis.url });
+  await waitUntil(async () => (await tc.http('/readyz')).status === 200, 5000, 'ready');
+  const rc = redisClient(redis.port);
+  try {
+    // A worker that is registered and never takes the run: it stays pending, with no event at all.
+    await rc.cmd('FCALL', 'threadcast_register', 2, '{tc:commands}:w:agent', '{tc:commands}:assistants', 'agent', 'silent', 600000);
+    const json = { method: 'POST', headers: { 'content-type': 'application/json' } };
+    const { thread_id: thread } = await (await tc.http('/threads', { ...json, body: '{}' })).json();
+    const run = await (await tc.http(`/threads/${thread}/runs`, { ...json, body: JSON.stringify({ assistant_id: 'agent', input: {} }) })).json();
+    assert.equal(run.status, 'pending');
+    for (const headers of [{ 'last-event-id': '0' }, { 'last-event-id': '7' }]) {
+      const ac = new AbortController();
+      // (without the fix the headers never came: nothing of the run was ever sent)
+      const res = await Promise.race([tc.http(`/threads/${thread}/runs/${run.run_id}/stream`, { headers, signal: ac.signal }),
+        sleep(5000).then(() => null)]);
+      assert.ok(res, `headers for ${JSON.stringify(headers)}`);
+      assert.equal(res.status, 200);
+      assert.match(res.headers.get('content-type'), /^text\/event-stream/);
+      ac.abort();
+    }
+  } finally {
+    rc.close();
+    await redis.cleanup();
+    await tc.stop();
+  }
+  assert.deepEqual(tc.sanitizerReports(), []);
 });
 
 test('a read whose Redis connection breaks before its answer is sent again once Redis is back: a run stream opened then is served, not refused', async () => {
