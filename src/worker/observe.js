@@ -372,13 +372,15 @@ export async function* observe(graph, input, options, want = {}) {
   const signal = options.signal ? AbortSignal.any([options.signal, stop.signal]) : stop.signal;
   const chunks = chunkQueue();
   const put = ([ns, mode, payload]) => chunks.put(mode === 'debug' ? side(ns, 'debug', debugChunk(payload)) : [ns, mode, payload]);
-  const config = { ...options, signal, streamMode: modes, subgraphs: true, runId, callbacks: Callbacks.of(options.callbacks) };
+  // version stays in what graph.stream() is given, as streamEvents leaves it there: LangGraph
+  // reads it (a subgraph's checkpoint envelopes come with values under streamEvents only).
+  const config = { ...options, signal, version: 'v2', streamMode: modes, subgraphs: true, runId, callbacks: Callbacks.of(options.callbacks) };
   const reading = (async () => {
     try {
       if (want.events) {
         // streamEvents v2 is graph.stream() with one more callback handler, which turns every
         // callback (each token too) into an event: paid only by a run that asked for them.
-        for await (const ev of graph.streamEvents(input, { ...config, version: 'v2' })) {
+        for await (const ev of graph.streamEvents(input, config)) {
           if (ev.event === 'on_chain_stream' && ev.run_id === runId) put(ev.data.chunk);
           else if (!ev.tags?.includes('langsmith:hidden')) chunks.put(side([], 'events', ev));
         }

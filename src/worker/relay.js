@@ -48,8 +48,26 @@ export class EventTooLargeError extends Error {
   }
 }
 
+/**
+ * Whether JSON.stringify alone writes value as toJson does: nothing in it
+ * has toDict or toJSON, nor is a bigint (most events: a token's delta is
+ * plain data). Conservative: inherited keys count, and so does depth past 64.
+ */
+function plainData(value, depth = 0) {
+  if (typeof value === 'bigint') return false;
+  if (value === null || typeof value !== 'object') return true;
+  if (depth > 64 || typeof value.toDict === 'function' || typeof value.toJSON === 'function') return false;
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) if (!plainData(value[i], depth + 1)) return false;
+    return true;
+  }
+  for (const k in value) if (!plainData(value[k], depth + 1)) return false;
+  return true;
+}
+
 /** JSON with LangChain objects written as plain dicts ({type, content, …}). */
 export function toJson(value) {
+  if (plainData(value)) return JSON.stringify(value); // the replacer below costs ~4× as much
   return JSON.stringify(value, function replacer(key, v) {
     const raw = this[key];
     if (raw && typeof raw === 'object' && typeof raw.toDict === 'function') {

@@ -18,7 +18,8 @@ import { startWorker, stopAll, waitUntil, sleep } from './lib/harness.mjs';
 import { restStack, randomUUID } from './lib/rest.mjs';
 import { assistantLayer, checkpointMetadata, mergeRun, streamMetadata, systemAssistantId } from '../../src/worker/config.js';
 import { ServedGraph, graphDefaults, serveGraphs } from '../../src/worker/graphs.js';
-import { Relay } from '../../src/worker/relay.js';
+import { Relay, toJson } from '../../src/worker/relay.js';
+import { createRequire } from 'node:module';
 import { registerSdkLogger } from '../../src/worker/logger.js';
 import { ThreadcastStore } from '../../src/worker/store.js';
 import { Redis } from '../../src/worker/test/fixtures.js';
@@ -40,6 +41,26 @@ async function statusOf(promise) {
 }
 
 describe('the worker\'s parts that need no Redis', () => {
+  test('toJson: LangChain messages as plain dicts, wherever they are; plain data exactly as JSON.stringify writes it', () => {
+    const { AIMessage, HumanMessage } = createRequire(path.join(path.dirname(fileURLToPath(import.meta.url)), '../../src/worker/package.json'))('@langchain/core/messages');
+    const delta = { method: 'messages', params: { namespace: ['a:1'], node: 'model', data: { event: 'content-block-delta', index: 0, delta: { type: 'text-delta', text: 'hé "x"\n' } }, tags: [], n: null } };
+    assert.equal(toJson(delta), JSON.stringify(delta));
+    const state = { messages: [new HumanMessage({ content: 'hi', id: 'h1' }), { nested: [new AIMessage({ content: 'yo', id: 'a1' })] }], big: 12n, at: new Date(0) };
+    const out = JSON.parse(toJson(state));
+    assert.deepEqual(out.messages[0], { ...out.messages[0], type: 'human', content: 'hi', id: 'h1' });
+    assert.equal(out.messages[0].lc, undefined, 'not the {"lc":1,…} constructor form');
+    assert.deepEqual([out.messages[1].nested[0].type, out.messages[1].nested[0].content, out.messages[1].nested[0].id], ['ai', 'yo', 'a1']);
+    assert.equal(out.big, '12');
+    assert.equal(out.at, '1970-01-01T00:00:00.000Z');
+    // Deeper than the quick check looks: still written the careful way.
+    let deep = { m: new AIMessage({ content: 'deep', id: 'd1' }) };
+    for (let i = 0; i < 70; i++) deep = { d: deep };
+    let o = JSON.parse(toJson(deep));
+    for (let i = 0; i < 70; i++) o = o.d;
+    assert.equal(o.m.type, 'ai');
+    assert.equal(o.m.content, 'deep');
+  });
+
   test('the relay: settle() resolves once every event pushed before it is appended; after a failed append nothing more is taken', async () => {
     const calls = [];
     let answer = async () => 1;
