@@ -123,6 +123,16 @@ test('a REST request made while Redis is down waits for it (a restart is no erro
   }
 });
 
+/** A run that stays pending, with no event at all: its worker is registered and never takes it. */
+async function pendingRun(tc, rc) {
+  await rc.cmd('FCALL', 'threadcast_register', 2, '{tc:commands}:w:agent', '{tc:commands}:assistants', 'agent', 'silent', 600000);
+  const json = { method: 'POST', headers: { 'content-type': 'application/json' } };
+  const { thread_id: thread } = await (await tc.http('/threads', { ...json, body: '{}' })).json();
+  const run = await (await tc.http(`/threads/${thread}/runs`, { ...json, body: JSON.stringify({ assistant_id: 'agent', input: {} }) })).json();
+  assert.equal(run.status, 'pending');
+  return { thread, run };
+}
+
 // The chaos test's slowest gateway-SIGKILL clients (issue 27): a stream resumed on another gateway
 // while its run was quiet got its headers only with the run's next event, 4-5 s later.
 test('a run stream resumed or joined while its run sends nothing answers its headers at once', async () => {
@@ -131,12 +141,7 @@ test('a run stream resumed or joined while its run sends nothing answers its hea
   await waitUntil(async () => (await tc.http('/readyz')).status === 200, 5000, 'ready');
   const rc = redisClient(redis.port);
   try {
-    // A worker that is registered and never takes the run: it stays pending, with no event at all.
-    await rc.cmd('FCALL', 'threadcast_register', 2, '{tc:commands}:w:agent', '{tc:commands}:assistants', 'agent', 'silent', 600000);
-    const json = { method: 'POST', headers: { 'content-type': 'application/json' } };
-    const { thread_id: thread } = await (await tc.http('/threads', { ...json, body: '{}' })).json();
-    const run = await (await tc.http(`/threads/${thread}/runs`, { ...json, body: JSON.stringify({ assistant_id: 'agent', input: {} }) })).json();
-    assert.equal(run.status, 'pending');
+    const { thread, run } = await pendingRun(tc, rc);
     for (const headers of [{ 'last-event-id': '0' }, { 'last-event-id': '7' }]) {
       const ac = new AbortController();
       // (without the fix the headers never came: nothing of the run was ever sent)
@@ -162,11 +167,7 @@ test('a read whose Redis connection breaks before its answer is sent again once 
   let again;
   const rc = redisClient(redis.port);
   try {
-    await rc.cmd('FCALL', 'threadcast_register', 2, '{tc:commands}:w:agent', '{tc:commands}:assistants', 'agent', 'silent', 600000);
-    const json = { method: 'POST', headers: { 'content-type': 'application/json' } };
-    const { thread_id: thread } = await (await tc.http('/threads', { ...json, body: '{}' })).json();
-    const run = await (await tc.http(`/threads/${thread}/runs`, { ...json, body: JSON.stringify({ assistant_id: 'agent', input: {} }) })).json();
-    assert.equal(run.status, 'pending');
+    const { thread, run } = await pendingRun(tc, rc);
     // Redis busy for 3 s: the stream's first read (the run's record) is sent and waits; Redis dies under it.
     rc.cmd('DEBUG', 'SLEEP', '3').catch(() => {});
     await new Promise((r) => setTimeout(r, 200));
