@@ -335,7 +335,7 @@ function tracedFetch(u, world) {
     }
     if (!(res.headers.get('content-type') ?? '').startsWith('text/event-stream') || !res.body || !u.cur) return res;
     const conn = { served, method, path: p, tAsked: t0, tOpen: Date.now(), tEnd: null, how: null,
-      lastEventId: new Headers(init.headers ?? {}).get('last-event-id') };
+      lastEventId: headers.get('last-event-id') };
     u.cur.conns.push(conn);
     const reader = res.body.getReader();
     const body = new ReadableStream({
@@ -650,8 +650,7 @@ async function chaosRun(no) {
       if (!k.slowest || p.t - from > k.slowest.ms) { // what the slowest client went through, to explain it
         k.slowest = { ms: p.t - from, user: rec.user, run: rec.runId, fault: f.target, faultAt: f.t - t0, nextEventAt: p.t - t0,
           conns: rec.conns.filter((c) => c.tOpen >= from - 60000).map((c) => ({ served: c.served, asked: c.tAsked - t0, open: c.tOpen - t0, end: c.tEnd === null ? null : c.tEnd - t0, how: c.how })),
-          http5xx: world.http5xx.filter((h) => h.user === rec.user && h.t >= from && h.t <= p.t).map((h) => ({ at: h.t - t0, status: h.status, served: h.served, path: h.path })),
-          // Every request of that user between the fault and the next event, answered or not.
+          // Every request of that user between the fault and the next event, answered or not (status 0: no answer).
           requests: world.requests.filter((q) => q.user === rec.user && (q.tAnswer ?? Infinity) >= from && q.t <= p.t)
             .map((q) => ({ method: q.method, path: q.path, asked: q.t - t0, answered: q.tAnswer === null ? null : q.tAnswer - t0, status: q.status, served: q.served, balancer: world.lbLog.get(q.n) ?? null })),
           // The log of the gateway that was killed, and of its successor, until the next event.

@@ -340,75 +340,68 @@ test('loadgen --sse-get counts the units a stream lacks, repeats or sends out of
   }
 });
 
-test('the rest scenario measures both sides of one run and checks every viewer got all of it', async () => {
+/** scripts/bench.py run with args into a temporary --out: its results file, parsed. */
+async function benchResults(args) {
   const os = await import('node:os');
   const fs = await import('node:fs');
-  const out = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-rest-'));
+  const out = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-results-'));
   const env = { ...process.env, TC_BENCH_BUILD: path.dirname(threadcastBin) };
   try {
-    const r = await run('python3', [path.join(repoRoot, 'scripts/bench.py'), '--only', 'rest', '--runs', '1',
-      '--rest-viewers', '4', '--rest-events', '200', '--rest-rate', '500', '--out', out], env);
+    const r = await run('python3', [path.join(repoRoot, 'scripts/bench.py'), ...args, '--out', out], env);
     assert.equal(r.code, 0, r.err);
     const file = fs.readdirSync(out).find((f) => f.endsWith('.json'));
-    const [res] = JSON.parse(fs.readFileSync(path.join(out, file))).rest.threadcast;
-    assert.equal(res.error, undefined, res.error);
-    const events = 2 + 4 * 57; // 200 rounded up to whole turns
-    assert.deepEqual([res.rest_events, res.ws_events, res.rest_viewers, res.ws_viewers], [events, events, 4, 4]);
-    // Per turn: 40 text deltas, 4 tool call chunks, a tool result, 2 updates, 2 values; and the metadata.
-    assert.deepEqual([res.rest_expected_per_viewer, res.rest_delivered], [1 + 4 * 49, 4 * 4 * 49]);
-    assert.deepEqual([res.ws_expected_per_viewer, res.ws_delivered], [events - 8, 4 * (events - 8)]);
-    assert.deepEqual([res.rest_lost, res.ws_lost], [0, 0]);
-    assert.equal(res.rest_events_translated, events, 'one feed translated the run once for the four viewers');
-    assert.ok(res.rest_bytes_out > 0 && res.ws_bytes_out > 0);
-    for (const k of ['us_per_delivered', 'us_per_event_viewer']) {
-      // CPU is read in clock ticks: a short window on a busy machine may read 0 for a side.
-      assert.ok(res[`rest_${k}`] >= 0 && res[`ws_${k}`] >= 0 && Number.isFinite(res[`rest_${k}`] + res[`ws_${k}`]), k);
-      if (res[`ws_${k}`] > 0) assert.equal(res[`rest_vs_ws_${k}`], res[`rest_${k}`] / res[`ws_${k}`]);
-    }
-    assert.equal(res.first, 'rest');
+    return JSON.parse(fs.readFileSync(path.join(out, file)));
   } finally {
     fs.rmSync(out, { recursive: true, force: true });
   }
+}
+
+test('the rest scenario measures both sides of one run and checks every viewer got all of it', async () => {
+  const [res] = (await benchResults(['--only', 'rest', '--runs', '1', '--rest-viewers', '4', '--rest-events', '200',
+    '--rest-rate', '500'])).rest.threadcast;
+  assert.equal(res.error, undefined, res.error);
+  const events = 2 + 4 * 57; // 200 rounded up to whole turns
+  assert.deepEqual([res.rest_events, res.ws_events, res.rest_viewers, res.ws_viewers], [events, events, 4, 4]);
+  // Per turn: 40 text deltas, 4 tool call chunks, a tool result, 2 updates, 2 values; and the metadata.
+  assert.deepEqual([res.rest_expected_per_viewer, res.rest_delivered], [1 + 4 * 49, 4 * 4 * 49]);
+  assert.deepEqual([res.ws_expected_per_viewer, res.ws_delivered], [events - 8, 4 * (events - 8)]);
+  assert.deepEqual([res.rest_lost, res.ws_lost], [0, 0]);
+  assert.equal(res.rest_events_translated, events, 'one feed translated the run once for the four viewers');
+  assert.ok(res.rest_bytes_out > 0 && res.ws_bytes_out > 0);
+  for (const k of ['us_per_delivered', 'us_per_event_viewer']) {
+    // CPU is read in clock ticks: a short window on a busy machine may read 0 for a side.
+    assert.ok(res[`rest_${k}`] >= 0 && res[`ws_${k}`] >= 0 && Number.isFinite(res[`rest_${k}`] + res[`ws_${k}`]), k);
+    if (res[`ws_${k}`] > 0) assert.equal(res[`rest_vs_ws_${k}`], res[`rest_${k}`] / res[`ws_${k}`]);
+  }
+  assert.equal(res.first, 'rest');
 });
 
 test('the tokens scenario: a LangGraph run through the worker reaches its starter and every viewer, each token once, stamped', async () => {
   // One run of 20 tokens at full speed on each route: the starter (runs.stream), two viewers
   // joined from the run's start and one joined halfway (REST), one ThreadStream (WebSocket).
-  const os = await import('node:os');
-  const fs = await import('node:fs');
-  const out = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-tokens-'));
-  const env = { ...process.env, TC_BENCH_BUILD: path.dirname(threadcastBin) };
-  try {
-    const r = await run('python3', [path.join(repoRoot, 'scripts/bench.py'), '--only', 'tokens', '--systems', 'threadcast',
-      '--runs', '1', '--tokens-cells', '1x2@0/rest+late,1x1@0/websocket', '--tokens', '20', '--tokens-clients', '1',
-      '--tokens-idle', '0', '--out', out], env);
-    assert.equal(r.code, 0, r.err);
-    const file = fs.readdirSync(out).find((f) => f.endsWith('.json'));
-    const results = JSON.parse(fs.readFileSync(path.join(out, file))).tokens;
-    assert.deepEqual(Object.keys(results).filter((k) => k !== 'title'), ['threadcast'], '--systems threadcast leaves the peer out');
-    const [res] = results.threadcast;
-    assert.equal(res.error, undefined, res.error);
-    const cell = (name) => Object.fromEntries(Object.entries(res).filter(([k]) => k.startsWith(`${name} `))
-      .map(([k, v]) => [k.slice(name.length + 1), v]));
-    const rest = cell('1x2@0/rest+late');
-    const ws = cell('1x1@0/websocket');
-    // REST: the starter, two viewers from the start, the late one; WebSocket: the starter and one viewer.
-    assert.deepEqual([rest.streams, rest.expected, rest.received, rest.complete, rest.lost], [4, 80, 80, 4, 0], JSON.stringify(rest.errors));
-    assert.deepEqual([ws.streams, ws.expected, ws.received, ws.complete, ws.lost], [2, 40, 40, 2, 0], JSON.stringify(ws.errors));
-    for (const c of [rest, ws]) {
-      assert.deepEqual(c.errors, []);
-      assert.deepEqual([c.runs, c.tokens, c.pace_ms, c.clients, c.client_cpu.length], [1, 20, 0, 1, 1]);
-      for (const k of ['starter_p50_ms', 'starter_p99_ms', 'viewer_p50_ms', 'viewer_p99_ms', 'ttft_p50_ms']) {
-        assert.ok(c[k] >= 0 && c[k] < 60000, `${k} ${c[k]}`);
-      }
-      assert.ok(c.starter_p99_ms >= c.starter_p50_ms);
-      assert.ok(c.gen_p50_ms >= 0 && c.tokens_per_s > 0, 'the model\'s emission span and the delivery rate');
-      // CPU is read in clock ticks: a short window may read 0 for a process.
-      for (const k of ['server', 'gateway', 'worker', 'redis']) assert.ok(c[`${k}_us_per_token`] >= 0, k);
+  const results = (await benchResults(['--only', 'tokens', '--systems', 'threadcast', '--runs', '1',
+    '--tokens-cells', '1x2@0/rest+late,1x1@0/websocket', '--tokens', '20', '--tokens-clients', '1', '--tokens-idle', '0'])).tokens;
+  assert.deepEqual(Object.keys(results).filter((k) => k !== 'title'), ['threadcast'], '--systems threadcast leaves the peer out');
+  const [res] = results.threadcast;
+  assert.equal(res.error, undefined, res.error);
+  const cell = (name) => Object.fromEntries(Object.entries(res).filter(([k]) => k.startsWith(`${name} `))
+    .map(([k, v]) => [k.slice(name.length + 1), v]));
+  const rest = cell('1x2@0/rest+late');
+  const ws = cell('1x1@0/websocket');
+  // REST: the starter, two viewers from the start, the late one; WebSocket: the starter and one viewer.
+  assert.deepEqual([rest.streams, rest.expected, rest.received, rest.complete, rest.lost], [4, 80, 80, 4, 0], JSON.stringify(rest.errors));
+  assert.deepEqual([ws.streams, ws.expected, ws.received, ws.complete, ws.lost], [2, 40, 40, 2, 0], JSON.stringify(ws.errors));
+  for (const c of [rest, ws]) {
+    assert.deepEqual(c.errors, []);
+    assert.deepEqual([c.runs, c.tokens, c.pace_ms, c.clients, c.client_cpu.length], [1, 20, 0, 1, 1]);
+    for (const k of ['starter_p50_ms', 'starter_p99_ms', 'viewer_p50_ms', 'viewer_p99_ms', 'ttft_p50_ms']) {
+      assert.ok(c[k] >= 0 && c[k] < 60000, `${k} ${c[k]}`);
     }
-    assert.ok(rest.catchup_p50_ms >= 0, 'the late viewer caught up');
-    assert.equal(ws.catchup_p50_ms, undefined, 'no late viewer on that cell');
-  } finally {
-    fs.rmSync(out, { recursive: true, force: true });
+    assert.ok(c.starter_p99_ms >= c.starter_p50_ms);
+    assert.ok(c.gen_p50_ms >= 0 && c.tokens_per_s > 0, 'the model\'s emission span and the delivery rate');
+    // CPU is read in clock ticks: a short window may read 0 for a process.
+    for (const k of ['server', 'gateway', 'worker', 'redis']) assert.ok(c[`${k}_us_per_token`] >= 0, k);
   }
+  assert.ok(rest.catchup_p50_ms >= 0, 'the late viewer caught up');
+  assert.equal(ws.catchup_p50_ms, undefined, 'no late viewer on that cell');
 });
