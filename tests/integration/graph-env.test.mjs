@@ -86,6 +86,41 @@ describe('the worker\'s parts that need no Redis', () => {
     await assert.rejects(relay.push(ev(4)), /something no retry fixes/, 'the next event is refused, not appended after a hole');
   });
 
+  test('the relays of runs that flush in the same loop turn send their appends together, in one pipeline; each run gets its own answer', async () => {
+    const direct = [];
+    const pipelines = [];
+    // FCALL threadcast_append_batch 1 <thread> <count> <event>… : run b's is refused.
+    const answer = (args) => (args[3] === 'b' ? [new Error('ERR threadcast: something no retry fixes for b'), null] : [null, 1]);
+    const redis = {
+      call: async (...args) => { direct.push(args); const [err, v] = answer(args); if (err) throw err; return v; },
+      pipeline: () => {
+        const cmds = [];
+        const p = { call: (...args) => { cmds.push(args); return p; }, exec: async () => cmds.map(answer) };
+        pipelines.push(cmds);
+        return p;
+      },
+    };
+    const relays = ['a', 'b', 'c'].map((thread) => new Relay({ redis, thread, assistant: 'g', runId: `r-${thread}`, log: () => {} }));
+    const ev = (i) => ({ method: 'custom', params: { namespace: [], data: { i } } });
+    // Three runs whose events arrive in the same turn (as many runs' tokens do at full speed).
+    for (const [k, r] of relays.entries()) await r.push(ev(k));
+    const outcomes = await Promise.allSettled(relays.map((r) => r.settle()));
+    assert.equal(pipelines.length, 1, 'one pipeline for the turn');
+    assert.equal(direct.length, 0, 'no append of its own');
+    assert.deepEqual(pipelines[0].map((args) => args[3]), ['a', 'b', 'c'], 'each run\'s append, in the order the runs flushed');
+    assert.deepEqual(pipelines[0].map((args) => JSON.parse(args[5]).params.data.i), [0, 1, 2]);
+    assert.equal(outcomes[0].status, 'fulfilled');
+    assert.equal(outcomes[1].status, 'rejected', 'the refused append fails its own run');
+    assert.match(String(outcomes[1].reason?.message), /no retry fixes for b/);
+    assert.equal(outcomes[2].status, 'fulfilled', 'and no other');
+    // A run alone in its turn sends its append as a call of its own.
+    await relays[0].push(ev(3));
+    await relays[0].settle();
+    assert.equal(pipelines.length, 1);
+    assert.equal(direct.length, 1);
+    assert.equal(JSON.parse(direct[0][5]).params.data.i, 3);
+  });
+
   test('a run\'s config, context and metadata: assistant, thread, run, merged member by member', async () => {
     const ids = { run_id: 'r1', thread_id: 't1', graph_id: 'g', assistant_id: 'g' };
     const defaults = { configurable: { model_name: 'openai', tier: 'free' }, recursion_limit: 7, context: { model: 'unknown', temperature: 0 } };
