@@ -86,7 +86,7 @@ describe('the worker\'s parts that need no Redis', () => {
     await assert.rejects(relay.push(ev(4)), /something no retry fixes/, 'the next event is refused, not appended after a hole');
   });
 
-  test('the relays of runs that flush in the same loop turn send their appends together, in one pipeline; each run gets its own answer', async () => {
+  test('the relays of runs that flush in the same tick send their appends together, in one pipeline; each run gets its own answer', async () => {
     const direct = [];
     const pipelines = [];
     // FCALL threadcast_append_batch 1 <thread> <count> <event>… : run b's is refused.
@@ -102,7 +102,7 @@ describe('the worker\'s parts that need no Redis', () => {
     };
     const relays = ['a', 'b', 'c'].map((thread) => new Relay({ redis, thread, assistant: 'g', runId: `r-${thread}`, log: () => {} }));
     const ev = (i) => ({ method: 'custom', params: { namespace: [], data: { i } } });
-    // Three runs whose events arrive in the same turn (as many runs' tokens do at full speed).
+    // Three runs whose events arrive in the same tick (as when their last appends were answered in one read).
     for (const [k, r] of relays.entries()) await r.push(ev(k));
     const outcomes = await Promise.allSettled(relays.map((r) => r.settle()));
     assert.equal(pipelines.length, 1, 'one pipeline for the turn');
@@ -119,6 +119,24 @@ describe('the worker\'s parts that need no Redis', () => {
     assert.equal(pipelines.length, 1);
     assert.equal(direct.length, 1);
     assert.equal(JSON.parse(direct[0][5]).params.data.i, 3);
+  });
+
+  test('a relay\'s append leaves at the end of the work that queued its event, before the event loop\'s next turn', async () => {
+    const calls = [];
+    const redis = { call: async (...args) => { calls.push(args); return 1; } };
+    const relay = new Relay({ redis, thread: 't', assistant: 'g', runId: 'r', log: () => {} });
+    // A timer that fires with the token, as a model's pace does, and another run's timer due
+    // at the same time, which the loop runs next (the same timers phase).
+    const seen = await new Promise((resolve) => {
+      setTimeout(() => {
+        relay.push({ method: 'custom', params: { namespace: [], data: { i: 1 } } });
+        relay.push({ method: 'custom', params: { namespace: [], data: { i: 2 } } });
+      }, 1);
+      setTimeout(() => resolve(calls.length), 1);
+    });
+    assert.equal(seen, 1, 'one append, sent before the loop ran anything else');
+    assert.deepEqual(calls[0].slice(5, 7).map((e) => JSON.parse(e).params.data.i), [1, 2], 'with both events of that work');
+    await relay.settle();
   });
 
   test('a run\'s config, context and metadata: assistant, thread, run, merged member by member', async () => {
