@@ -418,18 +418,26 @@ async function oneRun(world, u, client, thread, k) {
   rec.tEnd = Date.now();
   u.cur = null;
   if (!rec.runId) return rec;
-  try {
-    await client.runs.join(thread, rec.runId, { signal: AbortSignal.timeout(60000) });
-  } catch (e) {
-    rec.after.push(errorOf('runs.join', e));
-  }
-  try {
+  // The reads after the run are the check's, not the user's: one a fault cuts (a gateway
+  // killed while it answers: the SDK does not retry "terminated") is made again, twice at
+  // most, and counted among the other request errors only if every try failed.
+  await readAfter(rec, 'runs.join', () => client.runs.join(thread, rec.runId, { signal: AbortSignal.timeout(60000) }));
+  await readAfter(rec, 'runs.get / threads.getState', async () => {
     rec.status = (await client.runs.get(thread, rec.runId)).status;
     rec.final = plain((await client.threads.getState(thread)).values);
-  } catch (e) {
-    rec.after.push(errorOf('runs.get / threads.getState', e));
-  }
+  });
   return rec;
+}
+
+async function readAfter(rec, what, read) {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await read();
+    } catch (e) {
+      if (attempt === 3) return void rec.after.push(errorOf(what, e));
+      await new Promise((r) => setTimeout(r, 500 * attempt));
+    }
+  }
 }
 
 async function user(world, i) {
@@ -491,6 +499,7 @@ function checkRun(rec, takenOver, violate) {
   if (rec.status === 'error' && !errors.length) v('silent-failure', 'the run failed; its stream showed no error event');
   if (rec.status === 'success' && errors.length) v('error-event-in-successful-run', short(JSON.stringify(errors[0].data)));
   if (rec.status !== 'success') return;
+  if (rec.final === null) return; // its state could not be read (an other request error)
   const values = rec.parts.filter((p) => p.event === 'values');
   if (!values.length) v('no-values', 'a successful run\'s stream had no values event');
   else if (!isDeepStrictEqual(plain(values.at(-1).data), rec.final)) {
