@@ -142,14 +142,18 @@ class Appends {
   send() {
     const calls = this.calls;
     this.calls = [];
-    if (calls.length === 1) {
-      this.redis.call(...calls[0].args).then(calls[0].resolve, calls[0].reject);
-      return;
+    const fail = (err) => { for (const c of calls) c.reject(err); };
+    try {
+      if (calls.length === 1) {
+        this.redis.call(...calls[0].args).then(calls[0].resolve, calls[0].reject);
+        return;
+      }
+      const p = this.redis.pipeline();
+      for (const c of calls) p.call(...c.args);
+      p.exec().then((answers) => answers.forEach(([err, value], i) => (err ? calls[i].reject(err) : calls[i].resolve(value))), fail);
+    } catch (err) { // a client that throws rather than rejects: each run still gets its answer
+      fail(err);
     }
-    const p = this.redis.pipeline();
-    for (const c of calls) p.call(...c.args);
-    p.exec().then((answers) => answers.forEach(([err, value], i) => (err ? calls[i].reject(err) : calls[i].resolve(value))),
-      (err) => { for (const c of calls) c.reject(err); });
   }
 }
 

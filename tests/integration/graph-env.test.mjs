@@ -119,6 +119,11 @@ describe('the worker\'s parts that need no Redis', () => {
     assert.equal(pipelines.length, 1);
     assert.equal(direct.length, 1);
     assert.equal(JSON.parse(direct[0][5]).params.data.i, 3);
+    // A client that throws instead of rejecting: every run of the tick gets the error, none hangs.
+    const broken = { call: () => { throw new Error('connection is closed'); }, pipeline: () => { throw new Error('connection is closed'); } };
+    const two = ['d', 'e'].map((thread) => new Relay({ redis: broken, thread, assistant: 'g', runId: `r-${thread}`, log: () => {} }));
+    for (const r of two) await r.push(ev(4));
+    for (const r of two) await assert.rejects(r.settle(), /connection is closed/);
   });
 
   test('a relay\'s append leaves at the end of the work that queued its event, before the event loop\'s next turn', async () => {
