@@ -50,7 +50,10 @@
 // checkpoint (updateState, state.fork) bumps a channel to a counter a later
 // checkpoint of the other branch already used, and with integers both
 // branches would share one blob "<ns> <channel> <version>". The random part
-// keeps branches apart; the counter keeps versions ordered.
+// keeps branches apart; the counter keeps versions ordered. LangGraph orders
+// string versions with localeCompare (compareChannelVersions), whose first
+// call in a process builds ICU's collator (~10 ms here, on Node 20): a saver
+// makes that call when it is made, not the first run's first step boundary.
 //
 // TTL: with `ttlSeconds`, every put and putWrites sets all five keys of the
 // thread to expire after ttlSeconds, as threadcast's append does for its
@@ -178,6 +181,7 @@ export class RedisSaver extends BaseCheckpointSaver {
     this.client = client;
     this.ttlSeconds = ttlSeconds;
     this.keyPrefix = keyPrefix;
+    this.getNextVersion(undefined).localeCompare(this.getNextVersion(undefined)); // ICU's collator, built now (above)
   }
 
   /** The five keys of a thread (see the layout above). */
