@@ -126,7 +126,12 @@ export function closeMessage(m, message, code) {
  */
 const endOfTick = () => new Promise((resolve) => process.nextTick(resolve));
 
-/** The FCALLs of one Redis client made in one tick, sent in one pipeline. */
+/**
+ * The FCALLs of one Redis client made in one tick, sent in one pipeline. Bounded by what it
+ * carries: one call per relay with an append out, each at most BATCH_BYTES (one bigger event
+ * alone); the pipeline's text is a copy of theirs for as long as the write takes, as a lone
+ * call's is (ioredis goes to buffers past V8's longest string).
+ */
 class Appends {
   constructor(redis) {
     this.redis = redis;

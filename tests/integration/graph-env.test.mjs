@@ -105,7 +105,7 @@ describe('the worker\'s parts that need no Redis', () => {
     // Three runs whose events arrive in the same tick (as when their last appends were answered in one read).
     for (const [k, r] of relays.entries()) await r.push(ev(k));
     const outcomes = await Promise.allSettled(relays.map((r) => r.settle()));
-    assert.equal(pipelines.length, 1, 'one pipeline for the turn');
+    assert.equal(pipelines.length, 1, 'one pipeline for the tick');
     assert.equal(direct.length, 0, 'no append of its own');
     assert.deepEqual(pipelines[0].map((args) => args[3]), ['a', 'b', 'c'], 'each run\'s append, in the order the runs flushed');
     assert.deepEqual(pipelines[0].map((args) => JSON.parse(args[5]).params.data.i), [0, 1, 2]);
@@ -113,7 +113,7 @@ describe('the worker\'s parts that need no Redis', () => {
     assert.equal(outcomes[1].status, 'rejected', 'the refused append fails its own run');
     assert.match(String(outcomes[1].reason?.message), /no retry fixes for b/);
     assert.equal(outcomes[2].status, 'fulfilled', 'and no other');
-    // A run alone in its turn sends its append as a call of its own.
+    // A run alone in its tick sends its append as a call of its own.
     await relays[0].push(ev(3));
     await relays[0].settle();
     assert.equal(pipelines.length, 1);
@@ -352,6 +352,31 @@ describe('graphs behind two gateways and two workers', () => {
     // (under the reference server too): the worker's store itself has it.
     const listed = await client.runs.wait(null, 'memory', { input: { ops: [{ op: 'namespaces', prefix: [ns[0]] }] } });
     assert.match(listed.error?.message ?? '', /batch. method is not implemented on .AsyncBatchedStore/);
+  });
+
+  test('relays on a real Redis client: the appends of one tick go in one pipeline, each lands in its own thread in order, a fenced one fails its run only', async () => {
+    const ioredis = new Redis(s.redis.url);
+    try {
+      let pipelines = 0;
+      const pipeline = ioredis.pipeline.bind(ioredis);
+      ioredis.pipeline = (...a) => { pipelines++; return pipeline(...a); };
+      const threads = [randomUUID(), randomUUID(), randomUUID()];
+      const relays = threads.map((thread, i) => new Relay({ redis: ioredis, thread, assistant: 'g', runId: `r${i}`, log: () => {},
+        appendOpts: i === 2 ? ['FENCE', 'a-worker-that-holds-no-lock'] : [] }));
+      const ev = (i) => ({ method: 'custom', params: { namespace: [], data: { i } } });
+      for (const r of relays) { r.started(); await r.push(ev(1)); await r.push(ev(2)); }
+      const outcomes = await Promise.allSettled(relays.map((r) => r.settle()));
+      assert.equal(pipelines, 1, 'one pipeline for the three runs');
+      assert.deepEqual(outcomes.map((o) => o.status), ['fulfilled', 'fulfilled', 'rejected']);
+      assert.match(String(outcomes[2].reason?.message), /FENCED/);
+      for (const [k, thread] of threads.entries()) {
+        const entries = await ioredis.xrange(`tc:{${thread}}:events`, '-', '+');
+        const got = entries.map(([, f]) => JSON.parse(f[f.indexOf('e') + 1])).map((e) => e.method === 'custom' ? e.params.data.i : e.params.data.event);
+        assert.deepEqual(got, k === 2 ? [] : ['started', 1, 2], `thread ${k}`);
+      }
+    } finally {
+      ioredis.disconnect();
+    }
   });
 
   test('the worker\'s store on its own: one round trip per batch, reads before writes, listNamespaces, errors', async () => {
