@@ -37,7 +37,9 @@ void tc__conn_mark_dirty(struct tc_conn *c)
 		return;
 	if (!set->dirty.count)
 		uv_check_start(&set->flush, on_flush);
-	tc_dlist_push_head(&set->dirty, &c->dirty);
+	/* Written in the order they were marked: one event's fan-out reaches its connections in the
+	 * order they joined (hub.c, run/feed.c), so a run's starter, the first, is not written last. */
+	tc_dlist_push_tail(&set->dirty, &c->dirty);
 }
 
 void tc__conn_unmark_dirty(struct tc_conn *c)

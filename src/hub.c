@@ -534,7 +534,7 @@ void tc_hub_attach(struct tc_hub *hub, const char *thread_id, struct tc_member *
 	m->thread = t;
 	m->cursor = 0;
 	m->live = false;
-	tc_dlist_push_head(&t->members, &m->link);
+	tc_dlist_push_tail(&t->members, &m->link); /* served in the order they came */
 }
 
 void tc_hub_detach(struct tc_hub *hub, struct tc_member *m)

@@ -37,6 +37,35 @@ test('3 clients, 3 filters, 5,000 events at full speed: exact, ordered, once', a
   await Promise.all(clients.map((c) => c.close()));
 });
 
+// An event goes out to every subscriber of its thread in one turn of the gateway's loop: they are
+// written in the order they subscribed, not the newest first.
+test('each event is written to the subscribers in the order they subscribed', async () => {
+  await produce(redis.url, 'order1', mix(1)); // the thread has a history: the six are live from their subscribe
+  const arrivals = []; // [client, seq], in the order the frames reached this process
+  const clients = [];
+  for (let i = 0; i < 6; i++) {
+    // Uncompressed: ws inflates on libuv's thread pool, which can hand frames of two sockets on out of order.
+    const c = await connect(tc.url('order1'), { perMessageDeflate: false });
+    assert.equal((await c.request({ id: 1, method: 'subscription.subscribe', params: { channels: ALL } })).type, 'success');
+    c.ws.on('message', (data) => {
+      const msg = JSON.parse(data.toString());
+      if (msg.type === 'event') arrivals.push([i, msg.seq]);
+    });
+    clients.push(c);
+  }
+  await waitUntil(() => clients.every((c) => c.events.length === 1), 5000, 'the replay');
+  await new Promise((r) => setTimeout(r, 200)); // each one's replay reads on until it has gone live
+  const events = mix(11).slice(1);
+  for (const [k, ev] of events.entries()) { // one at a time: each reaches all six before the next is sent
+    await produce(redis.url, 'order1', [ev]);
+    await waitUntil(() => clients.every((c) => c.events.length === k + 2), 5000, `event ${k + 2}`);
+  }
+  for (let seq = 2; seq <= 11; seq++) {
+    assert.deepEqual(arrivals.filter(([, s]) => s === seq).map(([i]) => i), [0, 1, 2, 3, 4, 5], `event ${seq}`);
+  }
+  await Promise.all(clients.map((c) => c.close()));
+});
+
 test('subscribing mid-publish gets the run from its start, then live, with no gap', async () => {
   for (let round = 0; round < 8; round++) {
     const thread = `race${round}`;

@@ -66,9 +66,9 @@ describe('one translation per run and format, shared by its viewers', () => {
     return { tid, run: await res.json() };
   }
 
-  /** Joins the run's stream from its start (Last-Event-ID -1). */
-  async function viewer(tid, rid) {
-    const { res, sse } = await openSse(`${base()}/threads/${tid}/runs/${rid}/stream`, { headers: { 'last-event-id': '-1' } });
+  /** Joins the run's stream from its start (Last-Event-ID -1); onEvent(ev) for each event. */
+  async function viewer(tid, rid, onEvent) {
+    const { res, sse } = await openSse(`${base()}/threads/${tid}/runs/${rid}/stream`, { headers: { 'last-event-id': '-1' } }, { onEvent });
     assert.equal(res.status, 200);
     return sse;
   }
@@ -95,6 +95,26 @@ describe('one translation per run and format, shared by its viewers', () => {
     assert.equal(await metric(gw, 'threadcast_run_units_total') - units0, first.length - 1,
       'the units one viewer got (its metadata is its own) were made once');
     await waitUntil(async () => await metric(gw, 'threadcast_run_feeds') === 0, 5000, 'the feed to go with its last viewer');
+  });
+
+  // One unit goes to every viewer of a feed in one turn of the gateway's loop: they are written in
+  // the order they joined. A run's starter joins first; written last, it waited for the writes to
+  // every viewer after it, and an app holding a starter and its viewers read its tokens last.
+  test('each unit is written to the viewers in the order they joined', async () => {
+    const { tid, run } = await backgroundRun('tell me how sea otters keep warm in cold water');
+    const arrivals = []; // [viewer, unit id], in the order the units reached this process
+    const viewers = [];
+    for (let i = 0; i < 6; i++) viewers.push(await viewer(tid, run.run_id, (ev) => arrivals.push([i, ev.id])));
+    // Once the later ones caught up from the feed's log (their first writes may still wait on the socket):
+    await waitUntil(() => viewers.every((v) => v.events.length === viewers[0].events.length), 10000, 'the viewers to catch up');
+    await sleep(100);
+    const joined = arrivals.length; // every unit after this one went out to all six, each at once
+    await Promise.all(viewers.map((v) => v.done));
+    const order = new Map();
+    for (const [i, id] of arrivals.slice(joined)) order.set(id, [...(order.get(id) ?? []), i]);
+    const whole = [...order.values()].filter((o) => o.length === 6);
+    assert.ok(whole.length >= 5, `units the six got after they all joined: ${whole.length}`);
+    for (const o of whole) assert.deepEqual(o, [0, 1, 2, 3, 4, 5], 'a unit reached the viewers in the order they joined');
   });
 
   test('a viewer that needs units the log no longer holds gets the run whole from a feed of its own', async () => {

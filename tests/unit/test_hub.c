@@ -35,9 +35,14 @@ static bool rec_match(struct tc_member *m, const struct tc_event_key *k)
 	return !r->channel || (k->channel == tc_channel_lookup(r->channel, strlen(r->channel)));
 }
 
+static struct rec *sent_to[64]; /* the members sent to, in order, over a test */
+static int nsent_to;
+
 static void rec_send(struct tc_member *m, struct tc_event *ev)
 {
 	struct rec *r = REC(m);
+	assert_true(nsent_to < 64);
+	sent_to[nsent_to++] = r;
 	assert_true(r->nsent < 64);
 	r->seqs[r->nsent++] = ev->seq;
 }
@@ -70,6 +75,7 @@ static int setup(void **state)
 	fx->redis = fake_redis_new();
 	fx->hub = tc_hub_new(&fx->cfg, fx->redis);
 	fx->a.m.ops = fx->b.m.ops = &rec_ops;
+	nsent_to = 0;
 	*state = fx;
 	return 0;
 }
@@ -282,6 +288,23 @@ static void fanout_respects_live_and_cursor(void **state)
 	assert_int_equal(fx->a.m.cursor, 7);
 }
 
+/* An event goes to the members in the order they attached: the first is not served last. */
+static void fanout_in_attach_order(void **state)
+{
+	struct fixture *fx = *state;
+	attach_live(fx, &fx->a, 3, "e1");
+	tc_hub_attach(fx->hub, "t1", &fx->b.m);
+	tc_hub_advance(&fx->b.m, 3);
+	assert_int_equal(tc_hub_go_live(&fx->b.m), TC_LIVE);
+	fake_push(fx->redis, "smessage", CH, doorbell("e1", 4));
+	fake_push(fx->redis, "smessage", CH, doorbell("e1", 5));
+	assert_int_equal(nsent_to, 4);
+	assert_ptr_equal(sent_to[0], &fx->a);
+	assert_ptr_equal(sent_to[1], &fx->b);
+	assert_ptr_equal(sent_to[2], &fx->a);
+	assert_ptr_equal(sent_to[3], &fx->b);
+}
+
 /* A member catching up while the hub moves on is told to read on. */
 static void go_live_waits_for_the_hub(void **state)
 {
@@ -461,6 +484,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(resync_after_link_loss_fills_the_gap, setup, teardown),
 		cmocka_unit_test_setup_teardown(trimmed_history_loses_live_members, setup, teardown),
 		cmocka_unit_test_setup_teardown(fanout_respects_live_and_cursor, setup, teardown),
+		cmocka_unit_test_setup_teardown(fanout_in_attach_order, setup, teardown),
 		cmocka_unit_test_setup_teardown(go_live_waits_for_the_hub, setup, teardown),
 		cmocka_unit_test_setup_teardown(out_of_order_confirmations, setup, teardown),
 		cmocka_unit_test_setup_teardown(unasked_unsubscribe_resubscribes, setup, teardown),
