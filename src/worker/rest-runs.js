@@ -37,9 +37,12 @@ export async function restCall(w, op, args) {
  */
 async function restOutcome(w, ctl, status, error) {
   const out = { run_id: ctl.runId };
+  let { head } = ctl; // the state runGraph read once the run's writes were over (none if it failed)
+  delete ctl.head;
   try {
     await w.saver.settle(ctl.thread);
     if (ctl.cancelled && ctl.cancelAction === 'rollback') {
+      head = undefined; // read again once taken back (or half taken back, if the undo fails)
       const n = await w.saver.undo(ctl.thread);
       out.rollback = true;
       w.log('info', 'run rolled back', { thread: ctl.thread, run_id: ctl.runId, checkpoints: n });
@@ -56,7 +59,7 @@ async function restOutcome(w, ctl, status, error) {
   if (error) out.error = { error: error.name && error.name !== 'Error' ? error.name : 'Error', message: String(error.message ?? error) };
   if (!ctl.graph) return out; // its graph could not be built: nothing ran
   try {
-    const st = await ctl.graph.getState({ configurable: { thread_id: ctl.thread } });
+    const st = head ?? await ctl.graph.getState({ configurable: { thread_id: ctl.thread } });
     out.values = plain(st.values) ?? {};
     const interrupts = {};
     for (const t of st.tasks ?? []) {

@@ -94,7 +94,12 @@ export async function runGraph(w, ctl) {
       if (!ctl.injects.length) break;
       input = await applyInjects(ctl);
     }
+    // The run's writes are all over (a REST run's are tracked by the saver): this head is the
+    // thread's state after the run, which run.finished reports too (rest-runs.js) unless a
+    // rollback takes the run back first.
+    await w.saver.settle?.(thread);
     const head = await graph.getState({ configurable: { thread_id: thread } });
+    ctl.head = head;
     // A REST run stopped by interrupt_before/after has no interrupt but more to do: interrupted too.
     status = pendingInterrupts(head).length || (ctl.rest && head.next?.length) ? 'interrupted' : 'completed';
   } catch (e) {
