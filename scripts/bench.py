@@ -821,13 +821,19 @@ def token_idle(stack, route, viewers):
     return (after - before) / viewers
 
 
-def tokens_scenario(kind, tmp, *, cells, tokens, clients, idle):
+def tokens_scenario(kind, tmp, *, cells, tokens, clients, idle, warmup=None):
     """The tokens scenario for one system: every cell in turn on one server stack (fresh per
-    bench run), then idle memory per viewer on each of its routes (a fresh stack each)."""
-    jobs = max(c['runs'] for c in cells)
+    bench run), after the warm-up cell (not reported: a server is measured as it runs for its
+    users, its code compiled and its pools grown, not on its first runs), then idle memory per
+    viewer on each of its routes (a fresh stack each)."""
+    jobs = max(c['runs'] for c in cells + ([warmup] if warmup else []))
     out = {}
     stack = TokenStack(kind, tmp, jobs)
     try:
+        if warmup:
+            r = token_cell(stack, warmup, tokens=tokens, clients=clients)
+            print(f'tokens {kind} warm-up {warmup["name"]}: {r["received"]} of {r["expected"]} tokens, '
+                  f'{r["server_us_per_token"]:.0f} µs a token', file=sys.stderr, flush=True)
         for cell in cells:
             if kind != 'threadcast' and cell['route'] != 'rest':
                 continue  # the Agent Server's protocol routes carry no runs.stream run's tokens
@@ -937,10 +943,12 @@ FANOUT = ('a', 'a-full', 'a10k', 'b', 'b1', 'e')
 SCENARIOS = ('a', 'a-full', 'a10k', 'b', 'b1', 'c', 'c50k', 'd', 'append', 'e', 'sdk', 'storm', 'deflate', 'c-deflate',
              'rest', 'c-viewers', 'tokens')
 # The tokens scenario's cells: 10 concurrent runs with 1 and 10 viewers each, at 20 ms a token and
-# at full speed, on REST run streams and on the WebSocket route; 50 runs x 10 viewers with a late
-# joiner per run.
-TOKEN_CELLS = ('10x1@20/rest', '10x10@20/rest', '10x1@0/rest', '10x10@0/rest', '10x1@20/websocket',
-               '10x10@20/websocket', '10x1@0/websocket', '10x10@0/websocket', '50x10@20/rest+late')
+# at full speed, on REST run streams and on the WebSocket route; 3 runs x 10 viewers at 20 ms, the
+# latency at ten viewers a run with the clients' core a third busy (at 10 x 10 the SDK clients
+# saturate it: ~250 µs of client CPU a received token); 50 runs x 10 viewers with a late joiner per run.
+TOKEN_CELLS = ('10x1@20/rest', '10x10@20/rest', '3x10@20/rest', '10x1@0/rest', '10x10@0/rest', '10x1@20/websocket',
+               '10x10@20/websocket', '3x10@20/websocket', '10x1@0/websocket', '10x10@0/websocket',
+               '50x10@20/rest+late')
 
 
 def main():
@@ -965,6 +973,8 @@ def main():
                     'more viewer per run joins halfway, its catch-up is measured)')
     ap.add_argument('--tokens', type=int, default=200, help='tokens: tokens a run')
     ap.add_argument('--tokens-clients', type=int, default=4, help='tokens: client processes a cell is spread over')
+    ap.add_argument('--tokens-warmup', default='10x10@0/rest',
+                    help='tokens: the cell each server stack serves first, not reported ("": none)')
     ap.add_argument('--tokens-idle', type=int, default=1000,
                     help='tokens: idle viewers of one running run per route for the memory figure (0: none)')
     ap.add_argument('--threadcast', help='the gateway binary to measure (default: the build\'s), e.g. an older '
@@ -991,6 +1001,7 @@ def main():
                  'agent-server')
     try:
         token_cells = [parse_cell(c) for c in args.tokens_cells.split(',')]
+        token_warmup = parse_cell(args.tokens_warmup) if args.tokens_warmup else None
     except ValueError as e:
         ap.error(str(e))
     q = 0.2 if args.quick else 1.0
@@ -1040,7 +1051,8 @@ def main():
         'tokens': (f'tokens: LangGraph runs of {args.tokens} stamped tokens through the SDK (runs.stream + '
                    f'joinStream, messages-tuple; ThreadStream on the WebSocket route), beside the Agent Server',
                    lambda k: tokens_scenario(k, tmp, cells=token_cells, tokens=max(10, int(args.tokens * q)), clients=args.tokens_clients,
-                                             idle=args.tokens_idle)),
+                                             idle=args.tokens_idle,
+                                             warmup=token_warmup)),
         'storm': (f'reconnect storm: {nstorm:,} clients connect at once'
                   + (' (in a fresh network namespace, somaxconn 65535)' if netns else
                      ' (root network namespace: no unshare here)'),

@@ -350,7 +350,7 @@ async function benchResults(args) {
     const r = await run('python3', [path.join(repoRoot, 'scripts/bench.py'), ...args, '--out', out], env);
     assert.equal(r.code, 0, r.err);
     const file = fs.readdirSync(out).find((f) => f.endsWith('.json'));
-    return JSON.parse(fs.readFileSync(path.join(out, file)));
+    return { ...JSON.parse(fs.readFileSync(path.join(out, file))), log: r.err };
   } finally {
     fs.rmSync(out, { recursive: true, force: true });
   }
@@ -379,11 +379,16 @@ test('the rest scenario measures both sides of one run and checks every viewer g
 test('the tokens scenario: a LangGraph run through the worker reaches its starter and every viewer, each token once, stamped', async () => {
   // One run of 20 tokens at full speed on each route: the starter (runs.stream), two viewers
   // joined from the run's start and one joined halfway (REST), one ThreadStream (WebSocket).
-  const results = (await benchResults(['--only', 'tokens', '--systems', 'threadcast', '--runs', '1',
-    '--tokens-cells', '1x2@0/rest+late,1x1@0/websocket', '--tokens', '20', '--tokens-clients', '1', '--tokens-idle', '0'])).tokens;
+  // The stack serves a warm-up cell first (two runs, one viewer each), not reported.
+  const all = await benchResults(['--only', 'tokens', '--systems', 'threadcast', '--runs', '1',
+    '--tokens-cells', '1x2@0/rest+late,1x1@0/websocket', '--tokens', '20', '--tokens-clients', '1', '--tokens-idle', '0',
+    '--tokens-warmup', '2x1@0/rest']);
+  assert.match(all.log, /tokens threadcast warm-up 2x1@0\/rest: 80 of 80 tokens/);
+  const results = all.tokens;
   assert.deepEqual(Object.keys(results).filter((k) => k !== 'title'), ['threadcast'], '--systems threadcast leaves the peer out');
   const [res] = results.threadcast;
   assert.equal(res.error, undefined, res.error);
+  assert.ok(!Object.keys(res).some((k) => k.startsWith('2x1@0/rest ')), 'the warm-up is not in the results');
   const cell = (name) => Object.fromEntries(Object.entries(res).filter(([k]) => k.startsWith(`${name} `))
     .map(([k, v]) => [k.slice(name.length + 1), v]));
   const rest = cell('1x2@0/rest+late');
