@@ -68,13 +68,20 @@ static int common_headers(struct lws *wsi, unsigned status, const char *type, lw
 	 * Chunked: no "connection: close", which lws adds to a response without
 	 * a length, and which tells a client (undici does so) that the end of
 	 * the connection ends the body: a cut would look like the stream's end.
+	 * The connection still goes when the stream ends; "keep-alive: timeout=0"
+	 * says so without that: undici then sends nothing more on it. Else the
+	 * SDK's check of the run that it makes as the stream ends could go out on
+	 * the socket the gateway is closing, fail as a network error, and cost a
+	 * reconnect (its back-off, 1-2 s) before the app saw the run's end.
 	 */
 	if (content_len == TC_HTTP_CHUNKED)
 		return lws_add_http_header_status(wsi, status, p, end) ||
 		       lws_add_http_header_by_token(wsi, WSI_TOKEN_HTTP_CONTENT_TYPE, (const unsigned char *)type,
 						    (int)strlen(type), p, end) ||
 		       lws_add_http_header_by_name(wsi, (const unsigned char *)"transfer-encoding:",
-						   (const unsigned char *)"chunked", 7, p, end);
+						   (const unsigned char *)"chunked", 7, p, end) ||
+		       lws_add_http_header_by_name(wsi, (const unsigned char *)"keep-alive:",
+						   (const unsigned char *)"timeout=0", 9, p, end);
 	if (!lws_hdr_total_length(wsi, WSI_TOKEN_UPGRADE))
 		return lws_add_http_common_headers(wsi, status, type, content_len, p, end);
 	int n = snprintf(line, sizeof(line), "HTTP/1.1 %u %s", status, reason_of(status));

@@ -161,6 +161,9 @@ describe('run streams: a cut connection is an error, the run\'s end a clean end'
     assert.equal(r.status, 200);
     assert.equal(r.headers['transfer-encoding'], 'chunked');
     assert.equal(r.headers['content-length'], undefined);
+    // The connection goes with the stream: said so that a client (undici) sends nothing more on it,
+    // as the SDK's check of the run, made as its stream ends, would race the close.
+    assert.equal(r.headers['keep-alive'], 'timeout=0');
     const d = dechunk(r.body);
     assert.ok(d.last, 'the body ends with the last chunk');
     assert.ok(r.closed);
