@@ -99,7 +99,7 @@ export async function runGraph(w, ctl) {
     // rollback takes the run back first.
     await w.saver.settle?.(thread);
     const head = await graph.getState({ configurable: { thread_id: thread } });
-    ctl.head = head;
+    if (ctl.rest || ctl.recorded) ctl.head = head;
     // A REST run stopped by interrupt_before/after has no interrupt but more to do: interrupted too.
     status = pendingInterrupts(head).length || (ctl.rest && head.next?.length) ? 'interrupted' : 'completed';
   } catch (e) {

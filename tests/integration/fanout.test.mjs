@@ -60,7 +60,9 @@ test('each event is written to the subscribers in the order they subscribed', as
     await produce(redis.url, 'order1', [ev]);
     await waitUntil(() => clients.every((c) => c.events.length === k + 2), 5000, `event ${k + 2}`);
   }
-  for (let seq = 2; seq <= 11; seq++) {
+  // From the second live event: one that came while a subscriber's replay still read on reached it
+  // through that read (each subscriber's own), not the fan-out.
+  for (let seq = 3; seq <= 11; seq++) {
     assert.deepEqual(arrivals.filter(([, s]) => s === seq).map(([i]) => i), [0, 1, 2, 3, 4, 5], `event ${seq}`);
   }
   await Promise.all(clients.map((c) => c.close()));
