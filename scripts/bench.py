@@ -831,9 +831,13 @@ def tokens_scenario(kind, tmp, *, cells, tokens, clients, idle, warmup=None):
     stack = TokenStack(kind, tmp, jobs)
     try:
         if warmup:
-            r = token_cell(stack, warmup, tokens=tokens, clients=clients)
-            print(f'tokens {kind} warm-up {warmup["name"]}: {r["received"]} of {r["expected"]} tokens, '
-                  f'{r["server_us_per_token"]:.0f} µs a token', file=sys.stderr, flush=True)
+            try:
+                r = token_cell(stack, warmup, tokens=tokens, clients=clients)
+                print(f'tokens {kind} warm-up {warmup["name"]}: {r["received"]} of {r["expected"]} tokens, '
+                      f'{r["server_us_per_token"]:.0f} µs a token', file=sys.stderr, flush=True)
+            except Exception as e:  # reported; the cells still run (cold, as the error says)
+                out['warm-up error'] = str(e)
+                print(f'tokens {kind} warm-up {warmup["name"]} failed: {e}', file=sys.stderr, flush=True)
         for cell in cells:
             if kind != 'threadcast' and cell['route'] != 'rest':
                 continue  # the Agent Server's protocol routes carry no runs.stream run's tokens

@@ -33,12 +33,12 @@ export async function restCall(w, op, args) {
  * run.finished's arguments for a REST run that is over: its status
  * (success, error, interrupted), the error, the thread's values and
  * pending interrupts. A `rollback` cancel first takes back every
- * checkpoint and write the run made (its undo journal).
+ * checkpoint and write the run made (its undo journal). head: the thread's
+ * state runGraph read after the run, reported as it is unless a rollback
+ * changed it (read here when absent: the run failed).
  */
-async function restOutcome(w, ctl, status, error) {
+async function restOutcome(w, ctl, status, error, head) {
   const out = { run_id: ctl.runId };
-  let { head } = ctl; // the state runGraph read once the run's writes were over (none if it failed)
-  delete ctl.head;
   try {
     await w.saver.settle(ctl.thread);
     if (ctl.cancelled && ctl.cancelAction === 'rollback') {
@@ -74,8 +74,8 @@ async function restOutcome(w, ctl, status, error) {
   return out;
 }
 
-/** Reports run.finished for a REST run that is over (status and error as runGraph saw them). */
-export const finishRestRun = async (w, ctl, status, error) => restCall(w, 'run.finished', await restOutcome(w, ctl, status, error));
+/** Reports run.finished for a REST run that is over (status, error and head as runGraph saw them). */
+export const finishRestRun = async (w, ctl, status, error, head) => restCall(w, 'run.finished', await restOutcome(w, ctl, status, error, head));
 
 /**
  * How a REST run's params become LangGraph's input and options: config,

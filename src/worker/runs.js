@@ -73,6 +73,7 @@ export async function runGraph(w, ctl) {
   let status = 'completed';
   let extra = {};
   let error = null;
+  let head; // the thread's state after the run (none if it failed): its status, and run.finished's
   try {
     if (ctl.startError) throw ctl.startError;
     for (let input = ctl.input; ;) {
@@ -94,12 +95,9 @@ export async function runGraph(w, ctl) {
       if (!ctl.injects.length) break;
       input = await applyInjects(ctl);
     }
-    // The run's writes are all over (a REST run's are tracked by the saver): this head is the
-    // thread's state after the run, which run.finished reports too (rest-runs.js) unless a
-    // rollback takes the run back first.
-    await w.saver.settle?.(thread);
-    const head = await graph.getState({ configurable: { thread_id: thread } });
-    if (ctl.rest || ctl.recorded) ctl.head = head;
+    // Read once the run's writes are all over (a REST run's are tracked by the saver).
+    await w.saver.settle(thread);
+    head = await graph.getState({ configurable: { thread_id: thread } });
     // A REST run stopped by interrupt_before/after has no interrupt but more to do: interrupted too.
     status = pendingInterrupts(head).length || (ctl.rest && head.next?.length) ? 'interrupted' : 'completed';
   } catch (e) {
@@ -135,7 +133,7 @@ export async function runGraph(w, ctl) {
     // A REST run's record is over before its stream says so: a client whose
     // stream just ended finds the run finished (else the SDK reconnects, to
     // a stateless run's records deleted meanwhile).
-    if (ctl.rest || ctl.recorded) await finishRestRun(w, ctl, status, error);
+    if (ctl.rest || ctl.recorded) await finishRestRun(w, ctl, status, error, head);
     try {
       await relay.end(status, extra);
     } catch (e) {
