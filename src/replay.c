@@ -54,7 +54,9 @@ struct tc_replay {
 	uint64_t counted; /* subscribe: replayedEvents */
 	uint64_t skipped; /* events before start left out by --max-replay */
 	uint64_t run_seq, head, first;
-	char epoch[TC_EPOCH_MAX]; /* the thread's epoch per meta */
+	struct tc_store_bound bound; /* what meta said of the history's entries */
+	struct tc_store_range range; /* the read in flight */
+	char epoch[TC_EPOCH_MAX];    /* the thread's epoch per meta */
 	struct tc_replay_from from;
 	bool has_from;
 	struct tc_bufq out;      /* frames ready for the client, paced */
@@ -187,7 +189,7 @@ static bool take_range(struct tc_replay *rp, redisReply *reply, const redisReply
 {
 	if (!take_reply(rp, reply, REDIS_REPLY_ARRAY))
 		return false;
-	if (!tc_store_range_parse(reply, got, more))
+	if (!tc_store_range_parse(reply, &rp->range, got, more))
 		return true;
 	unexpected(rp, reply);
 	return false;
@@ -295,6 +297,7 @@ static void on_meta(struct tc_redis *r, redisReply *reply, void *priv)
 		return;
 	}
 	rp->head = m.seq;
+	rp->bound = (struct tc_store_bound){ .head = m.seq, .entry_max = m.epoch_len ? m.entry_max : 0 };
 	rp->run_over = m.run_over;
 	memcpy(rp->epoch, m.epoch, m.epoch_len);
 	rp->epoch[m.epoch_len] = '\0';
@@ -706,7 +709,8 @@ static void advance(struct tc_replay *rp)
 			counted_all(rp); /* empty range: nothing to count */
 			break;
 		}
-		tc_store_read_range(&c, rp->thread, rp->pos, rp->end, SCAN_BATCH);
+		rp->range = (struct tc_store_range){ .after = rp->pos, .through = rp->end, .count = SCAN_BATCH };
+		tc_store_read_range(&c, rp->thread, &rp->range, &rp->bound);
 		command(rp, on_count, &c);
 		break;
 	case ST_EPOCH:
@@ -714,7 +718,8 @@ static void advance(struct tc_replay *rp)
 		command(rp, on_epoch, &c);
 		break;
 	case ST_SCAN:
-		tc_store_read_range(&c, rp->thread, rp->pos, 0, SCAN_BATCH);
+		rp->range = (struct tc_store_range){ .after = rp->pos, .count = SCAN_BATCH };
+		tc_store_read_range(&c, rp->thread, &rp->range, &rp->bound);
 		command(rp, on_scan, &c);
 		break;
 	case ST_LIVE:

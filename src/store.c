@@ -77,8 +77,8 @@ static void set_argv(struct tc_store_cmd *c, const char *const *argv)
 
 void tc_store_read_meta(struct tc_store_cmd *c, const char *thread)
 {
-	set_argv(c, (const char *[]){ "HMGET", tc_store_key(c->key, thread, TC_KEY_META), "seq", "epoch", "run_seq",
-				      "run_id", "run_status", NULL });
+	set_argv(c, (const char *[]){ "HMGET", tc_store_key(c->key, thread, TC_KEY_META), "seq", "epoch", "entry_max",
+				      "run_seq", "run_id", "run_status", NULL });
 }
 
 void tc_store_read_head(struct tc_store_cmd *c, const char *thread)
@@ -102,24 +102,53 @@ void tc_store_read_epoch(struct tc_store_cmd *c, const char *thread)
 	set_argv(c, (const char *[]){ "HGET", tc_store_key(c->key, thread, TC_KEY_META), "epoch", NULL });
 }
 
-void tc_store_read_range(struct tc_store_cmd *c, const char *thread, uint64_t after, uint64_t through, unsigned count)
+void tc_store_read_range(struct tc_store_cmd *c, const char *thread, struct tc_store_range *r,
+			 const struct tc_store_bound *b)
 {
-	snprintf(c->num[0], sizeof(c->num[0]), "%llu", (unsigned long long)after);
-	snprintf(c->num[1], sizeof(c->num[1]), "%llu", (unsigned long long)through);
-	snprintf(c->num[2], sizeof(c->num[2]), "%u", count);
+	r->plain = 0;
+	r->upto = 0;
+	/* "To the end" reads to the bound's head: the end when meta was read. */
+	if (b && b->entry_max && r->after < b->head && r->through <= b->head) {
+		uint64_t fit = TC_STORE_PLAIN_BYTES / b->entry_max;
+		unsigned n = fit < r->count ? (unsigned)fit : r->count;
+		if (n >= TC_STORE_PLAIN_MIN || n == r->count) {
+			r->plain = n;
+			r->upto = r->through ? r->through : b->head;
+		}
+	}
+	if (r->plain) {
+		/* Entry ids are <seq>-0: after <after>-0, through <upto>-0. */
+		snprintf(c->num[0], sizeof(c->num[0]), "%llu-1", (unsigned long long)r->after);
+		snprintf(c->num[1], sizeof(c->num[1]), "%llu-0", (unsigned long long)r->upto);
+		snprintf(c->num[2], sizeof(c->num[2]), "%u", r->plain);
+		set_argv(c, (const char *[]){ "XRANGE", tc_store_key(c->key, thread, TC_KEY_EVENTS), c->num[0],
+					      c->num[1], "COUNT", c->num[2], NULL });
+		return;
+	}
+	snprintf(c->num[0], sizeof(c->num[0]), "%llu", (unsigned long long)r->after);
+	snprintf(c->num[1], sizeof(c->num[1]), "%llu", (unsigned long long)r->through);
+	snprintf(c->num[2], sizeof(c->num[2]), "%u", r->count);
 	/* The key is the thread id itself: the slot of its {thread} keys, as threadcast_append's. */
 	snprintf(c->key, sizeof(c->key), "%s", thread);
 	set_argv(c, (const char *[]){ "FCALL_RO", "threadcast_range", "1", c->key, c->num[0], c->num[1], c->num[2],
 				      TC_STORE_RANGE_BYTES_S, NULL });
 }
 
-int tc_store_range_parse(const redisReply *r, const redisReply **entries, bool *more)
+int tc_store_range_parse(const redisReply *reply, const struct tc_store_range *r, const redisReply **entries,
+			 bool *more)
 {
-	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[0]->type != REDIS_REPLY_ARRAY ||
-	    r->element[1]->type != REDIS_REPLY_INTEGER)
+	if (r->plain) {
+		if (reply->type != REDIS_REPLY_ARRAY)
+			return -1;
+		*entries = reply;
+		*more = reply->elements >= r->plain;
+		return 0;
+	}
+	if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 || reply->element[0]->type != REDIS_REPLY_ARRAY ||
+	    reply->element[1]->type != REDIS_REPLY_INTEGER)
 		return -1;
-	*entries = r->element[0];
-	*more = r->element[1]->integer != 0;
+	*entries = reply->element[0];
+	*more = reply->element[1]->integer != 0;
 	return 0;
 }
 
@@ -329,15 +358,18 @@ int tc_store_meta_parse(const redisReply *r, struct tc_store_meta *m)
 {
 	memset(m, 0, sizeof(*m));
 	m->epoch = "";
-	if (!r || r->type != REDIS_REPLY_ARRAY || (r->elements != 2 && r->elements != 5))
+	if (!r || r->type != REDIS_REPLY_ARRAY || (r->elements != 2 && r->elements != 6))
 		return -1;
-	const redisReply *seq = field(r, 0), *epoch = field(r, 1), *run_seq = field(r, 2), *run_id = field(r, 3),
-			 *status = field(r, 4);
+	const redisReply *seq = field(r, 0), *epoch = field(r, 1), *entry_max = field(r, 2), *run_seq = field(r, 3),
+			 *run_id = field(r, 4), *status = field(r, 5);
 	/* A garbled number reads as 0, as if absent: the history then starts over. */
 	if (seq && leading_u64(seq->str, seq->len, &m->seq) < 0)
 		m->seq = 0;
 	if (run_seq && leading_u64(run_seq->str, run_seq->len, &m->run_seq) < 0)
 		m->run_seq = 0;
+	/* Not known unless all of it is a number: a bound read wrong could let a read grow unbounded. */
+	if (entry_max && tc_store_u64(entry_max->str, entry_max->len, &m->entry_max) < 0)
+		m->entry_max = 0;
 	if (epoch && epoch->len < TC_EPOCH_MAX) {
 		m->epoch = epoch->str;
 		m->epoch_len = epoch->len;

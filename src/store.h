@@ -117,7 +117,7 @@ struct tc_store_append_opts {
 	const char *run;    /**< RUN id of a run that starts with this event */
 };
 
-/** HMGET meta seq epoch run_seq run_id run_status (parse with tc_store_meta_parse). */
+/** HMGET meta seq epoch entry_max run_seq run_id run_status (parse with tc_store_meta_parse). */
 void tc_store_read_meta(struct tc_store_cmd *c, const char *thread);
 /** HMGET meta seq epoch: where the thread stands (tc_store_meta_parse). */
 void tc_store_read_head(struct tc_store_cmd *c, const char *thread);
@@ -127,22 +127,53 @@ void tc_store_read_status(struct tc_store_cmd *c, const char *thread);
 void tc_store_read_root_values(struct tc_store_cmd *c, const char *thread);
 /** HGET meta epoch. */
 void tc_store_read_epoch(struct tc_store_cmd *c, const char *thread);
-/** Bytes of events one range read stops after (TC_STORE_RANGE_BYTES_S is it as text). */
+/** Bytes of events one threadcast_range read stops after (TC_STORE_RANGE_BYTES_S is it as text). */
 #define TC_STORE_RANGE_BYTES 1048576
 #define TC_STORE_RANGE_BYTES_S "1048576"
+/** Most bytes of events a plain XRANGE read may return, were each the thread's largest. */
+#define TC_STORE_PLAIN_BYTES (4 << 20)
+/** Fewest events a plain XRANGE read is worth sending for (else threadcast_range reads). */
+#define TC_STORE_PLAIN_MIN 32
+
+/** One read of a thread's events: what was asked, and how it was sent. */
+struct tc_store_range {
+	uint64_t after;   /**< the events after this seq */
+	uint64_t through; /**< up to this one (0: to the end) */
+	unsigned count;   /**< at most this many */
+	/* Set by tc_store_read_range(), for tc_store_range_parse(): */
+	unsigned plain; /**< the COUNT of a plain XRANGE; 0: sent as threadcast_range */
+	uint64_t upto;  /**< the last seq the plain XRANGE asked for */
+};
+
 /**
- * FCALL_RO threadcast_range: the events after seq `after`, up to seq
- * `through` (0: to the end), at most count entries and no more once
- * TC_STORE_RANGE_BYTES were read (events may be 16 MiB). Its reply is read
+ * What one meta read told of a history: none of its entries through seq
+ * `head` has more than `entry_max` bytes of fields (0: not known, as for a
+ * history an earlier version began).
+ */
+struct tc_store_bound {
+	uint64_t head, entry_max;
+};
+
+/**
+ * Reads the events r asks for. Events may be 16 MiB, so a read is bounded
+ * in bytes as well as in count. With a bound b from a meta read of the same
+ * history, a read that ends at or before b->head ("to the end" then ends
+ * there: the end when meta was read) is a plain XRANGE whose COUNT keeps it
+ * within TC_STORE_PLAIN_BYTES, when that is still TC_STORE_PLAIN_MIN events
+ * or all that r asks for; any other read is FCALL_RO threadcast_range, which
+ * stops after TC_STORE_RANGE_BYTES. The plain read is the fast one: Redis
+ * converts a function's reply through Lua, ~3 µs an entry. Read the reply
  * with tc_store_range_parse().
  */
-void tc_store_read_range(struct tc_store_cmd *c, const char *thread, uint64_t after, uint64_t through, unsigned count);
+void tc_store_read_range(struct tc_store_cmd *c, const char *thread, struct tc_store_range *r,
+			 const struct tc_store_bound *b);
 /**
- * A range reply: *entries the XRANGE-shaped array of entries, *more whether
- * more may follow (count or bytes reached; false at the range's end).
- * 0, or -1 when the reply is not one.
+ * The reply to the read r: *entries the XRANGE-shaped array of entries,
+ * *more whether more may follow (a count or bytes reached; false at the
+ * range's end). 0, or -1 when the reply is not one.
  */
-int tc_store_range_parse(const redisReply *r, const redisReply **entries, bool *more);
+int tc_store_range_parse(const redisReply *reply, const struct tc_store_range *r, const redisReply **entries,
+			 bool *more);
 /** XRANGE events - + COUNT 1: the oldest event still kept. */
 void tc_store_read_first(struct tc_store_cmd *c, const char *thread);
 /** HGETALL of an index (TC_KEY_TREE, TC_KEY_VALUES or TC_KEY_INTERRUPTS). */
@@ -251,7 +282,8 @@ struct tc_store_meta {
 	uint64_t run_seq;   /**< first seq of the current run (0 if unknown) */
 	const char *run_id; /**< NULL when unknown */
 	size_t run_id_len;
-	bool run_over; /**< the root lifecycle's latest status ends the run (read_meta) */
+	bool run_over;      /**< the root lifecycle's latest status ends the run (read_meta) */
+	uint64_t entry_max; /**< the history's largest entry, in bytes (read_meta; 0: not known) */
 };
 /** Parses the HMGET reply of either read; -1 when it is not one. */
 int tc_store_meta_parse(const redisReply *r, struct tc_store_meta *m);

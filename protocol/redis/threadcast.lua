@@ -450,8 +450,17 @@ local function store(tid, events, o, now)
   local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
   local n = #events
 
-  local m = redis.call('HMGET', k_meta, 'epoch', 'expires_at', 'ttl')
+  local m = redis.call('HMGET', k_meta, 'epoch', 'expires_at', 'ttl', 'entry_max')
   local epoch, last = m[1], nil
+  -- The largest stream entry of the history (its fields' bytes): a reader
+  -- that knows it can page with a plain XRANGE and still bound its replies.
+  local entry_max, bytes = 0, 0
+  for i = 1, n do
+    local e = events[i]
+    local b = 3 + #e.method + #e.nsenc + #e.json
+    if b > entry_max then entry_max = b end
+    bytes = bytes + #e.json
+  end
   local ttl, ttl_s = o.ttl_arg, o.ttl
   if not epoch then
     -- A new history: whatever is left under the other keys belongs to an
@@ -463,9 +472,13 @@ local function store(tid, events, o, now)
     epoch = string.format('%x%05x', tonumber(now[1]), tonumber(now[2]))
     last = n
     redis.call('HSET', k_meta, 'epoch', epoch, 'run_seq', 1, 'run_id', epoch .. '-1', 'seq', n,
-               'expires_at', now_ms + ttl_s * 1000, 'ttl', ttl)
+               'expires_at', now_ms + ttl_s * 1000, 'ttl', ttl, 'entry_max', entry_max)
   else
     last = redis.call('HINCRBY', k_meta, 'seq', n)
+    -- A history an earlier version began has none, and gets none: its
+    -- older entries were never measured.
+    local known = m[4] and tonumber(m[4])
+    if known and entry_max > known then redis.call('HSET', k_meta, 'entry_max', entry_max) end
   end
   -- The graph the thread runs: gateways route its commands to its workers.
   if o.assistant then redis.call('HSET', k_meta, 'assistant_id', o.assistant) end
@@ -474,8 +487,6 @@ local function store(tid, events, o, now)
 
   -- Keys written rarely get their TTL when written (touch): a key made
   -- between two refreshes of an idle thread must not outlive it.
-  local bytes = 0
-  for i = 1, n do bytes = bytes + #events[i].json end
   local thin = bytes > LIVE_INLINE_MAX
   local bell = n > 1 and not thin and { '*', epoch, '\n', sfirst, '\n', n, '\n' } or nil
   for i = 1, n do

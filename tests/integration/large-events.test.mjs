@@ -108,6 +108,66 @@ describe('big events', () => {
     assertWhole(c.events, sent.slice(0, c.events.length), 'before the cut');
   });
 
+  test('meta keeps the size of the history\'s largest entry; replays read small entries with plain XRANGE, big ones with the function', async () => {
+    const rc = redisClient(redis.port);
+    // Redis counts a function's own XRANGEs under xrange too: what tells the paths apart is how many
+    // FCALL_ROs a replay takes (a plain replay: one, past meta's head).
+    const calls = async () => {
+      const info = await rc.cmd('INFO', 'commandstats');
+      const n = (cmd) => Number((new RegExp(`^cmdstat_${cmd}:calls=(\\d+)`, 'm').exec(info) || [0, 0])[1]);
+      return { xrange: n('xrange'), fcall_ro: n('fcall_ro') };
+    };
+    /** The bytes of a stream entry's fields, names included, as the function counts them. */
+    const largest = async (thread) => {
+      let max = 0;
+      for (const [, fields] of await rc.cmd('XRANGE', `tc:{${thread}}:events`, '-', '+'))
+        max = Math.max(max, fields.reduce((b, f) => b + Buffer.byteLength(f), 0));
+      return max;
+    };
+    const replay = async (thread, n) => {
+      const before = await calls();
+      const c = await connect(tc.url(thread), { perMessageDeflate: false });
+      const r = await c.request({ id: 1, method: 'subscription.subscribe', params: FILTER });
+      assert.equal(r.result.replayedEvents, n);
+      await waitUntil(() => c.events.length >= n, 30000, 'the replay');
+      assert.deepEqual(c.events.map((e) => e.seq), Array.from({ length: n }, (_, i) => i + 1));
+      await c.close();
+      const after = await calls();
+      return { xrange: after.xrange - before.xrange, fcall_ro: after.fcall_ro - before.fcall_ro };
+    };
+
+    const thread = 'entry-max';
+    await produce(redis.url, thread, [START, ...smalls(1200, 0)]);
+    const max = await largest(thread);
+    assert.equal(await rc.cmd('HGET', `tc:{${thread}}:meta`, 'entry_max'), String(max));
+    // 1201 events in pages of 512, counted then sent; one function call reads past meta's head.
+    const small = await replay(thread, 1201);
+    assert.ok(small.xrange >= 3, `plain reads: ${JSON.stringify(small)}`);
+    assert.ok(small.fcall_ro <= 2, `function reads: ${JSON.stringify(small)}`);
+
+    // A bigger entry raises it; a smaller one leaves it.
+    await produce(redis.url, thread, [bigValues(256 * 1024, 'm')]);
+    const raised = await largest(thread);
+    assert.ok(raised > 256 * 1024);
+    assert.equal(await rc.cmd('HGET', `tc:{${thread}}:meta`, 'entry_max'), String(raised));
+    await produce(redis.url, thread, smalls(1, 1200));
+    assert.equal(await rc.cmd('HGET', `tc:{${thread}}:meta`, 'entry_max'), String(raised));
+    // Entries of up to 256 KiB: too few to a plain read that stays within 4 MiB; the function reads,
+    // counting then sending (no more than 1 MiB a read: the 256 KiB one with a few hundred others).
+    const big = await replay(thread, 1203);
+    assert.ok(big.fcall_ro >= 5, `function reads: ${JSON.stringify(big)}`);
+
+    // A history begun by an earlier version has no entry_max, and gets none: its entries were not measured.
+    const old = 'entry-max-old';
+    await produce(redis.url, old, [START, ...smalls(10, 0)]);
+    assert.equal(await rc.cmd('HDEL', `tc:{${old}}:meta`, 'entry_max'), 1);
+    await produce(redis.url, old, [bigValues(1024, 'o')]);
+    assert.equal(await rc.cmd('HGET', `tc:{${old}}:meta`, 'entry_max'), null);
+    const unknown = await replay(old, 12);
+    assert.ok(unknown.fcall_ro >= 2, `function reads: ${JSON.stringify(unknown)}`); // the count, the tail
+    rc.close();
+  });
+
   test('the append functions take 16 MiB and refuse a byte more, naming the size', async () => {
     const rc = redisClient(redis.port);
     const fill = (n) => `{"method":"values","params":{"namespace":[],"data":{"s":"${'x'.repeat(n)}"}}}`;

@@ -67,13 +67,9 @@ static void command_builders(void **state)
 {
 	struct tc_store_cmd c;
 	tc_store_read_meta(&c, "t1");
-	assert_string_equal(words(&c), "HMGET tc:{t1}:meta seq epoch run_seq run_id run_status");
+	assert_string_equal(words(&c), "HMGET tc:{t1}:meta seq epoch entry_max run_seq run_id run_status");
 	tc_store_read_head(&c, "t1");
 	assert_string_equal(words(&c), "HMGET tc:{t1}:meta seq epoch");
-	tc_store_read_range(&c, "t1", 7, 0, 512);
-	assert_string_equal(words(&c), "FCALL_RO threadcast_range 1 t1 7 0 512 1048576");
-	tc_store_read_range(&c, "t1", 0, 9, 3);
-	assert_string_equal(words(&c), "FCALL_RO threadcast_range 1 t1 0 9 3 1048576");
 	tc_store_read_first(&c, "t1");
 	assert_string_equal(words(&c), "XRANGE tc:{t1}:events - + COUNT 1");
 	tc_store_read_index(&c, "t1", TC_KEY_TREE);
@@ -132,17 +128,20 @@ static redisReply *rarr(size_t n, redisReply **items)
 static void replies(void **state)
 {
 	struct tc_store_meta m;
-	redisReply *r = rarr(5, (redisReply *[]){ rstr("12"), rstr("e1"), rstr("5"), rstr("run-5"), rstr("running") });
+	redisReply *r = rarr(
+		6, (redisReply *[]){ rstr("12"), rstr("e1"), rstr("300"), rstr("5"), rstr("run-5"), rstr("running") });
 	assert_int_equal(tc_store_meta_parse(r, &m), 0);
 	assert_int_equal(m.seq, 12);
 	assert_string_equal(m.epoch, "e1");
 	assert_int_equal(m.run_seq, 5);
+	assert_int_equal(m.entry_max, 300);
 	assert_int_equal(m.run_id_len, 5);
 	assert_false(m.run_over);
 	freeReplyObject(r);
 	const char *over[] = { "completed", "failed", "interrupted" };
 	for (size_t i = 0; i < 3; i++) {
-		r = rarr(5, (redisReply *[]){ rstr("12"), rstr("e1"), rstr("5"), rstr("run-5"), rstr(over[i]) });
+		r = rarr(6, (redisReply *[]){ rstr("12"), rstr("e1"), rstr("300"), rstr("5"), rstr("run-5"),
+					      rstr(over[i]) });
 		assert_int_equal(tc_store_meta_parse(r, &m), 0);
 		assert_true(m.run_over);
 		freeReplyObject(r);
@@ -155,8 +154,18 @@ static void replies(void **state)
 	r = rarr(2, (redisReply *[]){ nil, rstr("e1") }); /* a thread without events yet */
 	assert_int_equal(tc_store_meta_parse(r, &m), 0);
 	assert_int_equal(m.seq, 0);
+	assert_int_equal(m.entry_max, 0);
 	assert_null(m.run_id);
 	freeReplyObject(r);
+	/* entry_max is known only when it is all a number: a bound read wrong could let reads grow. */
+	const char *garbled[] = { "3x", "", "-4", "99999999999999999999" };
+	for (size_t i = 0; i < 4; i++) {
+		r = rarr(6, (redisReply *[]){ rstr("12"), rstr("e1"), rstr(garbled[i]), rstr("5"), rstr("run-5"),
+					      rstr("running") });
+		assert_int_equal(tc_store_meta_parse(r, &m), 0);
+		assert_int_equal(m.entry_max, 0);
+		freeReplyObject(r);
+	}
 
 	/* A REST run's record, by name. */
 	struct tc_store_rest_run run;
@@ -308,25 +317,100 @@ static redisReply *rinteger(long long v)
 	return r;
 }
 
+/* How a range read is sent: a plain XRANGE where a bound from meta keeps it
+ * small enough, else the function. */
+static void range_reads(void **state)
+{
+	struct tc_store_cmd c;
+	struct tc_store_range r = { .after = 7, .count = 512 };
+	struct tc_store_bound b = { .head = 1000, .entry_max = 400 };
+
+	/* No bound (the hub's fills), or none known (a history begun by an earlier version). */
+	tc_store_read_range(&c, "t1", &r, NULL);
+	assert_string_equal(words(&c), "FCALL_RO threadcast_range 1 t1 7 0 512 1048576");
+	assert_int_equal(r.plain, 0);
+	r = (struct tc_store_range){ .after = 0, .through = 9, .count = 3 };
+	tc_store_read_range(&c, "t1", &r, &(struct tc_store_bound){ .head = 9 });
+	assert_string_equal(words(&c), "FCALL_RO threadcast_range 1 t1 0 9 3 1048576");
+
+	/* Small entries: as many as asked; "to the end" ends at the head meta gave. */
+	r = (struct tc_store_range){ .after = 7, .count = 512 };
+	tc_store_read_range(&c, "t1", &r, &b);
+	assert_string_equal(words(&c), "XRANGE tc:{t1}:events 7-1 1000-0 COUNT 512");
+	assert_int_equal(r.plain, 512);
+	assert_int_equal(r.upto, 1000);
+	r = (struct tc_store_range){ .after = 0, .through = 9, .count = 3 };
+	tc_store_read_range(&c, "t1", &r, &b);
+	assert_string_equal(words(&c), "XRANGE tc:{t1}:events 0-1 9-0 COUNT 3");
+
+	/* Big entries: fewer a read, so that even all at the largest stay within 4 MiB. */
+	b.entry_max = 64 * 1024;
+	r = (struct tc_store_range){ .after = 7, .count = 512 };
+	tc_store_read_range(&c, "t1", &r, &b);
+	assert_string_equal(words(&c), "XRANGE tc:{t1}:events 7-1 1000-0 COUNT 64");
+	/* ... until that is too few to be worth it: the function's exact bound. */
+	b.entry_max = TC_STORE_PLAIN_BYTES / (TC_STORE_PLAIN_MIN - 1);
+	tc_store_read_range(&c, "t1", &r, &b);
+	assert_string_equal(words(&c), "FCALL_RO threadcast_range 1 t1 7 0 512 1048576");
+	/* ... unless it is all the read asks for. */
+	r = (struct tc_store_range){ .after = 7, .through = 9, .count = 2 };
+	tc_store_read_range(&c, "t1", &r, &b);
+	assert_string_equal(words(&c), "XRANGE tc:{t1}:events 7-1 9-0 COUNT 2");
+	b.entry_max = 16 << 20;
+	r = (struct tc_store_range){ .after = 7, .through = 9, .count = 2 };
+	tc_store_read_range(&c, "t1", &r, &b);
+	assert_string_equal(words(&c), "FCALL_RO threadcast_range 1 t1 7 9 2 1048576");
+
+	/* Past the head meta gave, or through a seq beyond it: what the entries are is not known. */
+	b.entry_max = 400;
+	r = (struct tc_store_range){ .after = 1000, .count = 512 };
+	tc_store_read_range(&c, "t1", &r, &b);
+	assert_string_equal(words(&c), "FCALL_RO threadcast_range 1 t1 1000 0 512 1048576");
+	r = (struct tc_store_range){ .after = 7, .through = 1001, .count = 512 };
+	tc_store_read_range(&c, "t1", &r, &b);
+	assert_string_equal(words(&c), "FCALL_RO threadcast_range 1 t1 7 1001 512 1048576");
+}
+
+/* A plain read's reply is the entries: more may follow when it is a full COUNT. */
+static void plain_range_replies(void **state)
+{
+	const redisReply *got;
+	bool more = true;
+	struct tc_store_range plain = { .after = 7, .count = 512, .plain = 2, .upto = 1000 };
+	redisReply *r = rarr(1, (redisReply *[]){ rarr(0, NULL) });
+	assert_int_equal(tc_store_range_parse(r, &plain, &got, &more), 0);
+	assert_ptr_equal(got, r);
+	assert_false(more);
+	freeReplyObject(r);
+	r = rarr(2, (redisReply *[]){ rarr(0, NULL), rarr(0, NULL) });
+	assert_int_equal(tc_store_range_parse(r, &plain, &got, &more), 0);
+	assert_true(more);
+	freeReplyObject(r);
+	r = rstr("ERR");
+	assert_int_equal(tc_store_range_parse(r, &plain, &got, &more), -1);
+	freeReplyObject(r);
+}
+
 /* A threadcast_range reply: [entries, more]; anything else is refused. */
 static void range_replies(void **state)
 {
+	const struct tc_store_range by_function = { .after = 7, .count = 512 };
 	const redisReply *got;
 	bool more = false;
 	redisReply *r = rarr(2, (redisReply *[]){ rarr(1, (redisReply *[]){ rstr("x") }), rinteger(1) });
-	assert_int_equal(tc_store_range_parse(r, &got, &more), 0);
+	assert_int_equal(tc_store_range_parse(r, &by_function, &got, &more), 0);
 	assert_int_equal(got->elements, 1);
 	assert_true(more);
 	freeReplyObject(r);
 	r = rarr(2, (redisReply *[]){ rarr(0, NULL), rinteger(0) });
-	assert_int_equal(tc_store_range_parse(r, &got, &more), 0);
+	assert_int_equal(tc_store_range_parse(r, &by_function, &got, &more), 0);
 	assert_false(more);
 	freeReplyObject(r);
 	redisReply *bad[] = { rarr(0, NULL), rarr(1, (redisReply *[]){ rarr(0, NULL) }),
 			      rarr(2, (redisReply *[]){ rinteger(1), rinteger(1) }),
 			      rarr(2, (redisReply *[]){ rarr(0, NULL), rstr("1") }), rstr("ERR") };
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		if (tc_store_range_parse(bad[i], &got, &more) != -1)
+		if (tc_store_range_parse(bad[i], &by_function, &got, &more) != -1)
 			fail_msg("accepted range reply %zu", i);
 		freeReplyObject(bad[i]);
 	}
@@ -431,6 +515,7 @@ int main(void)
 		cmocka_unit_test(command_builders),   cmocka_unit_test(replies),
 		cmocka_unit_test(doorbells),          cmocka_unit_test(batch_doorbells),
 		cmocka_unit_test(thin_doorbells),     cmocka_unit_test(range_replies),
+		cmocka_unit_test(range_reads),        cmocka_unit_test(plain_range_replies),
 		cmocka_unit_test(index_values),       cmocka_unit_test(agent_tree),
 		cmocka_unit_test(function_libraries),
 	};
