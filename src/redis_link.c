@@ -133,6 +133,7 @@ bool tc__link_close(struct tc__link *l, uv_close_cb timer_closed)
 	bool was_up = l->up;
 
 	l->closed = true;
+	tc_reply_arena_close(&l->arena);
 	uv_timer_stop(&l->retry);
 	l->up = false;
 	if (l->ac) {
@@ -278,6 +279,7 @@ static void connect_now(struct tc__link *l)
 		return;
 	}
 	ac->data = l;
+	tc_reply_arena_use(ac->c.reader, &l->arena);
 	if (tc_redis_uv_attach(ac, l->conf->loop, on_connect, a.unix_path ? NULL : l->conf->cfg->tls, a.host)) {
 		redisAsyncFree(ac);
 		tc__link_retry_later(l);

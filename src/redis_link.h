@@ -35,6 +35,7 @@
 
 #include "config.h"
 #include "pslink.h"
+#include "reply_arena.h"
 
 /** A connection attempt not answered by then is abandoned and retried. */
 #define TC__LINK_CONNECT_TIMEOUT_MS 3000
@@ -102,10 +103,11 @@ struct tc__link {
 	const char *addr; /* the owner's text of the node's address, for logs */
 	const struct tc__link_conf *conf;
 	const struct tc__link_ops *ops;
-	uv_timer_t retry; /* the next attempt; the connect timeout while one is out */
-	unsigned attempt; /* failed attempts since the last success */
-	bool readonly;    /* a replica refused the function libraries */
-	bool closed;      /* tc__link_close() ran: no more attempts */
+	uv_timer_t retry;            /* the next attempt; the connect timeout while one is out */
+	unsigned attempt;            /* failed attempts since the last success */
+	bool readonly;               /* a replica refused the function libraries */
+	bool closed;                 /* tc__link_close() ran: no more attempts */
+	struct tc_reply_arena arena; /* TC__LINK_CMD: where its replies are built */
 };
 
 /**
