@@ -297,7 +297,10 @@ static void on_meta(struct tc_redis *r, redisReply *reply, void *priv)
 		return;
 	}
 	rp->head = m.seq;
-	rp->bound = (struct tc_store_bound){ .head = m.seq, .entry_max = m.epoch_len ? m.entry_max : 0 };
+	/* Measured through the head, or not at all: entries after entry_seq were
+	 * appended by an earlier version (a rolling deploy), of unknown size. */
+	rp->bound = (struct tc_store_bound){ .head = m.seq,
+					     .entry_max = m.epoch_len && m.entry_seq == m.seq ? m.entry_max : 0 };
 	rp->run_over = m.run_over;
 	memcpy(rp->epoch, m.epoch, m.epoch_len);
 	rp->epoch[m.epoch_len] = '\0';

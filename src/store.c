@@ -78,7 +78,7 @@ static void set_argv(struct tc_store_cmd *c, const char *const *argv)
 void tc_store_read_meta(struct tc_store_cmd *c, const char *thread)
 {
 	set_argv(c, (const char *[]){ "HMGET", tc_store_key(c->key, thread, TC_KEY_META), "seq", "epoch", "entry_max",
-				      "run_seq", "run_id", "run_status", NULL });
+				      "entry_seq", "run_seq", "run_id", "run_status", NULL });
 }
 
 void tc_store_read_head(struct tc_store_cmd *c, const char *thread)
@@ -358,18 +358,19 @@ int tc_store_meta_parse(const redisReply *r, struct tc_store_meta *m)
 {
 	memset(m, 0, sizeof(*m));
 	m->epoch = "";
-	if (!r || r->type != REDIS_REPLY_ARRAY || (r->elements != 2 && r->elements != 6))
+	if (!r || r->type != REDIS_REPLY_ARRAY || (r->elements != 2 && r->elements != 7))
 		return -1;
-	const redisReply *seq = field(r, 0), *epoch = field(r, 1), *entry_max = field(r, 2), *run_seq = field(r, 3),
-			 *run_id = field(r, 4), *status = field(r, 5);
+	const redisReply *seq = field(r, 0), *epoch = field(r, 1), *entry_max = field(r, 2), *entry_seq = field(r, 3),
+			 *run_seq = field(r, 4), *run_id = field(r, 5), *status = field(r, 6);
 	/* A garbled number reads as 0, as if absent: the history then starts over. */
 	if (seq && leading_u64(seq->str, seq->len, &m->seq) < 0)
 		m->seq = 0;
 	if (run_seq && leading_u64(run_seq->str, run_seq->len, &m->run_seq) < 0)
 		m->run_seq = 0;
-	/* Not known unless all of it is a number: a bound read wrong could let a read grow unbounded. */
-	if (entry_max && tc_store_u64(entry_max->str, entry_max->len, &m->entry_max) < 0)
-		m->entry_max = 0;
+	/* Not known unless both are all digits: a bound read wrong could let a read grow unbounded. */
+	if (!entry_max || !entry_seq || tc_store_u64(entry_max->str, entry_max->len, &m->entry_max) < 0 ||
+	    tc_store_u64(entry_seq->str, entry_seq->len, &m->entry_seq) < 0)
+		m->entry_max = m->entry_seq = 0;
 	if (epoch && epoch->len < TC_EPOCH_MAX) {
 		m->epoch = epoch->str;
 		m->epoch_len = epoch->len;

@@ -117,7 +117,7 @@ struct tc_store_append_opts {
 	const char *run;    /**< RUN id of a run that starts with this event */
 };
 
-/** HMGET meta seq epoch entry_max run_seq run_id run_status (parse with tc_store_meta_parse). */
+/** HMGET meta seq epoch entry_max entry_seq run_seq run_id run_status (parse with tc_store_meta_parse). */
 void tc_store_read_meta(struct tc_store_cmd *c, const char *thread);
 /** HMGET meta seq epoch: where the thread stands (tc_store_meta_parse). */
 void tc_store_read_head(struct tc_store_cmd *c, const char *thread);
@@ -283,7 +283,8 @@ struct tc_store_meta {
 	const char *run_id; /**< NULL when unknown */
 	size_t run_id_len;
 	bool run_over;      /**< the root lifecycle's latest status ends the run (read_meta) */
-	uint64_t entry_max; /**< the history's largest entry, in bytes (read_meta; 0: not known) */
+	uint64_t entry_max; /**< the largest entry through entry_seq, in bytes (read_meta; 0: not known) */
+	uint64_t entry_seq; /**< the last seq entry_max covers (read_meta) */
 };
 /** Parses the HMGET reply of either read; -1 when it is not one. */
 int tc_store_meta_parse(const redisReply *r, struct tc_store_meta *m);

@@ -24,7 +24,7 @@
 -- field.
 --
 -- Cost is what this file is written around: per event, one XADD and a
--- handful of Lua string operations; per call, one HMGET, one HINCRBY, one
+-- handful of Lua string operations; per call, one HMGET, one HSET, one
 -- TIME and one SPUBLISH. The keys' TTLs are refreshed only when an eighth of
 -- the TTL has passed since the last refresh (an idle thread's keys expire
 -- between 7/8 of the TTL and the TTL after its last event), and the rarely
@@ -450,10 +450,11 @@ local function store(tid, events, o, now)
   local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
   local n = #events
 
-  local m = redis.call('HMGET', k_meta, 'epoch', 'expires_at', 'ttl', 'entry_max')
+  local m = redis.call('HMGET', k_meta, 'epoch', 'expires_at', 'ttl', 'seq', 'entry_max', 'entry_seq')
   local epoch, last = m[1], nil
-  -- The largest stream entry of the history (its fields' bytes): a reader
-  -- that knows it can page with a plain XRANGE and still bound its replies.
+  -- The largest stream entry of the history (its fields' bytes) through seq
+  -- entry_seq: a reader that knows it can page that far with a plain XRANGE
+  -- and still bound its replies.
   local entry_max, bytes = 0, 0
   for i = 1, n do
     local e = events[i]
@@ -472,13 +473,21 @@ local function store(tid, events, o, now)
     epoch = string.format('%x%05x', tonumber(now[1]), tonumber(now[2]))
     last = n
     redis.call('HSET', k_meta, 'epoch', epoch, 'run_seq', 1, 'run_id', epoch .. '-1', 'seq', n,
-               'expires_at', now_ms + ttl_s * 1000, 'ttl', ttl, 'entry_max', entry_max)
+               'expires_at', now_ms + ttl_s * 1000, 'ttl', ttl, 'entry_max', entry_max, 'entry_seq', n)
   else
-    last = redis.call('HINCRBY', k_meta, 'seq', n)
-    -- A history an earlier version began has none, and gets none: its
-    -- older entries were never measured.
-    local known = m[4] and tonumber(m[4])
-    if known and entry_max > known then redis.call('HSET', k_meta, 'entry_max', entry_max) end
+    local before = tonumber(m[4] or '0')
+    if not before then fail('meta seq of thread ' .. tid .. ' is not a number') end
+    last = before + n
+    -- Measured only while every append measured: a history an earlier
+    -- version began has no entry_max, and an append by an earlier version
+    -- (its library loaded again during a rolling deploy) leaves entry_seq
+    -- behind seq for good.
+    local known, through = tonumber(m[5] or ''), tonumber(m[6] or '')
+    if known and through == before then
+      redis.call('HSET', k_meta, 'seq', last, 'entry_seq', last, 'entry_max', math.max(known, entry_max))
+    else
+      redis.call('HSET', k_meta, 'seq', last)
+    end
   end
   -- The graph the thread runs: gateways route its commands to its workers.
   if o.assistant then redis.call('HSET', k_meta, 'assistant_id', o.assistant) end

@@ -279,7 +279,7 @@ static redisReply *range(uint64_t from, uint64_t to)
 
 static redisReply *meta_status(const char *seq, const char *epoch, const char *run_seq, const char *status)
 {
-	return rr_arr(6, seq ? rr_str(seq) : rr_nil(), epoch ? rr_str(epoch) : rr_nil(), rr_nil(),
+	return rr_arr(7, seq ? rr_str(seq) : rr_nil(), epoch ? rr_str(epoch) : rr_nil(), rr_nil(), rr_nil(),
 		      run_seq ? rr_str(run_seq) : rr_nil(), rr_str("run-1"), rr_str(status));
 }
 
@@ -288,11 +288,18 @@ static redisReply *meta(const char *seq, const char *epoch, const char *run_seq)
 	return meta_status(seq, epoch, run_seq, "running");
 }
 
-/* meta of a history whose largest entry is entry_max bytes (begun by this version). */
+/* meta of a history whose largest entry through entry_seq is entry_max bytes. */
+static redisReply *meta_measured(const char *seq, const char *epoch, const char *run_seq, const char *entry_max,
+				 const char *entry_seq)
+{
+	return rr_arr(7, rr_str(seq), rr_str(epoch), rr_str(entry_max), rr_str(entry_seq), rr_str(run_seq),
+		      rr_str("run-1"), rr_str("running"));
+}
+
+/* ... every entry measured (the history was only ever appended by this version). */
 static redisReply *meta_max(const char *seq, const char *epoch, const char *run_seq, const char *entry_max)
 {
-	return rr_arr(6, rr_str(seq), rr_str(epoch), rr_str(entry_max), rr_str(run_seq), rr_str("run-1"),
-		      rr_str("running"));
+	return meta_measured(seq, epoch, run_seq, entry_max, seq);
 }
 
 /* The hub's doorbell subscription is confirmed: it reads where the thread stands. */
@@ -335,7 +342,7 @@ static void subscribe_replays_baseline_and_run(void **state)
 	struct fixture *fx = *state;
 	fx->c.fresh = filter("{\"channels\":[\"messages\",\"values\"]}");
 	start(fx, false, NULL);
-	expect(fx, "HMGET tc:{t1}:meta seq epoch entry_max run_seq run_id run_status", meta("6", "e1", "3"));
+	expect(fx, "HMGET tc:{t1}:meta seq epoch entry_max entry_seq run_seq run_id run_status", meta("6", "e1", "3"));
 	expect(fx, "HGETALL tc:{t1}:values", rr_arr(2, rr_str(""), rr_str("2\n{\"method\":\"values\",\"params\":{}}")));
 	expect(fx, "FCALL_RO threadcast_range 1 t1 2 6 512 1048576", range(3, 6));
 	assert_true(fx->c.answered);
@@ -358,7 +365,7 @@ static void subscribe_filters(void **state)
 	struct fixture *fx = *state;
 	fx->c.fresh = filter("{\"channels\":[\"messages\"]}");
 	start(fx, false, NULL);
-	expect(fx, "HMGET tc:{t1}:meta seq epoch entry_max run_seq run_id run_status", meta("6", "e1", "1"));
+	expect(fx, "HMGET tc:{t1}:meta seq epoch entry_max entry_seq run_seq run_id run_status", meta("6", "e1", "1"));
 	expect(fx, "HGETALL tc:{t1}:values", rr_arr(0));
 	expect(fx, "FCALL_RO threadcast_range 1 t1 0 6 512 1048576", range(1, 6));
 	assert_int_equal(fx->c.answer.replayed, 3);
@@ -372,7 +379,7 @@ static void subscribe_catches_up_with_the_hub(void **state)
 	fx->c.fresh = filter("{\"channels\":[\"messages\",\"values\"]}");
 	start(fx, false, NULL);
 	hub_confirmed(fx);
-	expect(fx, "HMGET tc:{t1}:meta seq epoch entry_max run_seq run_id run_status", meta("2", "e1", "1"));
+	expect(fx, "HMGET tc:{t1}:meta seq epoch entry_max entry_seq run_seq run_id run_status", meta("2", "e1", "1"));
 	hub_sync(fx, "2", "e1");
 	expect(fx, "HGETALL tc:{t1}:values", rr_arr(0));
 	fake_push(fx->redis, "smessage", CH, "e1\n3\nmessages\n\n{\"method\":\"messages\",\"params\":{}}");
@@ -390,7 +397,7 @@ static void subscribe_capped(void **state)
 	struct fixture *fx = *state;
 	fx->c.fresh = filter("{\"channels\":[\"messages\",\"values\"]}");
 	start(fx, false, NULL);
-	expect(fx, "HMGET tc:{t1}:meta seq epoch entry_max run_seq run_id run_status", meta("10", "e1", "1"));
+	expect(fx, "HMGET tc:{t1}:meta seq epoch entry_max entry_seq run_seq run_id run_status", meta("10", "e1", "1"));
 	expect(fx, "HGETALL tc:{t1}:values", rr_arr(0));
 	expect(fx, "FCALL_RO threadcast_range 1 t1 7 10 512 1048576", range(8, 10));
 	assert_true(fx->c.answer.has_missed);
@@ -405,7 +412,7 @@ static void reconnect_restored(void **state)
 	struct tc_replay_from from = { .seq = 4, .epoch = "e1" };
 	fx->c.fresh = filter("{\"channels\":[\"messages\",\"values\"]}");
 	start(fx, true, &from);
-	expect(fx, "HMGET tc:{t1}:meta seq epoch entry_max run_seq run_id run_status", meta("7", "e1", "1"));
+	expect(fx, "HMGET tc:{t1}:meta seq epoch entry_max entry_seq run_seq run_id run_status", meta("7", "e1", "1"));
 	expect(fx, "XRANGE tc:{t1}:events - + COUNT 1", entries(1, 1));
 	expect(fx, "HGETALL tc:{t1}:tree",
 	       rr_arr(4, rr_str("/researcher"), rr_str("running\nr"), rr_str(""), rr_str("running\nagent")));
@@ -425,7 +432,7 @@ static void reconnect_trimmed(void **state)
 	struct tc_replay_from from = { .seq = 2, .epoch = "e1" };
 	fx->c.fresh = filter("{\"channels\":[\"messages\",\"values\"]}");
 	start(fx, true, &from);
-	expect(fx, "HMGET tc:{t1}:meta seq epoch entry_max run_seq run_id run_status", meta("8", "e1", "1"));
+	expect(fx, "HMGET tc:{t1}:meta seq epoch entry_max entry_seq run_seq run_id run_status", meta("8", "e1", "1"));
 	expect(fx, "XRANGE tc:{t1}:events - + COUNT 1", entries(6, 6));
 	expect(fx, "HGETALL tc:{t1}:tree", rr_arr(0));
 	assert_false(fx->c.answer.restored);
@@ -442,7 +449,7 @@ static void reconnect_new_epoch(void **state)
 	struct tc_replay_from from = { .seq = 40, .epoch = "e1" };
 	fx->c.fresh = filter("{\"channels\":[\"messages\",\"values\"]}");
 	start(fx, true, &from);
-	expect(fx, "HMGET tc:{t1}:meta seq epoch entry_max run_seq run_id run_status", meta("3", "e2", "1"));
+	expect(fx, "HMGET tc:{t1}:meta seq epoch entry_max entry_seq run_seq run_id run_status", meta("3", "e2", "1"));
 	expect(fx, "XRANGE tc:{t1}:events - + COUNT 1", entries(1, 1));
 	expect(fx, "HGETALL tc:{t1}:tree", rr_arr(0));
 	assert_false(fx->c.answer.restored);
@@ -458,7 +465,7 @@ static void reconnect_capped(void **state)
 	struct tc_replay_from from = { .seq = 2, .epoch = "e1" };
 	fx->c.fresh = filter("{\"channels\":[\"messages\",\"values\"]}");
 	start(fx, true, &from);
-	expect(fx, "HMGET tc:{t1}:meta seq epoch entry_max run_seq run_id run_status", meta("10", "e1", "1"));
+	expect(fx, "HMGET tc:{t1}:meta seq epoch entry_max entry_seq run_seq run_id run_status", meta("10", "e1", "1"));
 	expect(fx, "XRANGE tc:{t1}:events - + COUNT 1", entries(1, 1));
 	expect(fx, "HGETALL tc:{t1}:tree", rr_arr(0));
 	assert_false(fx->c.answer.restored);
@@ -477,7 +484,7 @@ static void reconnect_at_the_head_goes_live(void **state)
 	fx->c.fresh = filter("{\"channels\":[\"messages\"]}");
 	start(fx, true, &from);
 	hub_confirmed(fx);
-	expect(fx, "HMGET tc:{t1}:meta seq epoch entry_max run_seq run_id run_status", meta("5", "e1", "1"));
+	expect(fx, "HMGET tc:{t1}:meta seq epoch entry_max entry_seq run_seq run_id run_status", meta("5", "e1", "1"));
 	hub_sync(fx, "5", "e1");
 	expect(fx, "XRANGE tc:{t1}:events - + COUNT 1", entries(1, 1));
 	expect(fx, "HGETALL tc:{t1}:tree", rr_arr(0));
@@ -497,7 +504,7 @@ static void stream_since_any_epoch(void **state)
 	struct tc_replay_from from = { .seq = 1, .any_epoch = true };
 	fx->c.fresh = filter("{\"channels\":[\"messages\",\"values\"]}");
 	start(fx, true, &from);
-	expect(fx, "HMGET tc:{t1}:meta seq epoch entry_max run_seq run_id run_status", meta("3", "e5", "1"));
+	expect(fx, "HMGET tc:{t1}:meta seq epoch entry_max entry_seq run_seq run_id run_status", meta("3", "e5", "1"));
 	expect(fx, "XRANGE tc:{t1}:events - + COUNT 1", entries(1, 1));
 	expect(fx, "HGETALL tc:{t1}:tree", rr_arr(0));
 	assert_true(fx->c.answer.restored);
@@ -513,7 +520,7 @@ static void late_subscription_gets_only_its_own(void **state)
 	fx->c.fresh = filter("{\"channels\":[\"messages\"]}");
 	start(fx, false, NULL);
 	hub_confirmed(fx);
-	expect(fx, "HMGET tc:{t1}:meta seq epoch entry_max run_seq run_id run_status", meta("4", "e1", "1"));
+	expect(fx, "HMGET tc:{t1}:meta seq epoch entry_max entry_seq run_seq run_id run_status", meta("4", "e1", "1"));
 	hub_sync(fx, "4", "e1");
 	expect(fx, "HGETALL tc:{t1}:values", rr_arr(0));
 	expect(fx, "FCALL_RO threadcast_range 1 t1 0 4 512 1048576", range(1, 4));
@@ -526,7 +533,7 @@ static void late_subscription_gets_only_its_own(void **state)
 	fx->c.answered = false;
 	fx->c.nframes = 0;
 	start(fx, false, NULL);
-	expect(fx, "HMGET tc:{t1}:meta seq epoch entry_max run_seq run_id run_status", meta("4", "e1", "1"));
+	expect(fx, "HMGET tc:{t1}:meta seq epoch entry_max entry_seq run_seq run_id run_status", meta("4", "e1", "1"));
 	expect(fx, "HGETALL tc:{t1}:values", rr_arr(0));
 	expect(fx, "FCALL_RO threadcast_range 1 t1 0 4 512 1048576", range(1, 4));
 	assert_int_equal(fx->c.answer.replayed, 2);
@@ -550,7 +557,7 @@ static void redis_loss_before_and_after_answer(void **state)
 	struct tc_replay_from from = { .seq = 1, .epoch = "e1" };
 	fx->c.failed = false;
 	start(fx, true, &from);
-	expect(fx, "HMGET tc:{t1}:meta seq epoch entry_max run_seq run_id run_status", meta("3", "e1", "1"));
+	expect(fx, "HMGET tc:{t1}:meta seq epoch entry_max entry_seq run_seq run_id run_status", meta("3", "e1", "1"));
 	expect(fx, "XRANGE tc:{t1}:events - + COUNT 1", entries(1, 1));
 	expect(fx, "HGETALL tc:{t1}:tree", rr_arr(0));
 	assert_true(fx->c.answered);
@@ -584,7 +591,8 @@ static void paced_by_the_client(void **state)
 	struct tc_replay_from from = { .seq = 0, .epoch = "e1" };
 	fx->c.fresh = filter("{\"channels\":[\"messages\",\"values\"]}");
 	start(fx, true, &from);
-	expect(fx, "HMGET tc:{t1}:meta seq epoch entry_max run_seq run_id run_status", meta("1024", "e1", "1"));
+	expect(fx, "HMGET tc:{t1}:meta seq epoch entry_max entry_seq run_seq run_id run_status",
+	       meta("1024", "e1", "1"));
 	expect(fx, "XRANGE tc:{t1}:events - + COUNT 1", entries(1, 1));
 	expect(fx, "HGETALL tc:{t1}:tree", rr_arr(0));
 	fx->c.queued = (size_t)fx->cfg.max_queue_bytes; /* the client reads nothing */
@@ -609,7 +617,7 @@ static void plain_reads_through_the_head(void **state)
 	struct tc_replay_from from = { .seq = 0, .epoch = "e1" };
 	fx->c.fresh = filter("{\"channels\":[\"messages\",\"values\"]}");
 	start(fx, true, &from);
-	expect(fx, "HMGET tc:{t1}:meta seq epoch entry_max run_seq run_id run_status",
+	expect(fx, "HMGET tc:{t1}:meta seq epoch entry_max entry_seq run_seq run_id run_status",
 	       meta_max("1024", "e1", "1", "370"));
 	expect(fx, "XRANGE tc:{t1}:events - + COUNT 1", entries(1, 1));
 	expect(fx, "HGETALL tc:{t1}:tree", rr_arr(0));
@@ -624,6 +632,22 @@ static void plain_reads_through_the_head(void **state)
 	assert_int_equal(fake_pending(fx->redis), 0);
 }
 
+/* After an append by an earlier version (entry_seq behind seq: that entry
+ * was not measured), the history is read with the function. */
+static void unmeasured_entries_read_with_the_function(void **state)
+{
+	struct fixture *fx = *state;
+	struct tc_replay_from from = { .seq = 0, .epoch = "e1" };
+	fx->c.fresh = filter("{\"channels\":[\"messages\",\"values\"]}");
+	start(fx, true, &from);
+	expect(fx, "HMGET tc:{t1}:meta seq epoch entry_max entry_seq run_seq run_id run_status",
+	       meta_measured("10", "e1", "1", "370", "6"));
+	expect(fx, "XRANGE tc:{t1}:events - + COUNT 1", entries(1, 1));
+	expect(fx, "HGETALL tc:{t1}:tree", rr_arr(0));
+	expect(fx, "FCALL_RO threadcast_range 1 t1 0 0 512 1048576", range(1, 10));
+	assert_seqs(&fx->c, 10, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10);
+}
+
 /* A subscribe counts its run with a plain read, of fewer entries when they
  * may be big (64 KiB: 64 a read), and reads past meta's head with the function. */
 static void subscribe_counts_with_plain_reads(void **state)
@@ -631,7 +655,7 @@ static void subscribe_counts_with_plain_reads(void **state)
 	struct fixture *fx = *state;
 	fx->c.fresh = filter("{\"channels\":[\"messages\",\"values\"]}");
 	start(fx, false, NULL);
-	expect(fx, "HMGET tc:{t1}:meta seq epoch entry_max run_seq run_id run_status",
+	expect(fx, "HMGET tc:{t1}:meta seq epoch entry_max entry_seq run_seq run_id run_status",
 	       meta_max("6", "e1", "3", "65536"));
 	expect(fx, "HGETALL tc:{t1}:values", rr_arr(0));
 	expect(fx, "XRANGE tc:{t1}:events 2-1 6-0 COUNT 64", entries(3, 6));
@@ -650,7 +674,7 @@ static void a_short_read_with_more_reads_on(void **state)
 	struct tc_replay_from from = { .seq = 0, .epoch = "e1" };
 	fx->c.fresh = filter("{\"channels\":[\"messages\",\"values\"]}");
 	start(fx, true, &from);
-	expect(fx, "HMGET tc:{t1}:meta seq epoch entry_max run_seq run_id run_status", meta("5", "e1", "1"));
+	expect(fx, "HMGET tc:{t1}:meta seq epoch entry_max entry_seq run_seq run_id run_status", meta("5", "e1", "1"));
 	expect(fx, "XRANGE tc:{t1}:events - + COUNT 1", entries(1, 1));
 	expect(fx, "HGETALL tc:{t1}:tree", rr_arr(0));
 	expect(fx, "FCALL_RO threadcast_range 1 t1 0 0 512 1048576", rr_arr(2, entries(1, 2), rr_int(1)));
@@ -664,7 +688,7 @@ static void a_short_read_with_more_reads_on(void **state)
 static void count_run(struct fixture *fx, const char *status)
 {
 	start(fx, false, NULL);
-	expect(fx, "HMGET tc:{t1}:meta seq epoch entry_max run_seq run_id run_status",
+	expect(fx, "HMGET tc:{t1}:meta seq epoch entry_max entry_seq run_seq run_id run_status",
 	       meta_status("4", "e1", "1", status));
 	expect(fx, "HGETALL tc:{t1}:values", rr_arr(0));
 	expect(fx, "FCALL_RO threadcast_range 1 t1 0 4 512 1048576", range(1, 4));
@@ -701,7 +725,7 @@ static void nudged_hold_gathers_then_answers(void **state)
 	tc_replay_nudge(fx->c.rp);
 	assert_false(fx->c.answered);
 	/* Counted again, for both (count_run's reads, without a second start). */
-	expect(fx, "HMGET tc:{t1}:meta seq epoch entry_max run_seq run_id run_status",
+	expect(fx, "HMGET tc:{t1}:meta seq epoch entry_max entry_seq run_seq run_id run_status",
 	       meta_status("4", "e1", "1", "completed"));
 	expect(fx, "HGETALL tc:{t1}:values", rr_arr(0));
 	expect(fx, "FCALL_RO threadcast_range 1 t1 0 4 512 1048576", range(1, 4));
@@ -773,6 +797,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(a_short_read_with_more_reads_on, setup, teardown),
 		cmocka_unit_test_setup_teardown(plain_reads_through_the_head, setup, teardown),
 		cmocka_unit_test_setup_teardown(subscribe_counts_with_plain_reads, setup, teardown),
+		cmocka_unit_test_setup_teardown(unmeasured_entries_read_with_the_function, setup, teardown),
 		cmocka_unit_test_setup_teardown(held_until_quiet_when_the_run_is_over, setup_holds, teardown),
 		cmocka_unit_test_setup_teardown(nudged_hold_gathers_then_answers, setup_holds, teardown),
 		cmocka_unit_test_setup_teardown(not_held_while_running_or_busy, setup_holds, teardown),

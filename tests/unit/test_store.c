@@ -67,7 +67,7 @@ static void command_builders(void **state)
 {
 	struct tc_store_cmd c;
 	tc_store_read_meta(&c, "t1");
-	assert_string_equal(words(&c), "HMGET tc:{t1}:meta seq epoch entry_max run_seq run_id run_status");
+	assert_string_equal(words(&c), "HMGET tc:{t1}:meta seq epoch entry_max entry_seq run_seq run_id run_status");
 	tc_store_read_head(&c, "t1");
 	assert_string_equal(words(&c), "HMGET tc:{t1}:meta seq epoch");
 	tc_store_read_first(&c, "t1");
@@ -128,19 +128,20 @@ static redisReply *rarr(size_t n, redisReply **items)
 static void replies(void **state)
 {
 	struct tc_store_meta m;
-	redisReply *r = rarr(
-		6, (redisReply *[]){ rstr("12"), rstr("e1"), rstr("300"), rstr("5"), rstr("run-5"), rstr("running") });
+	redisReply *r = rarr(7, (redisReply *[]){ rstr("12"), rstr("e1"), rstr("300"), rstr("12"), rstr("5"),
+						  rstr("run-5"), rstr("running") });
 	assert_int_equal(tc_store_meta_parse(r, &m), 0);
 	assert_int_equal(m.seq, 12);
 	assert_string_equal(m.epoch, "e1");
 	assert_int_equal(m.run_seq, 5);
 	assert_int_equal(m.entry_max, 300);
+	assert_int_equal(m.entry_seq, 12);
 	assert_int_equal(m.run_id_len, 5);
 	assert_false(m.run_over);
 	freeReplyObject(r);
 	const char *over[] = { "completed", "failed", "interrupted" };
 	for (size_t i = 0; i < 3; i++) {
-		r = rarr(6, (redisReply *[]){ rstr("12"), rstr("e1"), rstr("300"), rstr("5"), rstr("run-5"),
+		r = rarr(7, (redisReply *[]){ rstr("12"), rstr("e1"), rstr("300"), rstr("12"), rstr("5"), rstr("run-5"),
 					      rstr(over[i]) });
 		assert_int_equal(tc_store_meta_parse(r, &m), 0);
 		assert_true(m.run_over);
@@ -157,15 +158,27 @@ static void replies(void **state)
 	assert_int_equal(m.entry_max, 0);
 	assert_null(m.run_id);
 	freeReplyObject(r);
-	/* entry_max is known only when it is all a number: a bound read wrong could let reads grow. */
+	/* entry_max is known only when it and entry_seq are all digits: a bound read wrong could let reads grow. */
 	const char *garbled[] = { "3x", "", "-4", "99999999999999999999" };
 	for (size_t i = 0; i < 4; i++) {
-		r = rarr(6, (redisReply *[]){ rstr("12"), rstr("e1"), rstr(garbled[i]), rstr("5"), rstr("run-5"),
-					      rstr("running") });
+		r = rarr(7, (redisReply *[]){ rstr("12"), rstr("e1"), rstr(garbled[i]), rstr("12"), rstr("5"),
+					      rstr("run-5"), rstr("running") });
+		assert_int_equal(tc_store_meta_parse(r, &m), 0);
+		assert_int_equal(m.entry_max, 0);
+		freeReplyObject(r);
+		r = rarr(7, (redisReply *[]){ rstr("12"), rstr("e1"), rstr("300"), rstr(garbled[i]), rstr("5"),
+					      rstr("run-5"), rstr("running") });
 		assert_int_equal(tc_store_meta_parse(r, &m), 0);
 		assert_int_equal(m.entry_max, 0);
 		freeReplyObject(r);
 	}
+	redisReply *nil3 = tc_xcalloc(1, sizeof(*nil3));
+	nil3->type = REDIS_REPLY_NIL;
+	r = rarr(7, (redisReply *[]){ rstr("12"), rstr("e1"), rstr("300"), nil3, rstr("5"), rstr("run-5"),
+				      rstr("running") });
+	assert_int_equal(tc_store_meta_parse(r, &m), 0);
+	assert_int_equal(m.entry_max, 0); /* no entry_seq: not known */
+	freeReplyObject(r);
 
 	/* A REST run's record, by name. */
 	struct tc_store_rest_run run;
