@@ -424,14 +424,18 @@ export function redisClient(port) {
   });
   // A connection that fails (refused, reset by a Sentinel's failover) fails
   // the commands waiting on it and those sent after, instead of throwing an
-  // 'error' event nobody listens to.
+  // 'error' event nobody listens to; so does one the server closes (a
+  // Sentinel promoting a replica kills its clients, often with no error on
+  // this side): a command waiting on it would otherwise never settle.
   let failure = null;
   const failed = [];
-  sock.on('error', (e) => {
-    failure = e;
-    for (const w of waiters.splice(0)) w(Promise.reject(e));
-    for (const f of failed.splice(0)) f(e);
-  });
+  const fail = (e) => {
+    failure = failure || e;
+    for (const w of waiters.splice(0)) w(Promise.reject(failure));
+    for (const f of failed.splice(0)) f(failure);
+  };
+  sock.on('error', fail);
+  sock.on('close', () => fail(new Error('the connection to Redis closed')));
   const ready = new Promise((r, reject) => { sock.once('connect', r); failed.push(reject); });
   ready.catch(() => {});
   return {
