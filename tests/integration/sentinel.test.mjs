@@ -7,7 +7,7 @@ import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import {
   startRedis, startThreadcast, connect, stopAll, produce, waitUntil, sleep, redisClient,
-  storedEvents, firstDisorder, freePort, redisServerBin,
+  storedEvents, firstDisorder, freePort, redisServerBin, track,
 } from './lib/harness.mjs';
 import { mix } from './lib/events.mjs';
 
@@ -30,7 +30,7 @@ async function startSentinel(masterPort, dir) {
     'sentinel down-after-milliseconds tcmaster 1000',
     'sentinel failover-timeout tcmaster 5000',
   ].join('\n') + '\n');
-  const proc = spawn(redisServerBin, [conf, '--sentinel'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc = track(spawn(redisServerBin, [conf, '--sentinel'], { stdio: ['ignore', 'pipe', 'pipe'] }));
   let out = '';
   proc.stdout.on('data', (d) => { out += d; });
   await waitUntil(() => out.includes('+monitor master tcmaster'), 10000, 'sentinel to monitor');

@@ -12,7 +12,7 @@ import { spawn } from 'node:child_process';
 import { rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import {
-  startRedis, startThreadcast, startWorker, produce, connect, stopAll, waitUntil, sleep, freePort,
+  startRedis, startThreadcast, startWorker, produce, connect, stopAll, waitUntil, sleep, freePort, track,
 } from './lib/harness.mjs';
 import { makeCertificates } from './lib/tls.mjs';
 import { graphsModule, question, transcript, expectedTranscript, jsonResponse } from './lib/rest.mjs';
@@ -237,7 +237,7 @@ async function startTlsSentinel(masterPort, dir) {
     `sentinel monitor tcmaster 127.0.0.1 ${masterPort} 1`,
     'sentinel auth-user tcmaster alice', 'sentinel auth-pass tcmaster s3cret',
   ].join('\n') + '\n');
-  const proc = spawn('redis-server', [conf, '--sentinel'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc = track(spawn('redis-server', [conf, '--sentinel'], { stdio: ['ignore', 'pipe', 'pipe'] }));
   let out = '';
   proc.stdout.on('data', (d) => { out += d; });
   proc.stderr.on('data', (d) => { out += d; });

@@ -63,10 +63,27 @@ export async function waitUntil(fn, timeoutMs = 5000, what = 'condition') {
   }
 }
 
-function track(proc) {
+/** Counts proc among what this file started: stopAll() stops it, and so does the file's end. */
+export function track(proc) {
   running.add(proc);
   proc.on('exit', () => running.delete(proc));
   return proc;
+}
+
+// A file that ends without its after() hooks — the runner stops one that
+// passes its --test-timeout with SIGTERM — still stops, by PID, every process
+// it started, instead of leaving servers behind.
+function killRunning() {
+  for (const p of running) {
+    try { p.kill('SIGKILL'); } catch { /* gone already */ }
+  }
+}
+process.on('exit', killRunning);
+for (const [sig, n] of [['SIGTERM', 15], ['SIGINT', 2]]) {
+  process.once(sig, () => {
+    killRunning();
+    process.exit(128 + n);
+  });
 }
 
 function exited(proc) {

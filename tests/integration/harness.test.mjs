@@ -1,0 +1,60 @@
+// The harness itself: a test file the runner stops (past its --test-timeout
+// the runner sends SIGTERM, and the file's after() hooks never run) still
+// stops the servers it started, by PID; and a Redis connection the server
+// closes fails the command waiting on it instead of leaving it unsettled.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { startRedis, redisClient, stopAll, waitUntil } from './lib/harness.mjs';
+
+const harness = path.join(path.dirname(fileURLToPath(import.meta.url)), 'lib/harness.mjs');
+
+/** Whether pid is gone or dead (a zombie waits for a parent that may never reap it). */
+function dead(pid) {
+  try {
+    return readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1][0] === 'Z';
+  } catch {
+    return true;
+  }
+}
+
+test('a file stopped by SIGTERM before its after() hooks stops the Redis it started', async () => {
+  const script = `
+    const { startRedis } = await import(${JSON.stringify(harness)});
+    const r = await startRedis();
+    console.log(JSON.stringify({ pid: r.proc.pid }));
+    setInterval(() => {}, 1000); // a test that hangs
+  `;
+  const child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+  let out = '';
+  child.stdout.on('data', (d) => { out += d; });
+  await waitUntil(() => out.includes('\n'), 20000, 'the child to start its Redis');
+  const { pid } = JSON.parse(out);
+  assert.equal(dead(pid), false);
+  const exited = new Promise((r) => child.on('exit', (code, signal) => r({ code, signal })));
+  child.kill('SIGTERM');
+  assert.deepEqual(await exited, { code: 143, signal: null });
+  await waitUntil(() => dead(pid), 5000, `the child's Redis (pid ${pid}) to be stopped`);
+});
+
+test('a command waiting on a connection the server closes fails instead of waiting forever', async () => {
+  const r = await startRedis();
+  try {
+    const rc = redisClient(r.port);
+    assert.equal(await rc.cmd('CLIENT', 'SETNAME', 'victim'), 'OK');
+    const killer = redisClient(r.port);
+    // BLPOP waits; the server then closes the connection under it.
+    const waiting = rc.cmd('BLPOP', 'nothing', '0');
+    await waitUntil(async () => (await killer.cmd('CLIENT', 'LIST')).includes('cmd=blpop'), 5000, 'the BLPOP');
+    assert.equal(await killer.cmd('CLIENT', 'KILL', 'SKIPME', 'yes', 'TYPE', 'normal'), 1);
+    await assert.rejects(waiting, /closed|reset/);
+    await assert.rejects(rc.cmd('PING'), /closed|reset/);
+    killer.close();
+  } finally {
+    await stopAll();
+    await r.cleanup();
+  }
+});
