@@ -46,11 +46,12 @@ test('a command waiting on a connection the server closes fails instead of waiti
     const rc = redisClient(r.port);
     assert.equal(await rc.cmd('CLIENT', 'SETNAME', 'victim'), 'OK');
     const killer = redisClient(r.port);
-    // BLPOP waits; the server then closes the connection under it.
-    const waiting = rc.cmd('BLPOP', 'nothing', '0');
+    // BLPOP waits; the server then closes the connection under it. (Its failure is awaited
+    // from the start: the close may come before CLIENT KILL's own answer is read.)
+    const waiting = assert.rejects(rc.cmd('BLPOP', 'nothing', '0'), /closed|reset/);
     await waitUntil(async () => (await killer.cmd('CLIENT', 'LIST')).includes('cmd=blpop'), 5000, 'the BLPOP');
     assert.equal(await killer.cmd('CLIENT', 'KILL', 'SKIPME', 'yes', 'TYPE', 'normal'), 1);
-    await assert.rejects(waiting, /closed|reset/);
+    await waiting;
     await assert.rejects(rc.cmd('PING'), /closed|reset/);
     killer.close();
   } finally {
