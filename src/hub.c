@@ -176,10 +176,6 @@ static void new_epoch(struct tc_thread *t, const char *why)
 
 /* ==== gap fill ==================================================================================== */
 
-/* Gaps are rare, and often big events (a thin doorbell): fills read with
- * threadcast_range (no bound given), whose byte bound is exact. */
-static const struct tc_store_range fill_by_function;
-
 static void on_fill(struct tc_redis *r, redisReply *reply, void *privdata)
 {
 	struct tc_thread *t = privdata;
@@ -189,7 +185,7 @@ static void on_fill(struct tc_redis *r, redisReply *reply, void *privdata)
 	t->filling = false;
 	if (thread_release(t))
 		return;
-	if (!reply || tc_store_range_parse(reply, &fill_by_function, &got, &more)) {
+	if (!reply || tc_store_range_parse(reply, NULL, &got, &more)) {
 		/* Redis went away mid-fill; cmd_up resumes it. */
 		return;
 	}
@@ -222,6 +218,8 @@ static void fill(struct tc_thread *t)
 
 	if (t->filling || !t->synced)
 		return;
+	/* Gaps are rare, and often big events (a thin doorbell): read with no
+	 * bound, so with threadcast_range, whose byte bound is exact. */
 	struct tc_store_range r = { .after = t->head, .count = FILL_BATCH };
 	tc_store_read_range(&c, t->id, &r, NULL);
 	tc_log(TC_LOG_DEBUG, "filling gap", TC_LS("thread", t->id), TC_LI("after", t->head), TC_LI("heard", t->heard));

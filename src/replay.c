@@ -54,7 +54,7 @@ struct tc_replay {
 	uint64_t counted; /* subscribe: replayedEvents */
 	uint64_t skipped; /* events before start left out by --max-replay */
 	uint64_t run_seq, head, first;
-	struct tc_store_bound bound; /* what meta said of the history's entries */
+	uint64_t entry_max;          /* meta's, when it covers every entry through head (0: not known) */
 	struct tc_store_range range; /* the read in flight */
 	char epoch[TC_EPOCH_MAX];    /* the thread's epoch per meta */
 	struct tc_replay_from from;
@@ -299,8 +299,7 @@ static void on_meta(struct tc_redis *r, redisReply *reply, void *priv)
 	rp->head = m.seq;
 	/* Measured through the head, or not at all: entries after entry_seq were
 	 * appended by an earlier version (a rolling deploy), of unknown size. */
-	rp->bound = (struct tc_store_bound){ .head = m.seq,
-					     .entry_max = m.epoch_len && m.entry_seq == m.seq ? m.entry_max : 0 };
+	rp->entry_max = m.epoch_len && m.entry_seq == m.seq ? m.entry_max : 0;
 	rp->run_over = m.run_over;
 	memcpy(rp->epoch, m.epoch, m.epoch_len);
 	rp->epoch[m.epoch_len] = '\0';
@@ -683,6 +682,14 @@ static void on_first(struct tc_redis *r, redisReply *reply, void *priv)
 	advance(rp);
 }
 
+/* The events after pos, through seq through (0: to the end), bounded by what meta said. */
+static void read_range(struct tc_replay *rp, struct tc_store_cmd *c, uint64_t through)
+{
+	rp->range = (struct tc_store_range){ .after = rp->pos, .through = through, .count = SCAN_BATCH };
+	tc_store_read_range(c, rp->thread, &rp->range,
+			    &(struct tc_store_bound){ .head = rp->head, .entry_max = rp->entry_max });
+}
+
 /* Issues the replay's next Redis command, or goes live. */
 static void advance(struct tc_replay *rp)
 {
@@ -712,8 +719,7 @@ static void advance(struct tc_replay *rp)
 			counted_all(rp); /* empty range: nothing to count */
 			break;
 		}
-		rp->range = (struct tc_store_range){ .after = rp->pos, .through = rp->end, .count = SCAN_BATCH };
-		tc_store_read_range(&c, rp->thread, &rp->range, &rp->bound);
+		read_range(rp, &c, rp->end);
 		command(rp, on_count, &c);
 		break;
 	case ST_EPOCH:
@@ -721,8 +727,7 @@ static void advance(struct tc_replay *rp)
 		command(rp, on_epoch, &c);
 		break;
 	case ST_SCAN:
-		rp->range = (struct tc_store_range){ .after = rp->pos, .count = SCAN_BATCH };
-		tc_store_read_range(&c, rp->thread, &rp->range, &rp->bound);
+		read_range(rp, &c, 0);
 		command(rp, on_scan, &c);
 		break;
 	case ST_LIVE:

@@ -12,8 +12,8 @@
  * a reply are carved from blocks chained behind its root, and hiredis'
  * free of the root (after the callback, or of a reply left half read when
  * the connection goes) gives the whole chain back, its blocks kept for the
- * next reply. The objects are plain
- * redisReply structs: every reader of replies reads them as before.
+ * next reply. The objects are plain redisReply structs: every reader of
+ * replies reads them as before.
  */
 
 #include <hiredis/hiredis.h>

@@ -106,20 +106,18 @@ void tc_store_read_range(struct tc_store_cmd *c, const char *thread, struct tc_s
 			 const struct tc_store_bound *b)
 {
 	r->plain = 0;
-	r->upto = 0;
-	/* "To the end" reads to the bound's head: the end when meta was read. */
 	if (b && b->entry_max && r->after < b->head && r->through <= b->head) {
 		uint64_t fit = TC_STORE_PLAIN_BYTES / b->entry_max;
 		unsigned n = fit < r->count ? (unsigned)fit : r->count;
-		if (n >= TC_STORE_PLAIN_MIN || n == r->count) {
+		if (n >= TC_STORE_PLAIN_MIN || n == r->count)
 			r->plain = n;
-			r->upto = r->through ? r->through : b->head;
-		}
 	}
 	if (r->plain) {
-		/* Entry ids are <seq>-0: after <after>-0, through <upto>-0. */
+		/* Entry ids are <seq>-0: after <after>-0, through <through>-0, where
+		 * "to the end" is the bound's head, the end when meta was read. */
 		snprintf(c->num[0], sizeof(c->num[0]), "%llu-1", (unsigned long long)r->after);
-		snprintf(c->num[1], sizeof(c->num[1]), "%llu-0", (unsigned long long)r->upto);
+		snprintf(c->num[1], sizeof(c->num[1]), "%llu-0",
+			 (unsigned long long)(r->through ? r->through : b->head));
 		snprintf(c->num[2], sizeof(c->num[2]), "%u", r->plain);
 		set_argv(c, (const char *[]){ "XRANGE", tc_store_key(c->key, thread, TC_KEY_EVENTS), c->num[0],
 					      c->num[1], "COUNT", c->num[2], NULL });
@@ -137,7 +135,7 @@ void tc_store_read_range(struct tc_store_cmd *c, const char *thread, struct tc_s
 int tc_store_range_parse(const redisReply *reply, const struct tc_store_range *r, const redisReply **entries,
 			 bool *more)
 {
-	if (r->plain) {
+	if (r && r->plain) {
 		if (reply->type != REDIS_REPLY_ARRAY)
 			return -1;
 		*entries = reply;

@@ -142,7 +142,6 @@ struct tc_store_range {
 	unsigned count;   /**< at most this many */
 	/* Set by tc_store_read_range(), for tc_store_range_parse(): */
 	unsigned plain; /**< the COUNT of a plain XRANGE; 0: sent as threadcast_range */
-	uint64_t upto;  /**< the last seq the plain XRANGE asked for */
 };
 
 /**
@@ -168,7 +167,8 @@ struct tc_store_bound {
 void tc_store_read_range(struct tc_store_cmd *c, const char *thread, struct tc_store_range *r,
 			 const struct tc_store_bound *b);
 /**
- * The reply to the read r: *entries the XRANGE-shaped array of entries,
+ * The reply to the read r (NULL: a read sent without a bound, which is always
+ * threadcast_range's): *entries the XRANGE-shaped array of entries,
  * *more whether more may follow (a count or bytes reached; false at the
  * range's end). 0, or -1 when the reply is not one.
  */

@@ -20,6 +20,8 @@
 #include "util.h"
 
 #define CH "tc:{t1}:live"
+/* A replay's read of meta (tc_store_read_meta). */
+#define META_READ "HMGET tc:{t1}:meta seq epoch entry_max entry_seq run_seq run_id run_status"
 
 /* The session side of a replay: subscriptions and what the client got. */
 struct client {
@@ -342,7 +344,7 @@ static void subscribe_replays_baseline_and_run(void **state)
 	struct fixture *fx = *state;
 	fx->c.fresh = filter("{\"channels\":[\"messages\",\"values\"]}");
 	start(fx, false, NULL);
-	expect(fx, "HMGET tc:{t1}:meta seq epoch entry_max entry_seq run_seq run_id run_status", meta("6", "e1", "3"));
+	expect(fx, META_READ, meta("6", "e1", "3"));
 	expect(fx, "HGETALL tc:{t1}:values", rr_arr(2, rr_str(""), rr_str("2\n{\"method\":\"values\",\"params\":{}}")));
 	expect(fx, "FCALL_RO threadcast_range 1 t1 2 6 512 1048576", range(3, 6));
 	assert_true(fx->c.answered);
@@ -365,7 +367,7 @@ static void subscribe_filters(void **state)
 	struct fixture *fx = *state;
 	fx->c.fresh = filter("{\"channels\":[\"messages\"]}");
 	start(fx, false, NULL);
-	expect(fx, "HMGET tc:{t1}:meta seq epoch entry_max entry_seq run_seq run_id run_status", meta("6", "e1", "1"));
+	expect(fx, META_READ, meta("6", "e1", "1"));
 	expect(fx, "HGETALL tc:{t1}:values", rr_arr(0));
 	expect(fx, "FCALL_RO threadcast_range 1 t1 0 6 512 1048576", range(1, 6));
 	assert_int_equal(fx->c.answer.replayed, 3);
@@ -379,7 +381,7 @@ static void subscribe_catches_up_with_the_hub(void **state)
 	fx->c.fresh = filter("{\"channels\":[\"messages\",\"values\"]}");
 	start(fx, false, NULL);
 	hub_confirmed(fx);
-	expect(fx, "HMGET tc:{t1}:meta seq epoch entry_max entry_seq run_seq run_id run_status", meta("2", "e1", "1"));
+	expect(fx, META_READ, meta("2", "e1", "1"));
 	hub_sync(fx, "2", "e1");
 	expect(fx, "HGETALL tc:{t1}:values", rr_arr(0));
 	fake_push(fx->redis, "smessage", CH, "e1\n3\nmessages\n\n{\"method\":\"messages\",\"params\":{}}");
@@ -397,7 +399,7 @@ static void subscribe_capped(void **state)
 	struct fixture *fx = *state;
 	fx->c.fresh = filter("{\"channels\":[\"messages\",\"values\"]}");
 	start(fx, false, NULL);
-	expect(fx, "HMGET tc:{t1}:meta seq epoch entry_max entry_seq run_seq run_id run_status", meta("10", "e1", "1"));
+	expect(fx, META_READ, meta("10", "e1", "1"));
 	expect(fx, "HGETALL tc:{t1}:values", rr_arr(0));
 	expect(fx, "FCALL_RO threadcast_range 1 t1 7 10 512 1048576", range(8, 10));
 	assert_true(fx->c.answer.has_missed);
@@ -412,7 +414,7 @@ static void reconnect_restored(void **state)
 	struct tc_replay_from from = { .seq = 4, .epoch = "e1" };
 	fx->c.fresh = filter("{\"channels\":[\"messages\",\"values\"]}");
 	start(fx, true, &from);
-	expect(fx, "HMGET tc:{t1}:meta seq epoch entry_max entry_seq run_seq run_id run_status", meta("7", "e1", "1"));
+	expect(fx, META_READ, meta("7", "e1", "1"));
 	expect(fx, "XRANGE tc:{t1}:events - + COUNT 1", entries(1, 1));
 	expect(fx, "HGETALL tc:{t1}:tree",
 	       rr_arr(4, rr_str("/researcher"), rr_str("running\nr"), rr_str(""), rr_str("running\nagent")));
@@ -432,7 +434,7 @@ static void reconnect_trimmed(void **state)
 	struct tc_replay_from from = { .seq = 2, .epoch = "e1" };
 	fx->c.fresh = filter("{\"channels\":[\"messages\",\"values\"]}");
 	start(fx, true, &from);
-	expect(fx, "HMGET tc:{t1}:meta seq epoch entry_max entry_seq run_seq run_id run_status", meta("8", "e1", "1"));
+	expect(fx, META_READ, meta("8", "e1", "1"));
 	expect(fx, "XRANGE tc:{t1}:events - + COUNT 1", entries(6, 6));
 	expect(fx, "HGETALL tc:{t1}:tree", rr_arr(0));
 	assert_false(fx->c.answer.restored);
@@ -449,7 +451,7 @@ static void reconnect_new_epoch(void **state)
 	struct tc_replay_from from = { .seq = 40, .epoch = "e1" };
 	fx->c.fresh = filter("{\"channels\":[\"messages\",\"values\"]}");
 	start(fx, true, &from);
-	expect(fx, "HMGET tc:{t1}:meta seq epoch entry_max entry_seq run_seq run_id run_status", meta("3", "e2", "1"));
+	expect(fx, META_READ, meta("3", "e2", "1"));
 	expect(fx, "XRANGE tc:{t1}:events - + COUNT 1", entries(1, 1));
 	expect(fx, "HGETALL tc:{t1}:tree", rr_arr(0));
 	assert_false(fx->c.answer.restored);
@@ -465,7 +467,7 @@ static void reconnect_capped(void **state)
 	struct tc_replay_from from = { .seq = 2, .epoch = "e1" };
 	fx->c.fresh = filter("{\"channels\":[\"messages\",\"values\"]}");
 	start(fx, true, &from);
-	expect(fx, "HMGET tc:{t1}:meta seq epoch entry_max entry_seq run_seq run_id run_status", meta("10", "e1", "1"));
+	expect(fx, META_READ, meta("10", "e1", "1"));
 	expect(fx, "XRANGE tc:{t1}:events - + COUNT 1", entries(1, 1));
 	expect(fx, "HGETALL tc:{t1}:tree", rr_arr(0));
 	assert_false(fx->c.answer.restored);
@@ -484,7 +486,7 @@ static void reconnect_at_the_head_goes_live(void **state)
 	fx->c.fresh = filter("{\"channels\":[\"messages\"]}");
 	start(fx, true, &from);
 	hub_confirmed(fx);
-	expect(fx, "HMGET tc:{t1}:meta seq epoch entry_max entry_seq run_seq run_id run_status", meta("5", "e1", "1"));
+	expect(fx, META_READ, meta("5", "e1", "1"));
 	hub_sync(fx, "5", "e1");
 	expect(fx, "XRANGE tc:{t1}:events - + COUNT 1", entries(1, 1));
 	expect(fx, "HGETALL tc:{t1}:tree", rr_arr(0));
@@ -504,7 +506,7 @@ static void stream_since_any_epoch(void **state)
 	struct tc_replay_from from = { .seq = 1, .any_epoch = true };
 	fx->c.fresh = filter("{\"channels\":[\"messages\",\"values\"]}");
 	start(fx, true, &from);
-	expect(fx, "HMGET tc:{t1}:meta seq epoch entry_max entry_seq run_seq run_id run_status", meta("3", "e5", "1"));
+	expect(fx, META_READ, meta("3", "e5", "1"));
 	expect(fx, "XRANGE tc:{t1}:events - + COUNT 1", entries(1, 1));
 	expect(fx, "HGETALL tc:{t1}:tree", rr_arr(0));
 	assert_true(fx->c.answer.restored);
@@ -520,7 +522,7 @@ static void late_subscription_gets_only_its_own(void **state)
 	fx->c.fresh = filter("{\"channels\":[\"messages\"]}");
 	start(fx, false, NULL);
 	hub_confirmed(fx);
-	expect(fx, "HMGET tc:{t1}:meta seq epoch entry_max entry_seq run_seq run_id run_status", meta("4", "e1", "1"));
+	expect(fx, META_READ, meta("4", "e1", "1"));
 	hub_sync(fx, "4", "e1");
 	expect(fx, "HGETALL tc:{t1}:values", rr_arr(0));
 	expect(fx, "FCALL_RO threadcast_range 1 t1 0 4 512 1048576", range(1, 4));
@@ -533,7 +535,7 @@ static void late_subscription_gets_only_its_own(void **state)
 	fx->c.answered = false;
 	fx->c.nframes = 0;
 	start(fx, false, NULL);
-	expect(fx, "HMGET tc:{t1}:meta seq epoch entry_max entry_seq run_seq run_id run_status", meta("4", "e1", "1"));
+	expect(fx, META_READ, meta("4", "e1", "1"));
 	expect(fx, "HGETALL tc:{t1}:values", rr_arr(0));
 	expect(fx, "FCALL_RO threadcast_range 1 t1 0 4 512 1048576", range(1, 4));
 	assert_int_equal(fx->c.answer.replayed, 2);
@@ -557,7 +559,7 @@ static void redis_loss_before_and_after_answer(void **state)
 	struct tc_replay_from from = { .seq = 1, .epoch = "e1" };
 	fx->c.failed = false;
 	start(fx, true, &from);
-	expect(fx, "HMGET tc:{t1}:meta seq epoch entry_max entry_seq run_seq run_id run_status", meta("3", "e1", "1"));
+	expect(fx, META_READ, meta("3", "e1", "1"));
 	expect(fx, "XRANGE tc:{t1}:events - + COUNT 1", entries(1, 1));
 	expect(fx, "HGETALL tc:{t1}:tree", rr_arr(0));
 	assert_true(fx->c.answered);
@@ -584,17 +586,23 @@ static void cancelled_while_in_flight(void **state)
 	assert_int_equal(fake_pending(fx->redis), 0);
 }
 
+/* A reconnect from before the first event of a thread whose meta reads so,
+ * answered (its oldest event is seq 1, no namespaces yet): next, the replay reads. */
+static void reconnect_from_start(struct fixture *fx, redisReply *meta_reply)
+{
+	struct tc_replay_from from = { .seq = 0, .epoch = "e1" };
+	fx->c.fresh = filter("{\"channels\":[\"messages\",\"values\"]}");
+	start(fx, true, &from);
+	expect(fx, META_READ, meta_reply);
+	expect(fx, "XRANGE tc:{t1}:events - + COUNT 1", entries(1, 1));
+	expect(fx, "HGETALL tc:{t1}:tree", rr_arr(0));
+}
+
 /* A replay is paced by the client: nothing more is read while its queue is full. */
 static void paced_by_the_client(void **state)
 {
 	struct fixture *fx = *state;
-	struct tc_replay_from from = { .seq = 0, .epoch = "e1" };
-	fx->c.fresh = filter("{\"channels\":[\"messages\",\"values\"]}");
-	start(fx, true, &from);
-	expect(fx, "HMGET tc:{t1}:meta seq epoch entry_max entry_seq run_seq run_id run_status",
-	       meta("1024", "e1", "1"));
-	expect(fx, "XRANGE tc:{t1}:events - + COUNT 1", entries(1, 1));
-	expect(fx, "HGETALL tc:{t1}:tree", rr_arr(0));
+	reconnect_from_start(fx, meta("1024", "e1", "1"));
 	fx->c.queued = (size_t)fx->cfg.max_queue_bytes; /* the client reads nothing */
 	expect(fx, "FCALL_RO threadcast_range 1 t1 0 0 512 1048576", range(1, 512));
 	assert_int_equal(fx->c.nframes, 0);
@@ -614,13 +622,7 @@ static void paced_by_the_client(void **state)
 static void plain_reads_through_the_head(void **state)
 {
 	struct fixture *fx = *state;
-	struct tc_replay_from from = { .seq = 0, .epoch = "e1" };
-	fx->c.fresh = filter("{\"channels\":[\"messages\",\"values\"]}");
-	start(fx, true, &from);
-	expect(fx, "HMGET tc:{t1}:meta seq epoch entry_max entry_seq run_seq run_id run_status",
-	       meta_max("1024", "e1", "1", "370"));
-	expect(fx, "XRANGE tc:{t1}:events - + COUNT 1", entries(1, 1));
-	expect(fx, "HGETALL tc:{t1}:tree", rr_arr(0));
+	reconnect_from_start(fx, meta_max("1024", "e1", "1", "370"));
 	expect(fx, "XRANGE tc:{t1}:events 0-1 1024-0 COUNT 512", entries(1, 512));
 	assert_int_equal(fx->c.nframes, 512);
 	expect(fx, "XRANGE tc:{t1}:events 512-1 1024-0 COUNT 512", entries(513, 1024));
@@ -637,13 +639,7 @@ static void plain_reads_through_the_head(void **state)
 static void unmeasured_entries_read_with_the_function(void **state)
 {
 	struct fixture *fx = *state;
-	struct tc_replay_from from = { .seq = 0, .epoch = "e1" };
-	fx->c.fresh = filter("{\"channels\":[\"messages\",\"values\"]}");
-	start(fx, true, &from);
-	expect(fx, "HMGET tc:{t1}:meta seq epoch entry_max entry_seq run_seq run_id run_status",
-	       meta_measured("10", "e1", "1", "370", "6"));
-	expect(fx, "XRANGE tc:{t1}:events - + COUNT 1", entries(1, 1));
-	expect(fx, "HGETALL tc:{t1}:tree", rr_arr(0));
+	reconnect_from_start(fx, meta_measured("10", "e1", "1", "370", "6"));
 	expect(fx, "FCALL_RO threadcast_range 1 t1 0 0 512 1048576", range(1, 10));
 	assert_seqs(&fx->c, 10, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10);
 }
@@ -655,8 +651,7 @@ static void subscribe_counts_with_plain_reads(void **state)
 	struct fixture *fx = *state;
 	fx->c.fresh = filter("{\"channels\":[\"messages\",\"values\"]}");
 	start(fx, false, NULL);
-	expect(fx, "HMGET tc:{t1}:meta seq epoch entry_max entry_seq run_seq run_id run_status",
-	       meta_max("6", "e1", "3", "65536"));
+	expect(fx, META_READ, meta_max("6", "e1", "3", "65536"));
 	expect(fx, "HGETALL tc:{t1}:values", rr_arr(0));
 	expect(fx, "XRANGE tc:{t1}:events 2-1 6-0 COUNT 64", entries(3, 6));
 	assert_true(fx->c.answered);
@@ -671,12 +666,7 @@ static void subscribe_counts_with_plain_reads(void **state)
 static void a_short_read_with_more_reads_on(void **state)
 {
 	struct fixture *fx = *state;
-	struct tc_replay_from from = { .seq = 0, .epoch = "e1" };
-	fx->c.fresh = filter("{\"channels\":[\"messages\",\"values\"]}");
-	start(fx, true, &from);
-	expect(fx, "HMGET tc:{t1}:meta seq epoch entry_max entry_seq run_seq run_id run_status", meta("5", "e1", "1"));
-	expect(fx, "XRANGE tc:{t1}:events - + COUNT 1", entries(1, 1));
-	expect(fx, "HGETALL tc:{t1}:tree", rr_arr(0));
+	reconnect_from_start(fx, meta("5", "e1", "1"));
 	expect(fx, "FCALL_RO threadcast_range 1 t1 0 0 512 1048576", rr_arr(2, entries(1, 2), rr_int(1)));
 	assert_int_equal(fx->c.nframes, 2);
 	expect(fx, "FCALL_RO threadcast_range 1 t1 2 0 512 1048576", range(3, 5));
@@ -688,8 +678,7 @@ static void a_short_read_with_more_reads_on(void **state)
 static void count_run(struct fixture *fx, const char *status)
 {
 	start(fx, false, NULL);
-	expect(fx, "HMGET tc:{t1}:meta seq epoch entry_max entry_seq run_seq run_id run_status",
-	       meta_status("4", "e1", "1", status));
+	expect(fx, META_READ, meta_status("4", "e1", "1", status));
 	expect(fx, "HGETALL tc:{t1}:values", rr_arr(0));
 	expect(fx, "FCALL_RO threadcast_range 1 t1 0 4 512 1048576", range(1, 4));
 }
@@ -725,8 +714,7 @@ static void nudged_hold_gathers_then_answers(void **state)
 	tc_replay_nudge(fx->c.rp);
 	assert_false(fx->c.answered);
 	/* Counted again, for both (count_run's reads, without a second start). */
-	expect(fx, "HMGET tc:{t1}:meta seq epoch entry_max entry_seq run_seq run_id run_status",
-	       meta_status("4", "e1", "1", "completed"));
+	expect(fx, META_READ, meta_status("4", "e1", "1", "completed"));
 	expect(fx, "HGETALL tc:{t1}:values", rr_arr(0));
 	expect(fx, "FCALL_RO threadcast_range 1 t1 0 4 512 1048576", range(1, 4));
 	assert_false(fx->c.answered); /* held again: more may follow */

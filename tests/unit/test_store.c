@@ -351,7 +351,6 @@ static void range_reads(void **state)
 	tc_store_read_range(&c, "t1", &r, &b);
 	assert_string_equal(words(&c), "XRANGE tc:{t1}:events 7-1 1000-0 COUNT 512");
 	assert_int_equal(r.plain, 512);
-	assert_int_equal(r.upto, 1000);
 	r = (struct tc_store_range){ .after = 0, .through = 9, .count = 3 };
 	tc_store_read_range(&c, "t1", &r, &b);
 	assert_string_equal(words(&c), "XRANGE tc:{t1}:events 0-1 9-0 COUNT 3");
@@ -389,7 +388,7 @@ static void plain_range_replies(void **state)
 {
 	const redisReply *got;
 	bool more = true;
-	struct tc_store_range plain = { .after = 7, .count = 512, .plain = 2, .upto = 1000 };
+	struct tc_store_range plain = { .after = 7, .count = 512, .plain = 2 };
 	redisReply *r = rarr(1, (redisReply *[]){ rarr(0, NULL) });
 	assert_int_equal(tc_store_range_parse(r, &plain, &got, &more), 0);
 	assert_ptr_equal(got, r);
@@ -404,13 +403,17 @@ static void plain_range_replies(void **state)
 	freeReplyObject(r);
 }
 
-/* A threadcast_range reply: [entries, more]; anything else is refused. */
+/* A threadcast_range reply (of a read sent so, or with no bound: NULL): [entries, more]; anything else is refused. */
 static void range_replies(void **state)
 {
 	const struct tc_store_range by_function = { .after = 7, .count = 512 };
 	const redisReply *got;
 	bool more = false;
 	redisReply *r = rarr(2, (redisReply *[]){ rarr(1, (redisReply *[]){ rstr("x") }), rinteger(1) });
+	assert_int_equal(tc_store_range_parse(r, NULL, &got, &more), 0);
+	assert_int_equal(got->elements, 1);
+	assert_true(more);
+	more = false;
 	assert_int_equal(tc_store_range_parse(r, &by_function, &got, &more), 0);
 	assert_int_equal(got->elements, 1);
 	assert_true(more);
@@ -423,7 +426,7 @@ static void range_replies(void **state)
 			      rarr(2, (redisReply *[]){ rinteger(1), rinteger(1) }),
 			      rarr(2, (redisReply *[]){ rarr(0, NULL), rstr("1") }), rstr("ERR") };
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		if (tc_store_range_parse(bad[i], &by_function, &got, &more) != -1)
+		if (tc_store_range_parse(bad[i], i % 2 ? NULL : &by_function, &got, &more) != -1)
 			fail_msg("accepted range reply %zu", i);
 		freeReplyObject(bad[i]);
 	}
