@@ -6,6 +6,7 @@ TC_APT_PACKAGES=(
   libuv1-dev libwebsockets-dev libwebsockets-evlib-uv libhiredis-dev libcjson-dev zlib1g-dev
   libcmocka-dev libjwt-dev redis-server redis-tools
   libssl-dev openssl  # TLS to Redis (src/tls.c); the TLS tests make their certificates with openssl
+  python3 python3-venv  # the Python worker (src/worker-python) and its tests: a venv from its lock file
 )
 
 # What scripts/images needs to make base images and build the Dockerfiles
@@ -173,4 +174,35 @@ tc_stop_redis() {
   fi
   [ -n "${TC_REDIS_DIR:-}" ] && rm -rf "$TC_REDIS_DIR"
   TC_REDIS_DIR=
+}
+
+# The Python worker's environment (src/worker-python): a venv the project
+# makes, filled from a lock file with hashes (pip --require-hashes), then the
+# worker itself installed into it without fetching anything more (its build
+# backend is the venv's own setuptools). Prints the venv's directory.
+#   tc_python_env          the worker's dependencies (requirements.lock)
+#   tc_python_env dev      and what its tests need: the Python reference server
+#                          (langgraph dev), its SDK, pytest, ruff, the saver's
+#                          conformance suite (requirements-dev.lock)
+# The venv is build-py/venv (build-py/venv-dev for dev); a lock that changed
+# since it was filled fills it again.
+tc_python_env() {
+  local kind=${1:-} pkg=src/worker-python lock venv stamp py
+  lock=$pkg/requirements${kind:+-$kind}.lock
+  venv=${TC_PY_VENV:-build-py/venv${kind:+-$kind}}
+  stamp=$venv/.threadcast-lock
+  if [ -x "$venv/bin/python" ] && [ -f "$stamp" ] && cmp -s "$lock" "$stamp"; then
+    echo "$venv"; return 0
+  fi
+  py=$(command -v python3) || { echo "no python3" >&2; return 1; }
+  if ! "$py" -c 'import sys, venv, ensurepip; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+    echo "python3 must be 3.11 or newer, with its venv module (Debian: python3-venv)" >&2; return 1
+  fi
+  tc_log "python environment $venv from $lock"
+  rm -rf "$venv"
+  "$py" -m venv "$venv" >&2 || return 1
+  "$venv/bin/pip" install --quiet --disable-pip-version-check --require-hashes --no-deps -r "$lock" >&2 || return 1
+  "$venv/bin/pip" install --quiet --disable-pip-version-check --no-deps --no-build-isolation --no-index -e "$pkg" >&2 || return 1
+  cp "$lock" "$stamp"
+  echo "$venv"
 }
