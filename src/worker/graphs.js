@@ -156,9 +156,15 @@ export async function loadConfig(file) {
   for (const [k, v] of Object.entries(env)) if (process.env[k] === undefined) process.env[k] = String(v);
   const graphs = {};
   const specs = {};
+  const python = [];
   for (const [id, spec] of Object.entries(config.graphs)) {
     const where = typeof spec === 'string' ? spec : spec?.path;
     if (typeof where !== 'string' || !where) throw new Error(`${file}: graphs.${id} must be "./file:export" or {"path": "./file:export"}`);
+    // A Python graph ("./agent.py:graph", or a module path "pkg.agent:graph") is the Python worker's (src/worker-python).
+    if (isPythonSource(where)) {
+      python.push(id);
+      continue;
+    }
     const colon = where.lastIndexOf(':');
     // "C:\…" has no export; a spec's export has no slash.
     const [source, name] = colon > 1 && !/[\\/]/.test(where.slice(colon + 1)) ? [where.slice(0, colon), where.slice(colon + 1)] : [where, 'default'];
@@ -167,6 +173,17 @@ export async function loadConfig(file) {
     graphs[id] = mod[name];
     specs[id] = { sourceFile: path.resolve(dir, source), exportSymbol: name };
   }
-  const served = new Set(['graphs', 'env', 'node_version', 'dependencies', 'dockerfile_lines', '$schema']);
-  return { graphs, specs, ignored: Object.keys(config).filter((k) => !served.has(k)) };
+  const served = new Set(['graphs', 'env', 'node_version', 'python_version', 'dependencies', 'dockerfile_lines', '$schema']);
+  return { graphs, specs, python, ignored: Object.keys(config).filter((k) => !served.has(k)) };
+}
+
+/**
+ * Whether a langgraph.json graph source is Python's: a .py file, or a dotted module path
+ * without a slash ("my.package.agent:graph"), as LangGraph's Python server reads them.
+ */
+export function isPythonSource(where) {
+  const colon = where.lastIndexOf(':');
+  const source = colon > 1 && !/[\\/]/.test(where.slice(colon + 1)) ? where.slice(0, colon) : where;
+  if (/\.py$/.test(source)) return true;
+  return !/[\\/]/.test(source) && !/\.(m|c)?[jt]sx?$/.test(source);
 }

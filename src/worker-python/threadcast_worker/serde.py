@@ -22,3 +22,8 @@ def _default(obj: Any) -> Any:
 def dumps(value: Any) -> bytes:
     """JSON bytes of value."""
     return orjson.dumps(value, default=_default)
+
+
+def loads(data: bytes | str) -> Any:
+    """The value of JSON text."""
+    return orjson.loads(data)

@@ -55,6 +55,11 @@ try {
     graphs = loaded.graphs;
     graphSpecs = loaded.specs;
     if (loaded.ignored.length) jsonLog('warn', `${configPath}: not served by this worker, ignored`, { keys: loaded.ignored });
+    if (loaded.python.length) jsonLog('info', `${configPath}: Python graphs are left to the Python worker (src/worker-python)`, { graphs: loaded.python });
+    if (!Object.keys(graphs).length) {
+      process.stderr.write(`threadcast-worker: ${configPath} has no JavaScript graph to serve\n`);
+      process.exit(3);
+    }
   } else {
     graphs = await loadModule(modPath ?? new URL('../graphs/agent.js', import.meta.url).pathname);
   }

@@ -1,0 +1,3 @@
+from threadcast_worker.cli import main
+
+main()
