@@ -3,11 +3,10 @@
 import contextlib
 from typing import TypedDict
 
+from helper_module import GREETING  # a sibling module: imported as the Python server does
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph_sdk.runtime import ServerRuntime
-
-from helper_module import GREETING  # a sibling module: imported as the Python server does
 
 
 class State(TypedDict):
