@@ -247,7 +247,7 @@ static void feed_send(void *ctx, struct tc_buf *frame)
 		cJSON *event = cJSON_ParseWithLength(parts.json, parts.json_len);
 		tc_metrics.run_events++;
 		f->cur_seq = parts.seq;
-		f->ended = f->ops->event(f->fmt, parts.seq, event);
+		f->ended = f->ops->event(f->fmt, parts.seq, event, parts.json, parts.json_len);
 		f->cur_seq = UINT64_MAX;
 		cJSON_Delete(event);
 		if (f->ended)

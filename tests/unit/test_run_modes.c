@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "feed_frame.h"
+#include "run/follow.h"
 #include "run/modes.h"
 #include "sink.h"
 #include "util.h"
@@ -559,6 +560,41 @@ static void garbage(void **state)
 	tc_run_modes_free(f);
 }
 
+/* The raw text finder: the value at a path as written; false where cJSON would read otherwise. */
+static void json_at(void **state)
+{
+	static const char *const path[] = { "a", "b", NULL };
+	static const struct {
+		const char *json, *want; /* want NULL: false */
+	} cases[] = {
+		{ "{\"a\":{\"b\":1.50}}", "1.50" },
+		{ " { \"a\" :\n{ \"x\" : [1,{\"b\":2}] , \"b\" : [ 1 , \"]\" ] } } ", "[ 1 , \"]\" ]" },
+		{ "{\"a\":{\"b\":\"q\\\"}\"}}", "\"q\\\"}\"" },
+		{ "{\"a\":{\"b\":true},\"a\":{\"b\":false}}", "true" },
+		{ "{\"x\":\"{\\\"a\\\":{\\\"b\\\":9}}\",\"a\":{\"b\":null}}", "null" },
+		{ "{\"a\":{\"b\":{}}}", "{}" },
+		{ "{\"a\":{\"\\u0062\":1}}", NULL },
+		{ "{\"a\":{}}", NULL },
+		{ "{\"a\":[]}", NULL },
+		{ "{\"a\":{\"c\":1}}", NULL },
+		{ "{\"a\":{\"b\":", NULL },
+		{ "{\"a\":{\"b\":\"open", NULL },
+		{ "[{\"a\":{\"b\":1}}]", NULL },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *at = NULL;
+		size_t n = 0;
+		bool found = tc_run_json_at(cases[i].json, strlen(cases[i].json), path, &at, &n);
+		if (!cases[i].want) {
+			assert_false(found);
+			continue;
+		}
+		assert_true(found);
+		assert_int_equal(n, strlen(cases[i].want));
+		assert_memory_equal(at, cases[i].want, n);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -585,6 +621,7 @@ int main(void)
 		cmocka_unit_test(tools_mode),
 		cmocka_unit_test(failure_with_its_class),
 		cmocka_unit_test(garbage),
+		cmocka_unit_test(json_at),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
