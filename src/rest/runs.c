@@ -144,12 +144,18 @@ static char *input_text(const cJSON *kwargs)
 	return text ? tc_xstrdup(text) : NULL;
 }
 
-/* The run's feed for this exchange: its format, and the options that change what it makes. */
-static void run_spec(struct tc_rest *r, enum tc_rest_out out, const cJSON *modes, bool subgraphs,
-		     struct tc_run_spec *spec, char **message)
+/*
+ * The run's feed for this exchange: its format, and the options that change
+ * what it makes. modes: the stream modes that apply (a join's, else its
+ * run's); given: those the stream itself was given (a join's stream_mode,
+ * NULL for a run's own stream), which filter a run its worker renders.
+ */
+static void run_spec(struct tc_rest *r, enum tc_rest_out out, const cJSON *modes, const cJSON *given, bool subgraphs,
+		     struct tc_run_spec *spec, char **message, char **given_text)
 {
 	const char *agent = tc_run_str(r->path, "agent_name");
 	*message = NULL;
+	*given_text = NULL;
 	*spec = (struct tc_run_spec){ .thread = r->thread, .run_id = r->run_id, .after_seq = r->after_seq };
 	switch (r->fk) {
 	case FMT_SDK:
@@ -157,6 +163,8 @@ static void run_spec(struct tc_rest *r, enum tc_rest_out out, const cJSON *modes
 		spec->modes = tc_run_modes_parse(modes);
 		spec->subgraphs = subgraphs;
 		spec->result_only = out != OUT_STREAM;
+		*given_text = spec->result_only ? NULL : tc_run_modes_given(given);
+		spec->given = *given_text;
 		break;
 	case FMT_CHUNKS:
 		spec->format = TC_RUN_CHUNKS;
@@ -184,15 +192,17 @@ static void run_spec(struct tc_rest *r, enum tc_rest_out out, const cJSON *modes
  * shared with every other client of the run in the same format. A stream
  * that starts at the beginning starts with "metadata" {run_id, attempt},
  * id 0, before the run's first event (id 1). Without follow, only the
- * stream's head is made (a finished run joined from now).
+ * stream's head is made (a finished run joined from now). modes and given:
+ * run_spec's.
  */
-static void follow_run(struct tc_rest *r, enum tc_rest_out out, const cJSON *modes, bool subgraphs, bool follow)
+static void follow_run(struct tc_rest *r, enum tc_rest_out out, const cJSON *modes, const cJSON *given, bool subgraphs,
+		       bool follow)
 {
 	struct tc_conn *c = r->conn;
 	struct tc_server *srv = r->srv;
 	struct tc_error err;
 	struct tc_run_spec spec;
-	char *message;
+	char *message, *given_text;
 
 	r->out = out;
 	uint64_t from;
@@ -226,12 +236,13 @@ static void follow_run(struct tc_rest *r, enum tc_rest_out out, const cJSON *mod
 	 * id, the values an interrupt adds to); what the client has, or a join
 	 * from now skips, is made but not sent to it.
 	 */
-	run_spec(r, out, modes, subgraphs, &spec, &message);
+	run_spec(r, out, modes, given, subgraphs, &spec, &message, &given_text);
 	r->view = (struct tc_run_view){ .ops = &view_ops,
 					.after = from,
 					.after_seq = r->fk == FMT_SDK && !resumed ? r->join_from : 0 };
 	int refused = tc_run_feed_attach(srv->feeds, &spec, &r->view, &err);
 	free(message);
+	free(given_text);
 	if (refused) { /* (the feed could not start: answered in place of the stream) */
 		tc_bufq_clear(&c->out);
 		tc__rest_answer_detail(r, 422, err.message);
@@ -269,7 +280,7 @@ static void created(struct tc_rest *r, redisReply *reply)
 		return;
 	}
 	const cJSON *b = r->body;
-	follow_run(r, r->op->out, r->op->out == OUT_STREAM ? tc_run_get(b, "stream_mode") : NULL,
+	follow_run(r, r->op->out, r->op->out == OUT_STREAM ? tc_run_get(b, "stream_mode") : NULL, NULL,
 		   tc__rest_truthy(tc_run_get(b, "stream_subgraphs")), true);
 }
 
@@ -293,7 +304,7 @@ static void join(struct tc_rest *r, bool follow)
 	bool subgraphs = tc__rest_truthy(tc_run_get(kwargs, "stream_subgraphs")) ||
 			 tc__rest_truthy(cJSON_GetObjectItemCaseSensitive(r->query, "stream_subgraphs"));
 	enum tc_rest_out out = r->saved ? OUT_WAIT : r->op->out;
-	follow_run(r, out, q ? q : tc_run_get(kwargs, "stream_mode"), subgraphs, follow);
+	follow_run(r, out, q ? q : tc_run_get(kwargs, "stream_mode"), q, subgraphs, follow);
 	cJSON_Delete(kwargs);
 }
 

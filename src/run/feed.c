@@ -247,7 +247,7 @@ static void feed_send(void *ctx, struct tc_buf *frame)
 		cJSON *event = cJSON_ParseWithLength(parts.json, parts.json_len);
 		tc_metrics.run_events++;
 		f->cur_seq = parts.seq;
-		f->ended = f->ops->event(f->fmt, parts.seq, event);
+		f->ended = f->ops->event(f->fmt, parts.seq, event, parts.json, parts.json_len);
 		f->cur_seq = UINT64_MAX;
 		cJSON_Delete(event);
 		if (f->ended)
@@ -308,11 +308,12 @@ static const struct tc_session_io feed_io = {
 static char *key_of(const struct tc_run_spec *s)
 {
 	const char *agent = s->agent ? s->agent : "", *message = s->message ? s->message : "";
-	size_t n = strlen(s->thread) + strlen(s->run_id) + strlen(agent) + strlen(message) + 96;
+	const char *given = s->given ? s->given : "";
+	size_t n = strlen(s->thread) + strlen(s->run_id) + strlen(agent) + strlen(given) + strlen(message) + 128;
 	char *k = tc_xmalloc(n);
-	snprintf(k, n, "%d|%s|%s|%llu|%u|%d|%d|%zu:%s|%s", (int)s->format, s->thread, s->run_id,
+	snprintf(k, n, "%d|%s|%s|%llu|%u|%d|%d|%zu:%s|%zu:%s|%s", (int)s->format, s->thread, s->run_id,
 		 (unsigned long long)s->after_seq, s->modes, s->subgraphs, s->result_only, strlen(agent), agent,
-		 message);
+		 strlen(given), given, message);
 	return k;
 }
 
@@ -320,9 +321,13 @@ static void *translator(struct tc_run_feed *f, const struct tc_run_spec *s, cons
 {
 	tc_run_emit *emit = s->result_only ? NULL : feed_emit;
 	switch (s->format) {
-	case TC_RUN_MODES:
+	case TC_RUN_MODES: {
 		*ops = &tc_run_modes_ops;
-		return tc_run_modes_new(s->run_id, s->thread, s->modes, s->subgraphs, false, 0, emit, f);
+		struct tc_run_modes *m =
+			tc_run_modes_new(s->run_id, s->thread, s->modes, s->subgraphs, false, 0, emit, f);
+		tc_run_modes_set_given(m, s->given);
+		return m;
+	}
 	case TC_RUN_CHUNKS:
 		*ops = &tc_run_chunks_ops;
 		return tc_run_chunks_new(s->run_id, s->agent, false, 0, emit, f);

@@ -48,7 +48,12 @@ struct tc_run_spec {
 	const char *run_id; /**< the run */
 	uint64_t after_seq; /**< the run's events come after this seq of its thread */
 	unsigned modes;     /**< TC_RUN_MODES: stream mode bits (modes.h) */
-	bool subgraphs;     /**< TC_RUN_MODES: subgraph events too */
+	/**
+	 * TC_RUN_MODES: the stream modes the stream was given, for a run its
+	 * worker renders (tc_run_modes_given's text; NULL: none, every event).
+	 */
+	const char *given;
+	bool subgraphs; /**< TC_RUN_MODES: subgraph events too */
 	/**
 	 * TC_RUN_MODES: a wait, which only needs the run's result
 	 * (tc_run_feed_result): no unit is made.

@@ -141,16 +141,124 @@ enum tc_run_step tc_run_follow_step(struct tc_run_follow *fw, uint64_t seq, cons
 	return TC_RUN_EVENT;
 }
 
+char *tc_sse_unit(const char *id, const char *event, const char *data, size_t data_len, size_t *len)
+{
+	size_t il = id ? strlen(id) : 0, el = event ? strlen(event) : 0;
+	char *buf = tc_xmalloc(il + el + data_len + 32), *p = buf;
+	if (id) {
+		memcpy(p, "id: ", 4);
+		memcpy(p + 4, id, il);
+		p += 4 + il;
+		*p++ = '\n';
+	}
+	if (event) {
+		memcpy(p, "event: ", 7);
+		memcpy(p + 7, event, el);
+		p += 7 + el;
+		*p++ = '\n';
+	}
+	memcpy(p, "data: ", 6);
+	memcpy(p + 6, data, data_len);
+	p += 6 + data_len;
+	memcpy(p, "\n\n", 3);
+	*len = (size_t)(p + 2 - buf);
+	return buf;
+}
+
 char *tc_sse_event(const char *id, const char *event, const cJSON *data, size_t *len)
 {
 	char *json = data ? cJSON_PrintUnformatted(data) : tc_xstrdup("null");
-	size_t cap = strlen(json) + (event ? strlen(event) : 0) + (id ? strlen(id) : 0) + 32;
-	char *buf = tc_xmalloc(cap);
-	int n = snprintf(buf, cap, "%s%s%s%s%s%sdata: %s\n\n", id ? "id: " : "", id ? id : "", id ? "\n" : "",
-			 event ? "event: " : "", event ? event : "", event ? "\n" : "", json);
+	char *buf = tc_sse_unit(id, event, json, strlen(json), len);
 	free(json);
-	*len = (size_t)n;
 	return buf;
+}
+
+/* ---- a value's text in JSON text, as cJSON reads it (whitespace: every byte up to 32) ---- */
+
+static const char *json_ws(const char *p, const char *end)
+{
+	while (p < end && (unsigned char)*p <= 32)
+		p++;
+	return p;
+}
+
+/* Past the string that starts at p (its '"'); NULL when it does not end. */
+static const char *json_string_end(const char *p, const char *end)
+{
+	for (p++; p < end; p++) {
+		if (*p == '"')
+			return p + 1;
+		if (*p == '\\' && ++p == end)
+			break;
+	}
+	return NULL;
+}
+
+/* Past the value that starts at p; NULL when it does not end before end. */
+static const char *json_value_end(const char *p, const char *end)
+{
+	if (p >= end)
+		return NULL;
+	if (*p == '"')
+		return json_string_end(p, end);
+	if (*p == '{' || *p == '[') {
+		size_t depth = 0;
+		while (p < end) {
+			if (*p == '"') {
+				p = json_string_end(p, end);
+				if (!p)
+					return NULL;
+				continue;
+			}
+			if (*p == '{' || *p == '[')
+				depth++;
+			else if ((*p == '}' || *p == ']') && --depth == 0)
+				return p + 1;
+			p++;
+		}
+		return NULL;
+	}
+	const char *from = p; /* a number, true, false, null */
+	while (p < end && (unsigned char)*p > 32 && !memchr(",:]}", *p, 4))
+		p++;
+	return p > from ? p : NULL;
+}
+
+bool tc_run_json_at(const char *json, size_t len, const char *const *path, const char **at, size_t *at_len)
+{
+	const char *p = json, *end = json + len;
+	for (; *path; path++) {
+		p = json_ws(p, end);
+		if (p >= end || *p != '{')
+			return false;
+		for (p++;;) {
+			p = json_ws(p, end);
+			const char *key_end = p < end && *p == '"' ? json_string_end(p, end) : NULL;
+			if (!key_end)
+				return false; /* (an empty object, or not one) */
+			const char *key = p + 1;
+			size_t klen = (size_t)(key_end - 1 - key);
+			if (memchr(key, '\\', klen) || memchr(key, '\0', klen))
+				return false;
+			p = json_ws(key_end, end);
+			if (p >= end || *p != ':')
+				return false;
+			p = json_ws(p + 1, end);
+			if (klen == strlen(*path) && !memcmp(key, *path, klen))
+				break;
+			p = json_value_end(p, end);
+			p = p ? json_ws(p, end) : NULL;
+			if (!p || p >= end || *p != ',')
+				return false;
+			p++;
+		}
+	}
+	const char *value_end = json_value_end(p, end);
+	if (!value_end)
+		return false;
+	*at = p;
+	*at_len = (size_t)(value_end - p);
+	return true;
 }
 
 void tc_run_append(char **text, size_t *len, const char *s, size_t max)

@@ -56,6 +56,8 @@ struct tc_run_ev {
 	char *ns;                /**< the graph namespace: real subgraphs only, joined with "|"; "" the root */
 	char node[128];          /**< params.node, or the name of the node task the event came from */
 	const char *status;      /**< a lifecycle event's status, else NULL */
+	const char *text;        /**< the stored event's JSON text, when the translator was given it (else NULL) */
+	size_t text_len;         /**< of text */
 };
 
 /** in_run: the first event is inside the run (a stream resumed after one of its events). */
@@ -79,6 +81,18 @@ const char *tc_run_str(const cJSON *o, const char *name);
 
 /** One SSE event (new text, *len bytes): "id:" and "event:" lines when given, one "data:" line. */
 char *tc_sse_event(const char *id, const char *event, const cJSON *data, size_t *len);
+/** The same with data as JSON text (data_len bytes, no line break in it), written as it is. */
+char *tc_sse_unit(const char *id, const char *event, const char *data, size_t data_len, size_t *len);
+
+/**
+ * Where the value at path (object keys, NULL-terminated) is in JSON text
+ * (len bytes) that cJSON parsed: *at, *at_len bytes, exactly as written
+ * (numbers as the producer wrote them, which cJSON would print anew). False
+ * when it is not there, or when the way to it holds a key written with an
+ * escape or a NUL (read otherwise by cJSON): the parsed value is then the
+ * one to use. Each key is its first occurrence, as cJSON finds members.
+ */
+bool tc_run_json_at(const char *json, size_t len, const char *const *path, const char **at, size_t *at_len);
 
 /** Appends s to a bounded text (*text grows, at most max bytes kept, never half a UTF-8 sequence). */
 void tc_run_append(char **text, size_t *len, const char *s, size_t max);

@@ -43,6 +43,8 @@ struct tc_run_modes {
 	cJSON *tools;           /* {tool_call_id: tool name}, for the tools mode */
 	struct idset shown;     /* ids of messages the run showed (streamed, or in its values) */
 	struct idset completed; /* ids messages/complete sent */
+	bool rendered;          /* the run's worker renders its stream (its started said so) */
+	cJSON *given;           /* the stream modes the stream was given (a rendered run's filter; NULL: none) */
 	tc_run_emit *emit;
 	void *ctx;
 	uint64_t n;    /* events made so far: the last one's id */
@@ -118,6 +120,7 @@ void tc_run_modes_free(struct tc_run_modes *f)
 	cJSON_Delete(f->error);
 	cJSON_Delete(f->failure);
 	cJSON_Delete(f->tools);
+	cJSON_Delete(f->given);
 	idset_clear(&f->shown);
 	idset_clear(&f->completed);
 	for (unsigned i = 0; i < TC_MSG_OPEN; i++)
@@ -156,6 +159,37 @@ unsigned tc_run_modes_parse(const cJSON *v)
 	if (cJSON_IsArray(v))
 		cJSON_ArrayForEach(it, v) if (cJSON_IsString(it)) bits |= mode_bit(it->valuestring);
 	return v && !cJSON_IsNull(v) ? bits : TC_MODE_VALUES;
+}
+
+char *tc_run_modes_given(const cJSON *v)
+{
+	cJSON *names = NULL;
+	if (cJSON_IsString(v) && v->valuestring[0] == '[') {
+		names = cJSON_Parse(v->valuestring);
+		if (!cJSON_IsArray(names)) {
+			cJSON_Delete(names);
+			names = NULL;
+		}
+	}
+	if (!names && cJSON_IsString(v) && v->valuestring[0]) {
+		names = cJSON_CreateArray();
+		cJSON_AddItemToArray(names, cJSON_CreateString(v->valuestring));
+	}
+	if (!names && cJSON_IsArray(v))
+		names = cJSON_Duplicate(v, true);
+	char *text = cJSON_GetArraySize(names) ? cJSON_PrintUnformatted(names) : NULL;
+	cJSON_Delete(names);
+	return text;
+}
+
+void tc_run_modes_set_given(struct tc_run_modes *f, const char *given)
+{
+	cJSON_Delete(f->given);
+	f->given = given ? cJSON_Parse(given) : NULL;
+	if (!cJSON_GetArraySize(f->given)) {
+		cJSON_Delete(f->given);
+		f->given = NULL;
+	}
 }
 
 /*
@@ -720,13 +754,104 @@ static void run_event(struct tc_run_modes *f, const struct tc_run_ev *e)
 	}
 }
 
+/* ==== a run its worker renders =================================================================== */
+
+/* Whether a stream gets a rendered event: as the Python server's run streams and joins decide (modes.h). */
+static bool rendered_passes(const struct tc_run_modes *f, const char *name)
+{
+	const char *bar = strchr(name, '|');
+	bool messages = false;
+	const cJSON *it;
+	if (!f->given)
+		return true;
+	cJSON_ArrayForEach(it, f->given)
+	{
+		if (!cJSON_IsString(it))
+			continue;
+		const char *m = it->valuestring;
+		if (!strcmp(m, name) || (bar && strlen(m) == (size_t)(bar - name) && !memcmp(m, name, strlen(m))))
+			return true;
+		if (!strcmp(m, "messages") || !strcmp(m, "messages-tuple"))
+			messages = true;
+	}
+	return messages && !strncmp(name, "messages", 8);
+}
+
+/*
+ * The JSON text of a rendered event's data: as it was stored (the worker's
+ * bytes, numbers as it wrote them), unless that text is not at hand or would
+ * not fit on one data line; then printed from the parse.
+ */
+static char *rendered_text(const struct tc_run_ev *e, const cJSON *data, size_t *len)
+{
+	static const char *const path[] = { "params", "data", "data", "data", NULL };
+	const char *at;
+	size_t n;
+	if (e->text && tc_run_json_at(e->text, e->text_len, path, &at, &n)) {
+		size_t i = 0;
+		while (i < n && at[i] != '\n' && at[i] != '\r' && at[i])
+			i++;
+		if (i == n) {
+			*len = n;
+			return tc_xstrndup(at, n);
+		}
+	}
+	char *text = cJSON_PrintUnformatted(data);
+	*len = strlen(text);
+	return text;
+}
+
+/*
+ * One event of a rendered run: a side event {mode: "sse", data: {event,
+ * data}} is a unit of the stream (when the stream takes it), and "values"
+ * and "error" make the wait's result; anything else is nothing.
+ */
+static void rendered_event(struct tc_run_modes *f, const struct tc_run_ev *e)
+{
+	if (strcmp(e->method, TC_RUN_MODES_SIDE))
+		return;
+	const char *mode = tc_run_str(e->data, "mode");
+	const cJSON *sse = cJSON_GetObjectItemCaseSensitive(e->data, "data");
+	const char *name = tc_run_str(sse, "event");
+	const cJSON *data = cJSON_GetObjectItemCaseSensitive(sse, "data");
+	if (!mode || strcmp(mode, "sse") || !name || !*name || strpbrk(name, "\r\n") || !data)
+		return; /* (a name with a line break would end the SSE field) */
+	bool out = rendered_passes(f, name), values = !strcmp(name, "values"), error = !strcmp(name, "error");
+	uint64_t n = out ? ++f->n : 0;
+	bool send = out && f->emit && n > f->skip;
+	if (!send && !values && !error)
+		return;
+	size_t len;
+	char *text = rendered_text(e, data, &len);
+	if (values || error) {
+		cJSON **keep = values ? &f->values : &f->error;
+		cJSON_Delete(*keep);
+		*keep = cJSON_CreateRaw(text);
+	}
+	if (send) {
+		char id[24];
+		size_t unit_len;
+		snprintf(id, sizeof(id), "%llu", (unsigned long long)n);
+		char *unit = tc_sse_unit(id, name, text, len, &unit_len);
+		f->emit(f->ctx, n, unit, unit_len);
+		free(unit);
+	}
+	free(text);
+}
+
 /* One event of the thread. */
-bool tc_run_modes_event(struct tc_run_modes *f, uint64_t seq, const cJSON *event)
+bool tc_run_modes_event(struct tc_run_modes *f, uint64_t seq, const cJSON *event, const char *json, size_t len)
 {
 	struct tc_run_ev e;
 	enum tc_run_step step = tc_run_follow_step(&f->fw, seq, event, &e);
-	if (step == TC_RUN_END)
+	e.text = json;
+	e.text_len = len;
+	if (step == TC_RUN_EVENT && e.status && !strcmp(e.status, "started") && !*e.ns)
+		f->rendered = cJSON_IsTrue(tc_run_get(e.data, "rendered"));
+	if (step == TC_RUN_END && !f->rendered)
 		run_end(f, &e);
+	else if (step == TC_RUN_EVENT && f->rendered)
+		rendered_event(f, &e);
 	else if (step == TC_RUN_EVENT)
 		run_event(f, &e);
 	tc_run_ev_clear(&e);
@@ -748,11 +873,32 @@ struct tc_run_modes *tc_run_modes_new(const char *run_id, const char *thread_id,
 	return f;
 }
 
-TC_RUN_FMT_OPS(modes, NULL);
+/* (the ops by hand: the event takes its text) */
+static bool ops_event(void *f, uint64_t seq, const cJSON *event, const char *json, size_t len)
+{
+	return tc_run_modes_event(f, seq, event, json, len);
+}
+
+static void ops_assume_in_run(void *f)
+{
+	((struct tc_run_modes *)f)->fw.in_run = true;
+}
+
+static void ops_free(void *f)
+{
+	tc_run_modes_free(f);
+}
+
+const struct tc_run_fmt_ops tc_run_modes_ops = { ops_event, ops_assume_in_run, NULL, ops_free };
 
 bool tc_run_modes_ended(const struct tc_run_modes *f)
 {
 	return f->fw.ended;
+}
+
+bool tc_run_modes_rendered(const struct tc_run_modes *f)
+{
+	return f->rendered;
 }
 
 cJSON *tc_run_modes_result(const struct tc_run_modes *f)
@@ -762,5 +908,7 @@ cJSON *tc_run_modes_result(const struct tc_run_modes *f)
 		cJSON_AddItemToObject(body, "__error__", cJSON_Duplicate(f->error, true));
 		return body;
 	}
+	if (f->rendered && f->values)
+		return cJSON_Duplicate(f->values, true);
 	return cJSON_IsObject(f->values) ? cJSON_Duplicate(f->values, true) : cJSON_CreateObject();
 }

@@ -25,6 +25,22 @@
  * one (Last-Event-ID) reads the run from its start again and sends only
  * what comes after that id: what a stream makes from the same events with
  * the same options is the same every time, on any gateway.
+ *
+ * Rendered runs. A run whose root lifecycle "started" says "rendered": true
+ * is rendered by its worker (the Python worker: LangGraph's Python server
+ * writes its streams otherwise than the JavaScript one). Nothing is
+ * translated then: each of the run's side events {mode: "sse", data:
+ * {event, data}} is one event of the stream, "<event>" with <data> as its
+ * JSON text was stored (numbers as written), ids as above; the run's other
+ * events, and side events of other modes, make nothing, and its end adds no
+ * error (the worker rendered it). Which of them a stream gets is what the
+ * Python server's run streams and joins get: all, when the stream was given
+ * no stream modes (tc_run_modes_given: a run's own stream, a join without
+ * stream_mode); else those named as one of the modes, those whose name
+ * starts with "messages" when "messages" or "messages-tuple" is one, and
+ * those whose name up to its first "|" is one. Subgraphs do not filter them.
+ * The wait's result is the data of the last "values" event, or {"__error__":
+ * the data of the last "error" event} when there was one.
  */
 #ifndef TC_RUN_MODES_H
 #define TC_RUN_MODES_H
@@ -72,8 +88,24 @@ void tc_run_modes_free(struct tc_run_modes *f);
 /** stream_mode (a string, an array of them, or NULL: values) as mode bits. */
 unsigned tc_run_modes_parse(const cJSON *stream_mode);
 
-/** Takes the thread's event seq; true once the run has ended (later events are ignored). */
-bool tc_run_modes_event(struct tc_run_modes *f, uint64_t seq, const cJSON *event);
+/**
+ * The stream modes a stream was given, for a rendered run, as the Python
+ * server reads a join's stream_mode: a string (one mode; one that starts with
+ * "[" and parses as a JSON array: those), or an array of them (a query
+ * parameter given more than once). A new JSON array text, or NULL when none
+ * were given (NULL, "", []).
+ */
+char *tc_run_modes_given(const cJSON *stream_mode);
+
+/** The stream's given modes (tc_run_modes_given's text; NULL: none), used if the run is rendered. */
+void tc_run_modes_set_given(struct tc_run_modes *f, const char *given);
+
+/**
+ * Takes the thread's event seq (json, len: its text as stored, NULL when not
+ * at hand: a rendered event's data is then printed from the parse); true once
+ * the run has ended (later events are ignored).
+ */
+bool tc_run_modes_event(struct tc_run_modes *f, uint64_t seq, const cJSON *event, const char *json, size_t len);
 
 /** The translator's operations (translator.h). */
 extern const struct tc_run_fmt_ops tc_run_modes_ops;
@@ -81,10 +113,15 @@ extern const struct tc_run_fmt_ops tc_run_modes_ops;
 /** Whether the run has ended. */
 bool tc_run_modes_ended(const struct tc_run_modes *f);
 
+/** Whether the run is rendered by its worker (its started said so). */
+bool tc_run_modes_rendered(const struct tc_run_modes *f);
+
 /**
- * What a wait answers (new object): the data of the run's last root values
+ * What a wait answers (new item): the data of the run's last root values
  * event ({"__interrupt__": …} when it stopped at interrupts), or
- * {"__error__": {error, message}} when it failed.
+ * {"__error__": {error, message}} when it failed. A rendered run's (see
+ * above) is its data as stored (a cJSON raw item, any JSON), or
+ * {"__error__": raw}.
  */
 cJSON *tc_run_modes_result(const struct tc_run_modes *f);
 

@@ -20,8 +20,12 @@ typedef void tc_run_emit(void *ctx, uint64_t id, const char *text, size_t len);
 
 /** A translator's operations; f is the translator. */
 struct tc_run_fmt_ops {
-	/** Takes the thread's event seq (its parsed JSON; NULL when it would not parse); true once the stream has ended. */
-	bool (*event)(void *f, uint64_t seq, const cJSON *event);
+	/**
+	 * Takes the thread's event seq (its parsed JSON; NULL when it would not
+	 * parse; json, len: its text as stored, json NULL when not at hand);
+	 * true once the stream has ended.
+	 */
+	bool (*event)(void *f, uint64_t seq, const cJSON *event, const char *json, size_t len);
 	/** The history before the first event is gone: the events are taken as the run's. */
 	void (*assume_in_run)(void *f);
 	/**
@@ -35,11 +39,12 @@ struct tc_run_fmt_ops {
 
 /**
  * Defines tc_run_<name>_ops for a translator struct tc_run_<name> with a
- * follower member fw and functions tc_run_<name>_event and
- * tc_run_<name>_free; finish is the ops' finish (NULL: none).
+ * follower member fw and functions tc_run_<name>_event (which does without
+ * the event's text) and tc_run_<name>_free; finish is the ops' finish
+ * (NULL: none).
  */
 #define TC_RUN_FMT_OPS(name, finish_fn)                                                                                \
-	static bool name##_ops_event(void *f, uint64_t seq, const cJSON *event)                                        \
+	static bool name##_ops_event(void *f, uint64_t seq, const cJSON *event, const char *json, size_t len)          \
 	{                                                                                                              \
 		return tc_run_##name##_event(f, seq, event);                                                           \
 	}                                                                                                              \

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "feed_frame.h"
+#include "run/follow.h"
 #include "run/modes.h"
 #include "sink.h"
 #include "util.h"
@@ -559,6 +560,314 @@ static void garbage(void **state)
 	tc_run_modes_free(f);
 }
 
+/* ==== rendered runs ============================================================================ */
+
+#define RENDERED_START "\"data\":{\"event\":\"started\",\"run_id\":\"r1\",\"rendered\":true}"
+
+/* A side event {mode: "sse", data: {event: name, data: json}} at namespace ns. */
+static void sse(struct tc_run_modes *f, const char *ns, const char *name, const char *json)
+{
+	char rest[2048];
+	snprintf(rest, sizeof(rest), "\"data\":{\"mode\":\"sse\",\"data\":{\"event\":\"%s\",\"data\":%s}}", name, json);
+	feed(f, TC_RUN_MODES_SIDE, ns, rest);
+}
+
+/* A rendered stream given the modes given (JSON text, NULL: none), resumed after resume_id. */
+static struct tc_run_modes *rendered(struct sink *s, const char *given, uint64_t resume_id)
+{
+	cJSON *m = cJSON_Parse("[\"values\"]");
+	struct tc_run_modes *f =
+		tc_run_modes_new("r1", "t1", tc_run_modes_parse(m), false, false, resume_id, s ? collect : NULL, s);
+	cJSON_Delete(m);
+	tc_run_modes_set_given(f, given);
+	seq = 0;
+	return f;
+}
+
+static char *result_text(const struct tc_run_modes *f)
+{
+	cJSON *res = tc_run_modes_result(f);
+	char *j = cJSON_PrintUnformatted(res);
+	cJSON_Delete(res);
+	return j;
+}
+
+/*
+ * A run its worker renders: each sse side event is one unit, its data as the worker wrote it
+ * (1.0 and 12345678901234567 stay so: cJSON would print 1 and 1.2345678901234568e+16); the
+ * run's protocol events and its other side events make nothing, and its failure no error of
+ * the gateway's. The wait's result is the last values event's data, as written.
+ */
+static void rendered_run(void **state)
+{
+	struct sink s = { 0 };
+	struct tc_run_modes *f = rendered(&s, NULL, 0);
+	assert_false(feed(f, "lifecycle", "[]", RENDERED_START));
+	assert_true(tc_run_modes_rendered(f));
+	sse(f, "[]", "values", "{\"x\":1.0,\"big\":12345678901234567}");
+	feed(f, "values", "[]", "\"data\":{\"n\":1}");                                         /* the protocol's */
+	feed(f, TC_RUN_MODES_SIDE, "[]", "\"data\":{\"mode\":\"values\",\"data\":{\"n\":2}}"); /* another mode */
+	feed(f, "messages", "[]", "\"data\":{\"event\":\"message-start\",\"role\":\"ai\",\"id\":\"m1\"}");
+	feed(f, "input.requested", "[]", "\"data\":{\"interrupt_id\":\"i1\",\"payload\":1}");
+	feed(f, "lifecycle", "[\"sub:1\"]", "\"data\":{\"event\":\"started\"}");
+	sse(f, "[\"sub:1\"]", "updates|sub:1", "{\"a\": {\"b\": [1, 2.50]}}"); /* (spaces kept) */
+	sse(f, "[]", "messages/partial", "[{\"content\":\"h\\u00e9\\n\",\"type\":\"ai\"}]");
+	sse(f, "[]", "values", "{\"x\":2.0}");
+	sse(f, "[]", "custom", "\"text\"");
+	sse(f, "[]", "error", "{\"error\":\"ValueError\",\"message\":\"no\"}");
+	assert_true(feed(f, "lifecycle", "[]", "\"data\":{\"event\":\"failed\",\"error\":\"no\"}"));
+	sse(f, "[]", "values", "{\"after\":true}"); /* the run is over */
+	assert_string_equal(s.text,
+			    "id: 1\nevent: values\ndata: {\"x\":1.0,\"big\":12345678901234567}\n\n"
+			    "id: 2\nevent: updates|sub:1\ndata: {\"a\": {\"b\": [1, 2.50]}}\n\n"
+			    "id: 3\nevent: messages/partial\ndata: [{\"content\":\"h\\u00e9\\n\",\"type\":\"ai\"}]\n\n"
+			    "id: 4\nevent: values\ndata: {\"x\":2.0}\n\n"
+			    "id: 5\nevent: custom\ndata: \"text\"\n\n"
+			    "id: 6\nevent: error\ndata: {\"error\":\"ValueError\",\"message\":\"no\"}\n\n");
+	char *j = result_text(f);
+	assert_string_equal(j, "{\"__error__\":{\"error\":\"ValueError\",\"message\":\"no\"}}");
+	free(j);
+	tc_run_modes_free(f);
+
+	/* a wait: nothing emitted; the last values, as written (any JSON) */
+	f = rendered(NULL, NULL, 0);
+	feed(f, "lifecycle", "[]", RENDERED_START);
+	sse(f, "[]", "values", "{\"x\":1.0}");
+	sse(f, "[]", "values|sub:1", "{\"inner\":1}");
+	sse(f, "[]", "values", "[1, 2.0]");
+	sse(f, "[]", "updates", "{\"n\":{\"x\":3}}");
+	assert_true(feed(f, "lifecycle", "[]", "\"data\":{\"event\":\"completed\"}"));
+	j = result_text(f);
+	assert_string_equal(j, "[1, 2.0]");
+	free(j);
+	tc_run_modes_free(f);
+
+	/* none: {} */
+	f = rendered(NULL, NULL, 0);
+	feed(f, "lifecycle", "[]", RENDERED_START);
+	assert_true(feed(f, "lifecycle", "[]", "\"data\":{\"event\":\"completed\"}"));
+	j = result_text(f);
+	assert_string_equal(j, "{}");
+	free(j);
+	tc_run_modes_free(f);
+}
+
+/* What is not a unit: another mode, no name, a name with a line break, no data. */
+static void rendered_not_units(void **state)
+{
+	struct sink s = { 0 };
+	struct tc_run_modes *f = rendered(&s, NULL, 0);
+	feed(f, "lifecycle", "[]", RENDERED_START);
+	feed(f, TC_RUN_MODES_SIDE, "[]", "\"data\":{\"mode\":\"ssex\",\"data\":{\"event\":\"values\",\"data\":1}}");
+	feed(f, TC_RUN_MODES_SIDE, "[]", "\"data\":{\"mode\":\"sse\",\"data\":{\"data\":1}}");
+	feed(f, TC_RUN_MODES_SIDE, "[]", "\"data\":{\"mode\":\"sse\",\"data\":{\"event\":\"\",\"data\":1}}");
+	feed(f, TC_RUN_MODES_SIDE, "[]", "\"data\":{\"mode\":\"sse\",\"data\":{\"event\":\"a\\nid: 9\",\"data\":1}}");
+	feed(f, TC_RUN_MODES_SIDE, "[]", "\"data\":{\"mode\":\"sse\",\"data\":{\"event\":\"a\\r\",\"data\":1}}");
+	feed(f, TC_RUN_MODES_SIDE, "[]", "\"data\":{\"mode\":\"sse\",\"data\":{\"event\":\"values\"}}");
+	feed(f, TC_RUN_MODES_SIDE, "[]", "\"data\":{\"mode\":\"sse\",\"data\":{\"event\":5,\"data\":1}}");
+	feed(f, TC_RUN_MODES_SIDE, "[]", "\"data\":{\"mode\":\"sse\",\"data\":[1]}");
+	feed(f, "custom:other", "[]", "\"data\":{\"mode\":\"sse\",\"data\":{\"event\":\"values\",\"data\":1}}");
+	sse(f, "[]", "values", "null"); /* (null is data) */
+	assert_string_equal(s.text, "id: 1\nevent: values\ndata: null\n\n");
+	tc_run_modes_free(f);
+}
+
+/*
+ * The data's text as stored, unless it would not be one data line (written over lines), or the
+ * way to it has a key with an escape (cJSON reads it otherwise), or no text came: then printed.
+ */
+static void rendered_text_or_printed(void **state)
+{
+	struct sink s = { 0 };
+	struct tc_run_modes *f = rendered(&s, NULL, 0);
+	feed(f, "lifecycle", "[]", RENDERED_START);
+	feed(f, TC_RUN_MODES_SIDE, "[]",
+	     "\"data\":{\"mode\":\"sse\",\"data\":{\"event\":\"values\",\"data\":{\n  \"x\": 1.0\n}}}");
+	feed(f, TC_RUN_MODES_SIDE, "[]",
+	     "\"data\":{\"mode\":\"sse\",\"data\":{\"event\":\"values\",\"d\\u0061ta\":{\"x\":2.0}}}");
+	/* the first of two keys, as cJSON takes it; keys and strings holding brackets and quotes skipped */
+	feed(f, TC_RUN_MODES_SIDE, "[]",
+	     "\"data\":{\"mode\":\"sse\",\"data\":{\"x\":{\"data\":[\"}\\\"]\"]},\"event\":\"values\","
+	     "\"data\":{\"y\":3.0},\"data\":{\"y\":4}}}");
+	static const char ev[] =
+		"{\"method\":\"custom:threadcast.modes\",\"params\":{\"namespace\":[],\"data\":{\"mode\":"
+		"\"sse\",\"data\":{\"event\":\"values\",\"data\":{\"z\":5.0}}}}}";
+	cJSON *j = cJSON_Parse(ev);
+	assert_false(tc_run_modes_event(f, 99, j, NULL, 0));
+	assert_false(tc_run_modes_event(f, 100, j, ev, sizeof(ev) - 1));
+	cJSON_Delete(j);
+	assert_string_equal(s.text, "id: 1\nevent: values\ndata: {\"x\":1}\n\n"
+				    "id: 2\nevent: values\ndata: {\"x\":2}\n\n"
+				    "id: 3\nevent: values\ndata: {\"y\":3.0}\n\n"
+				    "id: 4\nevent: values\ndata: {\"z\":5}\n\n"
+				    "id: 5\nevent: values\ndata: {\"z\":5.0}\n\n");
+	tc_run_modes_free(f);
+}
+
+/* The units a stream given the modes given gets of one rendered run, as "name name …". */
+static void rendered_filtered(const char *given, const char *want)
+{
+	static const char *const names[] = {
+		"values",    "updates", "messages",   "messages/partial", "messages/metadata", "messages/complete",
+		"messagesX", "custom",  "values|a:1", "values|a:1|b:2",   "updates|a:1",       "messages|a:1",
+		"debug",     "events",  "error",      "tasks|x",          "metadata"
+	};
+	struct sink s = { 0 };
+	struct tc_run_modes *f = rendered(&s, given, 0);
+	feed(f, "lifecycle", "[]", RENDERED_START);
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		sse(f, "[]", names[i], "{}");
+	char got[1024] = "";
+	for (const char *p = s.text; (p = strstr(p, "event: ")); p += 7) {
+		size_t n = strcspn(p + 7, "\n");
+		snprintf(got + strlen(got), sizeof(got) - strlen(got), "%s%.*s", *got ? " " : "", (int)n, p + 7);
+	}
+	assert_string_equal(got, want);
+	/* ids count the units sent */
+	char last[32];
+	snprintf(last, sizeof(last), "id: %d\n", s.units);
+	assert_true(s.units == 0 || strstr(s.text, last));
+	tc_run_modes_free(f);
+}
+
+/*
+ * Which rendered events a stream gets, as the Python server's _run_stream_mode_matches: none
+ * given, every one; else a name that is one of the modes, one starting with "messages" when
+ * messages or messages-tuple is one, one whose part before its first "|" is one.
+ */
+static void rendered_filter(void **state)
+{
+	const char *all = "values updates messages messages/partial messages/metadata messages/complete messagesX "
+			  "custom values|a:1 values|a:1|b:2 updates|a:1 messages|a:1 debug events error tasks|x "
+			  "metadata";
+	rendered_filtered(NULL, all);
+	rendered_filtered("[]", all);
+	rendered_filtered("[\"values\"]", "values values|a:1 values|a:1|b:2");
+	rendered_filtered("[\"updates\",\"custom\"]", "updates custom updates|a:1");
+	rendered_filtered("[\"messages-tuple\"]",
+			  "messages messages/partial messages/metadata messages/complete messagesX messages|a:1");
+	rendered_filtered("[\"messages\"]",
+			  "messages messages/partial messages/metadata messages/complete messagesX messages|a:1");
+	rendered_filtered("[\"debug\",\"events\",\"error\",\"tasks\"]", "debug events error tasks|x");
+	rendered_filtered("[\"values|a:1\"]", "values|a:1"); /* a name that is one of the modes */
+	rendered_filtered("[\"value\",\"messages/partial\"]", "messages/partial");
+	rendered_filtered("[\"nope\"]", "");
+	rendered_filtered("[1]", ""); /* given, but no name */
+
+	/* what a stream was given: a string (one, or a JSON array's text), an array; none: NULL */
+	static const struct {
+		const char *stream_mode, *given;
+	} cases[] = {
+		{ "null", NULL },
+		{ "\"\"", NULL },
+		{ "[]", NULL },
+		{ "\"[]\"", NULL },
+		{ "\"values\"", "[\"values\"]" },
+		{ "[\"values\",\"messages-tuple\"]", "[\"values\",\"messages-tuple\"]" },
+		{ "\"[\\\"updates\\\",\\\"custom\\\"]\"", "[\"updates\",\"custom\"]" },
+		{ "\"[updates\"", "[\"[updates\"]" },
+		{ "\"[1]\"", "[1]" },
+		{ "5", NULL },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		cJSON *v = cJSON_Parse(cases[i].stream_mode);
+		char *g = tc_run_modes_given(v);
+		if (cases[i].given)
+			assert_string_equal(g, cases[i].given);
+		else
+			assert_null(g);
+		free(g);
+		cJSON_Delete(v);
+	}
+	assert_null(tc_run_modes_given(NULL));
+}
+
+/*
+ * A run that is not rendered is translated as ever, whatever the stream was given: its mode bits
+ * choose, and sse side events are nothing.
+ */
+static void not_rendered(void **state)
+{
+	struct sink s = { 0 };
+	struct tc_run_modes *f = rendered(&s, "[\"updates\"]", 0);
+	feed(f, "lifecycle", "[]", "\"data\":{\"event\":\"started\",\"run_id\":\"r1\",\"rendered\":false}");
+	assert_false(tc_run_modes_rendered(f));
+	sse(f, "[]", "values", "{\"x\":1.0}");
+	feed(f, "values", "[]", "\"data\":{\"n\":1.0}");
+	feed(f, "updates", "[]", "\"data\":{\"node\":\"a\",\"values\":{\"n\":2}}");
+	assert_true(feed(f, "lifecycle", "[]", "\"data\":{\"event\":\"failed\",\"error\":\"boom\"}"));
+	assert_string_equal(s.text, "id: 1\nevent: values\ndata: {\"n\":1}\n\n"
+				    "id: 2\nevent: error\ndata: {\"error\":\"Error\",\"message\":\"boom\"}\n\n");
+	char *j = result_text(f);
+	assert_string_equal(j, "{\"__error__\":{\"error\":\"Error\",\"message\":\"boom\"}}");
+	free(j);
+	tc_run_modes_free(f);
+
+	/* "rendered" other than true is not */
+	struct sink s2 = { 0 };
+	f = rendered(&s2, NULL, 0);
+	feed(f, "lifecycle", "[]", "\"data\":{\"event\":\"started\",\"run_id\":\"r1\",\"rendered\":1}");
+	assert_false(tc_run_modes_rendered(f));
+	feed(f, "values", "[]", "\"data\":{\"n\":1}");
+	assert_string_equal(s2.text, "id: 1\nevent: values\ndata: {\"n\":1}\n\n");
+	tc_run_modes_free(f);
+}
+
+/* A rendered stream resumed after an id: the units up to it are not sent again, the next keep their ids. */
+static void rendered_resume(void **state)
+{
+	struct sink s = { 0 };
+	struct tc_run_modes *f = rendered(&s, "[\"values\",\"custom\"]", 2);
+	feed(f, "lifecycle", "[]", RENDERED_START);
+	sse(f, "[]", "values", "{\"n\":1}");  /* 1 */
+	sse(f, "[]", "updates", "{\"n\":2}"); /* (not this stream's) */
+	sse(f, "[]", "custom", "2");          /* 2 */
+	sse(f, "[]", "values", "{\"n\":3}");  /* 3 */
+	sse(f, "[]", "custom", "4");          /* 4 */
+	assert_true(feed(f, "lifecycle", "[]", "\"data\":{\"event\":\"completed\"}"));
+	assert_string_equal(s.text, "id: 3\nevent: values\ndata: {\"n\":3}\n\n"
+				    "id: 4\nevent: custom\ndata: 4\n\n");
+	char *j = result_text(f);
+	assert_string_equal(j, "{\"n\":3}");
+	free(j);
+	tc_run_modes_free(f);
+}
+
+/* The raw text finder: the value at a path as written; false where cJSON would read otherwise. */
+static void json_at(void **state)
+{
+	static const char *const path[] = { "a", "b", NULL };
+	static const struct {
+		const char *json, *want; /* want NULL: false */
+	} cases[] = {
+		{ "{\"a\":{\"b\":1.50}}", "1.50" },
+		{ " { \"a\" :\n{ \"x\" : [1,{\"b\":2}] , \"b\" : [ 1 , \"]\" ] } } ", "[ 1 , \"]\" ]" },
+		{ "{\"a\":{\"b\":\"q\\\"}\"}}", "\"q\\\"}\"" },
+		{ "{\"a\":{\"b\":true},\"a\":{\"b\":false}}", "true" },
+		{ "{\"x\":\"{\\\"a\\\":{\\\"b\\\":9}}\",\"a\":{\"b\":null}}", "null" },
+		{ "{\"a\":{\"b\":{}}}", "{}" },
+		{ "{\"a\":{\"\\u0062\":1}}", NULL },
+		{ "{\"a\":{}}", NULL },
+		{ "{\"a\":[]}", NULL },
+		{ "{\"a\":{\"c\":1}}", NULL },
+		{ "{\"a\":{\"b\":", NULL },
+		{ "{\"a\":{\"b\":\"open", NULL },
+		{ "[{\"a\":{\"b\":1}}]", NULL },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *at = NULL;
+		size_t n = 0;
+		bool found = tc_run_json_at(cases[i].json, strlen(cases[i].json), path, &at, &n);
+		if (!cases[i].want) {
+			assert_false(found);
+			continue;
+		}
+		assert_true(found);
+		assert_int_equal(n, strlen(cases[i].want));
+		assert_memory_equal(at, cases[i].want, n);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -585,6 +894,13 @@ int main(void)
 		cmocka_unit_test(tools_mode),
 		cmocka_unit_test(failure_with_its_class),
 		cmocka_unit_test(garbage),
+		cmocka_unit_test(rendered_run),
+		cmocka_unit_test(rendered_not_units),
+		cmocka_unit_test(rendered_text_or_printed),
+		cmocka_unit_test(rendered_filter),
+		cmocka_unit_test(not_rendered),
+		cmocka_unit_test(rendered_resume),
+		cmocka_unit_test(json_at),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
