@@ -10,7 +10,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -113,6 +113,13 @@ def redis_server(*, libraries: bool = True) -> Iterator[RedisServer]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def new_redis() -> Callable[..., contextlib.AbstractContextManager[RedisServer]]:
+    """``redis_server`` itself, for a test that needs a server of its own
+    (``with new_redis(libraries=False) as srv:``)."""
+    return redis_server
 
 
 @pytest.fixture(scope="session")

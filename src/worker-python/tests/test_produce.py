@@ -10,13 +10,12 @@ import threading
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import pytest
 import redis.asyncio as aredis
 import redis.exceptions
-from conftest import RedisServer, redis_server
 
 from threadcast_worker.produce import (
     EVENT_MAX,
@@ -31,6 +30,9 @@ from threadcast_worker.produce import (
     lifecycle,
     message_events,
 )
+
+if TYPE_CHECKING:
+    from conftest import RedisServer
 
 WAIT = 10.0  # the longest any step of these tests may take
 
@@ -295,8 +297,8 @@ async def test_an_event_over_16_mib_is_refused_before_sending(
     assert len(events[1][1]["params"]["data"]["payload"]) == EVENT_MAX - 67
 
 
-async def test_function_not_found_loads_the_library() -> None:
-    with redis_server(libraries=False) as srv:
+async def test_function_not_found_loads_the_library(new_redis: Any) -> None:
+    with new_redis(libraries=False) as srv:
         client = aredis.Redis(port=srv.port)
         try:
             assert await client.function_list() == []
@@ -309,7 +311,7 @@ async def test_function_not_found_loads_the_library() -> None:
                 assert await p.append(custom("y")) == 2
         finally:
             await client.aclose()
-    with redis_server(libraries=False) as srv:
+    with new_redis(libraries=False) as srv:
         p = Producer(srv.url, "t-load", library=Path("/nonexistent/threadcast.lua"))
         with pytest.raises(ProduceError, match="/nonexistent/threadcast.lua cannot be read"):
             await asyncio.wait_for(p.append(custom("x")), WAIT)
