@@ -175,8 +175,7 @@ class ThreadcastStore(AsyncBatchedBaseStore):
             req = _request(op)
             if req is None:
                 continue
-            if isinstance(op, PutOp):
-                writes.pop((tuple(op.namespace), op.key), None)  # the last write goes last
+            if isinstance(op, PutOp):  # a key's last write replaces its earlier ones
                 writes[(tuple(op.namespace), op.key)] = (i, op, req)
             else:
                 reads.append((i, op, req))
@@ -187,10 +186,7 @@ class ThreadcastStore(AsyncBatchedBaseStore):
             ("threadcast_store", 1, keys.STORE, name, serde.dumps(a)) for _, _, (name, a) in calls
         ]
         if len(args) == 1:
-            try:
-                replies: list[Any] = [await self._redis.fcall(*args[0])]
-            except Exception as e:  # noqa: BLE001 — reported below, as a pipeline's would be
-                replies = [e]
+            replies: list[Any] = [await self._redis.fcall(*args[0])]
         else:
             async with self._redis.pipeline(transaction=True) as pipe:
                 for a in args:
