@@ -14,6 +14,7 @@ import time
 import traceback
 from typing import Any
 
+from langgraph.errors import InvalidUpdateError
 from langgraph.types import Command
 
 from threadcast_worker import keys, rest, serde
@@ -57,14 +58,6 @@ async def _claim_for_update(w: Worker, thread: str) -> None:
     await claim_thread(w, thread)
 
 
-def _no_checkpoint(c: dict[str, Any]) -> ProtocolError:
-    at = f' at namespace "{c["checkpoint_ns"]}"' if c.get("checkpoint_ns") else ""
-    return ProtocolError(
-        "no_such_checkpoint",
-        f'thread "{c["thread_id"]}" has no checkpoint "{c.get("checkpoint_id")}"{at}',
-    )
-
-
 # ---- the REST API's commands ------------------------------------------------------------------
 
 
@@ -105,42 +98,29 @@ async def rest_cancel(w: Worker, entry: Entry, p: dict[str, Any]) -> Any:
 
 
 async def rest_state_get(w: Worker, entry: Entry, p: dict[str, Any]) -> Any:
-    configurable = rest.checkpoint_params(entry.thread, p)
-    if not await w.saver.aget_tuple({"configurable": configurable}):
-        if configurable.get("checkpoint_id"):
-            raise _no_checkpoint(configurable)
+    r = rest.read_state_get(entry.thread, p)
+    named = r.config["configurable"].get("checkpoint_id")
+    if not named and not await w.saver.aget_tuple(
+        {"configurable": {"thread_id": entry.thread, "checkpoint_ns": ""}}
+    ):
         return await success(w.cmd, w.log, entry, rest.empty_state())
+    # An unknown checkpoint is read as the Python server reads it: 200, a state naming it.
     async with _graph(w, entry, await thread_configurable(w, entry.thread), "threads.read") as g:
-        snap = await g.aget_state(
-            {"configurable": configurable}, subgraphs=rest.truthy(p.get("subgraphs"))
-        )
+        snap = await g.aget_state(r.config, subgraphs=r.subgraphs)
     return await success(w.cmd, w.log, entry, rest.thread_state(snap))
 
 
 async def rest_state_update(w: Worker, entry: Entry, p: dict[str, Any]) -> Any:
     thread = entry.thread
-    values, as_node = rest.update_params(p)
-    configurable = rest.checkpoint_params(thread, p)
+    u = rest.read_state_update(thread, p, graph_id=entry.assistant)
     await _claim_for_update(w, thread)
     try:
-        if configurable.get("checkpoint_id") and not await w.saver.aget_tuple(
-            {"configurable": configurable}
-        ):
-            raise _no_checkpoint(configurable)
         async with _graph(w, entry, await thread_configurable(w, thread), "threads.update") as g:
             try:
-                nxt = await g.aupdate_state({"configurable": configurable}, values, as_node=as_node)
-            except (ValueError, KeyError, TypeError) as e:
+                nxt = await g.aupdate_state(u.config, u.values, as_node=u.as_node)
+            except (ValueError, KeyError, TypeError, InvalidUpdateError) as e:
                 raise ProtocolError("invalid_argument", f"cannot update the state: {e}") from e
-        c = nxt.get("configurable", {})
-        out = {
-            "thread_id": thread,
-            "checkpoint_ns": c.get("checkpoint_ns", ""),
-            "checkpoint_id": c.get("checkpoint_id"),
-        }
-        if c.get("checkpoint_map"):
-            out["checkpoint_map"] = _plain(c["checkpoint_map"])
-        return await success(w.cmd, w.log, entry, {"checkpoint": out})
+        return await success(w.cmd, w.log, entry, rest.update_answer(nxt))
     finally:
         await release(w, thread)
 
@@ -149,42 +129,27 @@ async def rest_state_bulk(w: Worker, entry: Entry, p: dict[str, Any]) -> Any:
     """rest.state.bulk: a thread's state written as consecutive supersteps, one checkpoint per
     superstep, as LangGraph's bulk_update_state writes them. Answers the last checkpoint."""
     thread = entry.thread
-    supersteps = rest.supersteps_params(p)
+    b = rest.read_bulk(thread, p, graph_id=entry.assistant)
     await _claim_for_update(w, thread)
     try:
         async with _graph(w, entry, await thread_configurable(w, thread), "threads.update") as g:
             try:
-                nxt = await g.abulk_update_state(
-                    {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}, supersteps
-                )
-            except (ValueError, KeyError, TypeError) as e:
+                nxt = await g.abulk_update_state(b.config, b.supersteps)
+            except (ValueError, KeyError, TypeError, InvalidUpdateError) as e:
                 raise ProtocolError("invalid_argument", f"cannot update the state: {e}") from e
-        c = nxt.get("configurable", {})
-        return await success(
-            w.cmd,
-            w.log,
-            entry,
-            {
-                "checkpoint": {
-                    "thread_id": thread,
-                    "checkpoint_ns": c.get("checkpoint_ns", ""),
-                    "checkpoint_id": c.get("checkpoint_id"),
-                }
-            },
-        )
+        return await success(w.cmd, w.log, entry, rest.bulk_answer(nxt))
     finally:
         await release(w, thread)
 
 
 async def rest_history(w: Worker, entry: Entry, p: dict[str, Any]) -> Any:
-    limit, before, metadata = rest.history_params(p)
-    configurable = rest.checkpoint_params(entry.thread, p)
+    h = rest.read_history(entry.thread, p)
     states = []
     async with _graph(w, entry, await thread_configurable(w, entry.thread), "threads.read") as g:
         async for s in g.aget_state_history(
-            {"configurable": configurable}, limit=limit, before=before, filter=metadata
+            h.config, limit=h.limit, before=h.before, filter=h.filter
         ):
-            states.append(rest.thread_state(s))
+            states.append(rest.thread_state(s, history=True))
     return await success(w.cmd, w.log, entry, states)
 
 

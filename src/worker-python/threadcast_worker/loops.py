@@ -126,10 +126,10 @@ async def describe(w: Worker) -> None:
         try:
             config = {**defaults, "configurable": dict(defaults.get("configurable") or {})}
             async with served.graph(config, access="assistants.read") as graph:
-                info["graph"] = serde.dumps(await schemas.graph_json(graph, False))
-                info["graph_xray"] = serde.dumps(await schemas.graph_json(graph, True))
-                info["schemas"] = serde.dumps(await schemas.graph_schemas(graph_id, graph))
-                info["subgraphs"] = serde.dumps(await schemas.subgraph_schemas(graph))
+                info["graph"] = serde.dumps(schemas.graph_json(graph, False))
+                info["graph_xray"] = serde.dumps(schemas.graph_json(graph, True))
+                info["schemas"] = serde.dumps(schemas.graph_schemas(graph_id, graph))
+                info["subgraphs"] = serde.dumps(schemas.subgraph_schemas(graph, recurse=True))
         except Exception as e:  # noqa: BLE001 — a graph that cannot be described is served on
             w.log(
                 "warn",
