@@ -12,6 +12,7 @@ from typing import Annotated, Any, TypedDict
 
 import pytest
 import redis.asyncio as aredis
+from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.base import ERROR, INTERRUPT
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
@@ -821,3 +822,58 @@ async def test_undo_of_an_update_state_on_an_older_checkpoint(redis: aredis.Redi
     assert await dump_thread(redis, "t-undo2") != before
     assert await saver.undo("t-undo2") >= 2
     assert await dump_thread(redis, "t-undo2") == before
+
+
+# ---- DeltaChannel: values rebuilt from the ancestors' writes -----------------------------
+
+
+def _concat(state: list[str], writes: list[list[str]]) -> list[str]:
+    return state + [x for w in writes for x in w]
+
+
+class DeltaState(TypedDict):
+    log: Annotated[list[str], DeltaChannel(_concat, snapshot_frequency=5)]
+
+
+def delta_graph() -> StateGraph:
+    g = StateGraph(DeltaState)
+    for name in ("a", "b", "c"):
+        g.add_node(name, lambda _s, name=name: {"log": [name]})
+    g.add_edge(START, "a")
+    g.add_edge("a", "b")
+    g.add_edge("b", "c")
+    g.add_edge("c", END)
+    return g
+
+
+async def test_delta_channels_rebuild_as_on_langgraphs_own_saver(redis: aredis.Redis) -> None:
+    seen = {}
+    for name, saver in (("memory", InMemorySaver()), ("redis", RedisSaver(redis))):
+        g = delta_graph().compile(checkpointer=saver)
+        c = cfg("t-delta-graph")
+        for i in range(3):
+            await g.ainvoke({"log": [f"in{i}"]}, c)
+        hist = await history(g, c)
+        seen[name] = ((await g.aget_state(c)).values, [s.values for s in hist])
+    assert seen["redis"] == seen["memory"]
+    assert seen["redis"][0]["log"] == [
+        "in0",
+        "a",
+        "b",
+        "c",
+        "in1",
+        "a",
+        "b",
+        "c",
+        "in2",
+        "a",
+        "b",
+        "c",
+    ]
+    saver = RedisSaver(redis)
+    head = await saver.aget_tuple(cfg("t-delta-graph"))
+    assert head.metadata.get("counters_since_delta_snapshot"), "the head is no snapshot"
+    await saver.aprune(["t-delta-graph"])
+    g = delta_graph().compile(checkpointer=saver)
+    assert (await g.aget_state(cfg("t-delta-graph"))).values == seen["memory"][0]
+    assert len(await history(g, cfg("t-delta-graph"))) < len(seen["memory"][1])

@@ -664,7 +664,7 @@ class RedisSaver(BaseCheckpointSaver[str]):
         for thread_id in await self._thread_ids():
             await self._drop(
                 thread_id,
-                lambda items: {
+                lambda items, _fields: {
                     (it.ns, it.id)
                     for it in items
                     if str(it.metadata(self.serde).get("run_id")) in wanted
@@ -673,11 +673,12 @@ class RedisSaver(BaseCheckpointSaver[str]):
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """strategy "keep_latest": each namespace keeps its newest checkpoint, with
-        its pending writes and the values it refers to; when that checkpoint's
-        metadata has counters_since_delta_snapshot (the graph has DeltaChannels
-        whose values are rebuilt from the ancestors' writes) its whole parent
-        chain is kept too, only other branches go. "delete" (or "delete_all"):
-        the threads are deleted."""
+        its pending writes and the values it refers to. When that checkpoint's
+        metadata has counters_since_delta_snapshot (DeltaChannels whose values
+        are rebuilt from the ancestors' writes), its ancestors back to the
+        nearest one that stores each such channel's value (a snapshot) are kept
+        too, with their writes. "delete" (or "delete_all"): the threads are
+        deleted."""
         self._bind()
         if strategy in ("delete", "delete_all"):
             for thread_id in thread_ids:
@@ -688,23 +689,32 @@ class RedisSaver(BaseCheckpointSaver[str]):
         for thread_id in thread_ids:
             await self._drop(_thread_id(thread_id), self._all_but_latest)
 
-    def _all_but_latest(self, items: list[_Item]) -> set[tuple[str, str]]:
+    def _all_but_latest(self, items: list[_Item], fields: set[str]) -> set[tuple[str, str]]:
         by_ns: dict[str, dict[str, _Item]] = {}
         for it in items:
             by_ns.setdefault(it.ns, {})[it.id] = it
         keep: set[tuple[str, str]] = set()
         for ns, chain in by_ns.items():
-            latest = chain[max(chain)]
-            keep.add((ns, latest.id))
-            if latest.metadata(self.serde).get("counters_since_delta_snapshot"):
-                at = latest.parent
-                while at in chain and (ns, at) not in keep:
-                    keep.add((ns, at))
-                    at = chain[at].parent
+            at = chain[max(chain)]
+            keep.add((ns, at.id))
+            # A delta channel's value is its nearest stored value on the parent chain (the
+            # seed) plus the writes after it: keep the chain up to each channel's seed.
+            pending = set(at.metadata(self.serde).get("counters_since_delta_snapshot") or ())
+            while pending and at.parent in chain:
+                at = chain[at.parent]
+                keep.add((ns, at.id))
+                versions = at.load(self.serde).get("channel_versions") or {}
+                pending = {
+                    ch
+                    for ch in pending
+                    if ch not in versions or _blob_field(ns, ch, versions[ch]) not in fields
+                }
         return {(it.ns, it.id) for it in items} - keep
 
     async def _drop(
-        self, thread_id: str, choose: Callable[[list[_Item]], set[tuple[str, str]]]
+        self,
+        thread_id: str,
+        choose: Callable[[list[_Item], set[str]], set[tuple[str, str]]],
     ) -> None:
         """Removes the checkpoints choose() picks among the thread's, with their
         writes and the blobs no remaining checkpoint refers to; under WATCH, so
@@ -715,13 +725,13 @@ class RedisSaver(BaseCheckpointSaver[str]):
                 try:
                     await pipe.watch(*tk)
                     records = await pipe.hgetall(tk.cp)
+                    fields = {_text(f) for f in await pipe.hkeys(tk.blobs)}
                     items = [_Item(*_parse_cp_member(_text(m)), r) for m, r in records.items()]
-                    drop = choose(items)
+                    drop = choose(items, fields)
                     if not drop:
                         await pipe.unwatch()
                         return
                     write_members = await pipe.zrange(tk.widx, 0, -1)
-                    fields = await pipe.hkeys(tk.blobs)
                     used = {
                         _blob_field(it.ns, channel, version)
                         for it in items
@@ -733,7 +743,7 @@ class RedisSaver(BaseCheckpointSaver[str]):
                     gone_writes = [
                         m for m in write_members if _parse_write_member(_text(m))[:2] in drop
                     ]
-                    gone_blobs = [f for f in fields if _text(f) not in used]
+                    gone_blobs = [f for f in fields if f not in used]
                     members = [_cp_member(ns, i) for ns, i in drop]
                     pipe.multi()
                     pipe.zrem(tk.idx, *members)
