@@ -617,6 +617,10 @@ async def test_metadata_is_the_python_servers(
         resume = {**config, "metadata": {"rm": "second"}}
         resume["configurable"] = {**config["configurable"], "run_id": "run-2"}
         await g.ainvoke(Command(resume="yes"), resume)
+        # A state update, configured as the server configures its own.
+        await g.aupdate_state(
+            {"configurable": {"thread_id": thread, "graph_id": "agent"}}, {"items": ["u"]}
+        )
         tuples = [t async for t in saver.alist({"configurable": {"thread_id": thread}})]
         tuples.sort(
             key=lambda t: (t.config["configurable"]["checkpoint_ns"] != "", t.checkpoint["id"])
@@ -641,6 +645,8 @@ async def test_metadata_is_the_python_servers(
     assert root["thread_id"] == thread and root["run_id"] == run
     assert "__hidden" not in root
     assert any(m.get("rm") == "second" and m.get("run_id") == "run-2" for m in raw)
+    update = next(m for m in raw if m["source"] == "update")
+    assert {"graph_id": "agent", "thread_id": thread}.items() <= update.items()
 
 
 # ---- the worker's saver: fencing -----------------------------------------------------------------

@@ -282,8 +282,8 @@ class RedisSaver(BaseCheckpointSaver[str]):
         return keys.checkpoint_keys(self.key_prefix, _thread_id(thread_id))
 
     def get_next_version(self, current: str | int | float | None, channel: None = None) -> str:
-        """ "<32-digit counter>.<16 random digits>": ordered by the counter, unique
-        across the branches of a forked thread."""
+        """Versions are "<32-digit counter>.<16 random digits>": ordered by the
+        counter, unique across the branches of a forked thread."""
         if current is None:
             n = 0
         elif isinstance(current, int | float):
@@ -943,6 +943,12 @@ if owner ~= '' and redis.call('GET', KEYS[1]) ~= owner then
   return redis.error_reply(
     "FENCED the thread's lock is another worker's: the checkpoint is not written")
 end
+for i = 4, #ARGV, 3 do  -- checked before anything is written: a script's writes stay
+  local kind = ARGV[i]
+  if kind ~= 'B' and kind ~= 'W' and kind ~= 'S' and kind ~= 'C' then
+    return redis.error_reply('ERR threadcast checkpoint write: unknown op ' .. kind)
+  end
+end
 local undo = KEYS[7]
 local function replacing(kind, hash, field)
   if redis.call('HEXISTS', hash, field) == 0 then
@@ -964,14 +970,12 @@ for i = 4, #ARGV, 3 do
       redis.call('SADD', undo, 'w ' .. field)
     end
     redis.call('ZADD', KEYS[5], 0, field)
-  elseif kind == 'S' or kind == 'C' then
+  else
     local hash, index, note = KEYS[6], KEYS[5], 'w'
     if kind == 'C' then hash, index, note = KEYS[3], KEYS[2], 'c' end
     if journal then replacing(note, hash, field) end
     redis.call('HSET', hash, field, value)
     redis.call('ZADD', index, 0, field)
-  else
-    return redis.error_reply('ERR threadcast checkpoint write: unknown op ' .. kind)
   end
 end
 if ttl ~= '' then
