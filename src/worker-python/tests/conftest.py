@@ -1,10 +1,16 @@
 """Fixtures the worker's tests share: a private redis-server (started on a free port, stopped by
-its PID), with threadcast's three function libraries loaded as protocol/README.md says ("The
-function libraries": threadcast.lua as it is, the other two assembled by scripts/embed.py)."""
+its PID; ``$TC_REDIS_SERVER`` names another binary, valkey-server), with threadcast's three
+function libraries loaded as protocol/README.md says ("The function libraries": threadcast.lua as
+it is, the other two assembled by scripts/embed.py).
+
+``redis_session`` is one such server per session; ``redis_srv`` the same, emptied of keys;
+``redis_url`` its URL; ``redis`` and ``aredis_client`` a ``redis.asyncio.Redis`` on it
+(``decode_responses=False``) with the database emptied; ``new_redis`` a server of the test's own."""
 
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import socket
 import subprocess
@@ -14,7 +20,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
-import redis
+import redis as redis_lib
 import redis.asyncio as aredis
 
 REPO = Path(__file__).resolve().parents[3]
@@ -59,8 +65,8 @@ class RedisServer:
         self.proc = proc
         self.url = f"redis://127.0.0.1:{port}"
 
-    def client(self) -> redis.Redis:
-        return redis.Redis(port=self.port, socket_timeout=10)
+    def client(self) -> redis_lib.Redis:
+        return redis_lib.Redis(port=self.port, socket_timeout=10)
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -75,8 +81,8 @@ class RedisServer:
 @contextlib.contextmanager
 def redis_server(*, libraries: bool = True) -> Iterator[RedisServer]:
     """Starts a redis-server (with threadcast's libraries unless told not to) and stops it."""
-    exe = shutil.which("redis-server")
-    assert exe, "redis-server is required"
+    exe = os.environ.get("TC_REDIS_SERVER") or shutil.which("redis-server")
+    assert exe, "redis-server is required (Debian: apt-get install redis-server)"
     port = free_port()
     proc = subprocess.Popen(
         [
@@ -103,7 +109,7 @@ def redis_server(*, libraries: bool = True) -> Iterator[RedisServer]:
                 try:
                     c.ping()
                     break
-                except redis.ConnectionError:
+                except redis_lib.ConnectionError:
                     if proc.poll() is not None or time.monotonic() > deadline:
                         raise
                     time.sleep(0.02)
@@ -138,6 +144,20 @@ def redis_srv(redis_session: RedisServer) -> RedisServer:
 
 @pytest.fixture
 async def aredis_client(redis_srv: RedisServer) -> AsyncIterator[aredis.Redis]:
+    client = aredis.Redis(port=redis_srv.port, socket_timeout=10)
+    try:
+        yield client
+    finally:
+        await client.aclose()
+
+
+@pytest.fixture(scope="session")
+def redis_url(redis_session: RedisServer) -> str:
+    return f"{redis_session.url}/0"
+
+
+@pytest.fixture
+async def redis(redis_srv: RedisServer) -> AsyncIterator[aredis.Redis]:
     client = aredis.Redis(port=redis_srv.port, socket_timeout=10)
     try:
         yield client
