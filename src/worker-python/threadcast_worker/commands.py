@@ -161,21 +161,9 @@ async def rest_copy(w: Worker, entry: Entry, p: dict[str, Any]) -> Any:
         )
     if to == entry.thread:
         raise ProtocolError("invalid_argument", "new_thread_id is the thread itself")
-    src, dst = w.saver.thread_keys(entry.thread), w.saver.thread_keys(to)
-    # One consistent read of the five keys (one slot), one write of the copies (the other's).
-    async with w.cmd.pipeline(transaction=True) as tx:
-        for k in src:
-            tx.dump(k)
-            tx.pttl(k)
-        got = await tx.execute()
-    async with w.cmd.pipeline(transaction=True) as tx:
-        for i, k in enumerate(dst):
-            dump, ttl = got[2 * i], got[2 * i + 1]
-            if dump is None:
-                tx.delete(k)
-            else:
-                tx.restore(k, ttl if ttl > 0 else 0, dump, replace=True)
-        await tx.execute()
+    # Every checkpoint, write and value, the target thread id in their metadata (as the
+    # Python server's copy writes it), the source's TTLs kept.
+    await w.saver.acopy_thread(entry.thread, to)
     return await success(w.cmd, w.log, entry, {})
 
 
