@@ -17,10 +17,10 @@
 //   LangChain's chat UI answers with its Approve button (approvalRequest);
 //   the answer is kept in the state's `approved`.
 //
-// To put a real chat model in its place, replace makeModel() (README,
-// "The LangGraph worker"): any LangChain chat model that streams works, e.g.
+// To put a real chat model in its place, make model() call it (src/worker/README.md,
+// "A real chat model"): any LangChain chat model that streams works, e.g.
 //   import { ChatOpenAI } from '@langchain/openai';
-//   const makeModel = () => new ChatOpenAI({ model: 'gpt-4o-mini' }).bindTools([search]);
+//   const llm = new ChatOpenAI({ model: 'gpt-4o-mini' }).bindTools([search]);
 import { StateGraph, MessagesAnnotation, Annotation, START, END, interrupt } from '@langchain/langgraph';
 import { ToolNode } from '@langchain/langgraph/prebuilt';
 import { FakeListChatModel, FakeStreamingChatModel } from '@langchain/core/utils/testing';
