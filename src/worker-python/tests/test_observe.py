@@ -22,6 +22,7 @@ from threadcast_worker import serde
 from threadcast_worker.observe import (
     SIDE,
     RestStream,
+    _Feed,
     cancel_events,
     failure_events,
     observe,
@@ -326,3 +327,41 @@ async def test_rest_run_renders_beside_protocol_events() -> None:
     assert [e["method"] for e in events if e["method"] != SIDE] == [
         e["method"] for e in await run(compiled(), said("hello"), thread="u")
     ]
+
+
+def test_plain_text_fast_path_converts_as_langchain_does() -> None:
+    """The converter's events are the same with the plain-text shortcut as without it."""
+    from langchain_core.messages import AIMessageChunk
+    from langchain_core.messages.tool import tool_call_chunk
+
+    chunks = [
+        AIMessageChunk(content="Hel", id="m"),
+        AIMessageChunk(content="lo ", id="m"),
+        AIMessageChunk(content="", id="m"),
+        AIMessageChunk(content="there", id="m", response_metadata={"model_name": "x"}),
+        AIMessageChunk(content="!", id="m", additional_kwargs={"reasoning_content": "hmm"}),
+        AIMessageChunk(
+            content="", id="m", tool_call_chunks=[tool_call_chunk(name="t", args='{"a"', index=0)]
+        ),
+        AIMessageChunk(
+            content="", id="m", tool_call_chunks=[tool_call_chunk(args=": 1}", index=0)]
+        ),
+        AIMessageChunk(
+            content=" bye",
+            id="m",
+            usage_metadata={"input_tokens": 1, "output_tokens": 2, "total_tokens": 3},
+        ),
+        AIMessageChunk(content="", id="m", chunk_position="last"),
+    ]
+    made = {}
+    for fast in (True, False):
+        feed = _Feed(fast=fast)
+        out = [ev for c in chunks for ev in feed.push(c)] + feed.close()
+        made[fast] = out
+    assert made[True] == made[False]
+    kinds = [e["event"] for e in made[True]]
+    assert kinds[0] == "message-start" and kinds[-1] == "message-finish"
+    text = "".join(
+        e["delta"].get("text", "") for e in made[True] if e["event"] == "content-block-delta"
+    )
+    assert text == "Hello there! bye"

@@ -159,11 +159,35 @@ class _Gen:
         self.generation_info = None
 
 
+class _TextChunk(AIMessageChunk):
+    """A plain text chunk as the converter reads it: its content blocks known without
+    ``AIMessageChunk.content_blocks``' parsing passes (most of the converter's cost per token)."""
+
+    @property
+    def content_blocks(self) -> list[Any]:  # type: ignore[override]
+        return [{"type": "text", "text": self.content}]
+
+
+def _plain_text(message: AIMessageChunk) -> bool:
+    """Whether a chunk's content blocks are just its text: string content, and nothing that
+    makes LangChain read them otherwise (a provider's translator, tool call chunks, reasoning in
+    additional_kwargs)."""
+    content = message.content
+    return (
+        type(content) is str
+        and bool(content)
+        and not message.response_metadata
+        and not message.tool_call_chunks
+        and not message.additional_kwargs
+    )
+
+
 class _Feed:
     """langchain_core's chunk → protocol event converter for one model call, driven one chunk at
     a time without a task: ``push`` returns what a chunk makes, ``close`` the message's end."""
 
-    def __init__(self) -> None:
+    def __init__(self, fast: bool = True) -> None:
+        self.fast = fast
         self.pending: deque[_Gen] = deque()
         self.closed = False
         self.events = achunks_to_events(self)
@@ -196,6 +220,8 @@ class _Feed:
             return out  # waiting for the next chunk
 
     def push(self, message: AIMessageChunk) -> list[dict[str, Any]]:
+        if self.fast and _plain_text(message):
+            message = _TextChunk.model_construct(**message.__dict__)
         self.pending.append(_Gen(message))
         return self._run()
 
