@@ -365,3 +365,17 @@ def test_plain_text_fast_path_converts_as_langchain_does() -> None:
         e["delta"].get("text", "") for e in made[True] if e["event"] == "content-block-delta"
     )
     assert text == "Hello there! bye"
+
+
+async def test_static_interrupt_asks_nothing() -> None:
+    graph = compiled()
+    events = await run(graph, said("lookup otters"), interrupt_before=["tools"])
+    assert of(events, "input.requested") == []
+    sides = [e["params"]["data"] for e in of(events, SIDE)]
+    assert sides == [{"mode": "updates", "data": {"__interrupt__": []}}]
+    assert of(events, "tools") == []
+    resumed = await run(graph, None)
+    assert [e["params"]["data"]["event"] for e in of(resumed, "tools")] == [
+        "tool-started",
+        "tool-finished",
+    ]
