@@ -22,12 +22,11 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
 from langgraph.types import Command
 from langgraph_sdk import get_client
+from reference import langgraph_dev
 
 from threadcast_worker import config as cfg
 from threadcast_worker import serde
 from threadcast_worker.observe import SIDE, RestStream, failure_events, observe
-
-from .reference import langgraph_dev
 
 GRAPHS = Path(__file__).parent / "graphs"
 sys.path.insert(0, str(GRAPHS))

@@ -150,7 +150,8 @@ def load_project(config_path: str | os.PathLike[str]) -> Project:
                 f"dependency {dep!r} is not installed by the worker: install it into its "
                 "environment"
             )
-    if "python_version" in conf:
+    running = f"{sys.version_info.major}.{sys.version_info.minor}"
+    if "python_version" in conf and str(conf["python_version"]) != running:
         project.notes.append(
             f"python_version {conf['python_version']!r} is ignored: the worker runs on "
             f"Python {sys.version_info.major}.{sys.version_info.minor}"

@@ -473,9 +473,12 @@ async def observe(
     interrupt_before: Any = None,
     interrupt_after: Any = None,
     durability: str | None = "sync",
+    control: Any = None,
 ) -> AsyncIterator[dict[str, Any]]:
     """Runs the graph once; yields, in order, the events to append (dicts ``serde.dumps`` can
-    write), no root lifecycle; raises what the run raises (after yielding everything it made)."""
+    write), no root lifecycle; raises what the run raises (after yielding everything it made).
+    control: LangGraph's RunControl, through which the caller drains the run at a step boundary
+    (an injected message)."""
     config = dict(config)
     modes = list(MODES)
     root: RootMessages | None = None
@@ -499,6 +502,8 @@ async def observe(
         options["durability"] = durability
     if context is not None:
         options["context"] = context
+    if control is not None:
+        options["control"] = control
     try:
         if rest is not None and "events" in rest.stream_mode:
             root_id = str(config.get("run_id", ""))

@@ -152,9 +152,23 @@ async def rest_plan(w: Worker, thread: str, assistant: str, run_id: str, p: dict
         "checkpoint_id"
     )
     served = w.graphs[assistant]
-    merged_config, context = run_configs.run_config(
-        params=p, graph_id=assistant, defaults=served.defaults, run_id=run_id, thread_id=thread
-    )
+    layer = run_configs.assistant_layer(p, assistant, served.defaults)
+    thread_layer = p.get("thread") if isinstance(p.get("thread"), dict) else None
+    aid = p.get("assistant_id") if isinstance(p.get("assistant_id"), str) else assistant
+    try:
+        merged_config, context = run_configs.merge_run(
+            layer,
+            thread_layer,
+            {
+                "config": config,
+                "context": p.get("context"),
+                "metadata": p.get("metadata"),
+                "after_seconds": p.get("after_seconds"),
+            },
+            {"run_id": run_id, "thread_id": thread, "graph_id": assistant, "assistant_id": aid},
+        )
+    except run_configs.ConfigError as e:
+        raise InputError(str(e)) from e
     configurable = merged_config["configurable"]
     configurable.pop("checkpoint_id", None)
     if checkpoint_id is not None:
@@ -191,7 +205,7 @@ async def rest_plan(w: Worker, thread: str, assistant: str, run_id: str, p: dict
         input=value,
         config=merged_config,
         configurable=configurable,
-        metadata=merged_config.get("metadata") or {},
+        metadata=run_configs.stream_metadata(merged_config.get("metadata") or {}),
         context=context,
         options=options,
     )

@@ -142,9 +142,7 @@ def run_config(ctl: Run) -> dict[str, Any]:
         config["recursion_limit"] = ctl.options["recursion_limit"]
     if ctl.options.get("tags"):
         config["tags"] = list(ctl.options["tags"])
-    if ctl.rest_run:
-        config["run_id"] = ctl.run_id  # the root run id of callback events, as the server's
-    return config
+    return config  # a REST run's id becomes its root run id in observe(), as the server's
 
 
 async def _consume(ctl: Run, graph: Any, value: Any) -> None:
