@@ -91,9 +91,57 @@ test('the worker\'s Dockerfile lints clean and keeps the deployment rules', () =
     for (const src of m[1].split(' ')) assert.ok(existsSync(path.join(repoRoot, src)), src);
 });
 
-test('the compose file wires redis, two replicas, two LangGraph workers and the balancer', () => {
+test('the Python worker\'s Dockerfile lints clean and keeps the deployment rules', () => {
+  const text = read('deploy/Dockerfile.worker-python');
+  assert.deepEqual(validate(text).map((d) => d.message), []);
+  assert.match(text, /^# Why bookworm/m, 'says why its base');
+  const froms = text.match(/^FROM .*/gm);
+  assert.deepEqual(froms, ['FROM debian:bookworm-slim AS build', 'FROM debian:bookworm-slim'], 'multi-stage');
+  const [build, runtime] = text.split(/^FROM debian:bookworm-slim$/m);
+  // The lock's dependencies, each checked against its hash, none resolved; then the package alone.
+  assert.match(build, /^COPY src\/worker-python\/requirements\.lock \.\/$/m);
+  assert.match(build, /pip install [^\n]*--require-hashes --no-deps[^\n]*\\\n\s*-r requirements\.lock$/m);
+  assert.match(build, /pip install [^\n]*--no-deps[^\n]*\\\n\s*--no-build-isolation \/src\/worker-python /m);
+  // pip trusts the builder's CAs through a secret, never a file copied into a layer.
+  assert.match(build, /--mount=type=secret,id=ca-certificates/);
+  assert.doesNotMatch(text, /^COPY .*ca-certificates/m);
+  // loops.py finds the function library beside the package: there is no protocol/ in the image.
+  assert.match(build, /^COPY protocol\/redis\/threadcast\.lua /m);
+  assert.match(build, /install -m 644 \/src\/threadcast\.lua "\$pkg\/threadcast\.lua"/);
+  // Debian's interpreter at runtime, no venv module, no compiler; a non-root user; the example project as the default.
+  assert.match(runtime, /apt-get install -y --no-install-recommends python3 \\$/m);
+  assert.doesNotMatch(runtime, /python3-venv|python3-pip|gcc|-dev\b/);
+  assert.match(runtime, /^USER 10003$/m, 'non-root');
+  assert.match(runtime, /^COPY src\/worker-python\/example \/project$/m);
+  assert.match(runtime, /^ENTRYPOINT \["\/opt\/threadcast-worker-python\/venv\/bin\/threadcast-worker-python"\]$/m);
+  assert.match(runtime, /^CMD \["--config", "\/project\/langgraph\.json", "--redis-url", "redis:\/\/redis:6379"\]$/m);
+  // The console script the ENTRYPOINT runs is the package's.
+  assert.match(read('src/worker-python/pyproject.toml'), /^threadcast-worker-python = "threadcast_worker\.cli:main"$/m);
+  // Only files that exist are copied in.
+  for (const m of text.matchAll(/^COPY (?!--from)(.+) \S+$/gm))
+    for (const src of m[1].split(' ')) assert.ok(existsSync(path.join(repoRoot, src)), src);
+});
+
+/** The project file compose and Kubernetes give the Python workers: the example project, renamed. */
+function assertPythonProjectFile(text, where) {
+  const conf = JSON.parse(text);
+  // The graph is the image's example project (/project is src/worker-python/example), under an id
+  // of its own: "agent" is the JavaScript example's, which the JavaScript workers serve beside it.
+  assert.deepEqual(Object.keys(conf.graphs), ['agent-python'], where);
+  const [file, attr] = conf.graphs['agent-python'].split(':');
+  assert.ok(file.startsWith('/project/'), `${where}: a path in the image's project`);
+  const example = path.join(repoRoot, 'src/worker-python/example', file.slice('/project/'.length));
+  assert.ok(existsSync(example), `${where}: ${example} exists`);
+  assert.match(readFileSync(example, 'utf8'), new RegExp(`^${attr}\\b.*=`, 'm'), `${where}: it defines ${attr}`);
+  const own = JSON.parse(read('src/worker-python/example/langgraph.json'));
+  assert.deepEqual(conf.env, own.env, `${where}: the example's env`);
+  return conf;
+}
+
+test('the compose file wires redis, two replicas, two LangGraph workers, two Python workers and the balancer', () => {
   const c = YAML.parse(read('deploy/docker-compose.yml'));
-  assert.deepEqual(Object.keys(c.services).sort(), ['lb', 'redis', 'threadcast-1', 'threadcast-2', 'worker-1', 'worker-2']);
+  assert.deepEqual(Object.keys(c.services).sort(),
+    ['lb', 'redis', 'threadcast-1', 'threadcast-2', 'worker-1', 'worker-2', 'worker-python-1', 'worker-python-2']);
   assert.ok(c.services.redis.command.includes('--appendonly'));
   // The tags are the ones scripts/images builds, from the same Dockerfiles.
   const table = new Map([...read('scripts/images').matchAll(/^\s*"([\w-]+) (\S+) (\S+) \w+"$/gm)].map((m) => [m[2], m[3]]));
@@ -110,6 +158,21 @@ test('the compose file wires redis, two replicas, two LangGraph workers and the 
     assert.equal(cmd[cmd.indexOf('--redis-url') + 1], 'redis://redis:6379');
     assert.equal(s.depends_on.redis.condition, 'service_healthy');
     assert.ok(!cmd.includes('--name'), 'each worker names itself (hostname, pid): two must not share a name');
+  }
+  for (const w of ['worker-python-1', 'worker-python-2']) {
+    const s = c.services[w];
+    assert.equal(s.build.dockerfile, 'deploy/Dockerfile.worker-python');
+    assert.equal(table.get(s.image), 'deploy/Dockerfile.worker-python', s.image);
+    const cmd = s.command;
+    assert.equal(cmd[cmd.indexOf('--redis-url') + 1], 'redis://redis:6379');
+    assert.equal(s.depends_on.redis.condition, 'service_healthy');
+    assert.ok(!cmd.includes('--name'), 'each worker names itself');
+    assert.ok(s.stop_grace_period, 'room for the runs in hand to finish');
+    // --config names the project file mounted beside it, from deploy/.
+    const config = cmd[cmd.indexOf('--config') + 1];
+    const mount = s.volumes.map((v) => v.split(':')).find(([, target]) => target === config);
+    assert.ok(mount, `${w}: ${config} is mounted`);
+    assertPythonProjectFile(read(path.join('deploy', mount[0])), `${w}: ${mount[0]}`);
   }
   const lb = c.services.lb;
   assert.equal(lb.environment.TC_BACKEND_1, 'threadcast-1:8080');
@@ -144,6 +207,30 @@ test('Kubernetes: probes, preStop drain, PodDisruptionBudget, Service, non-root'
   assert.equal(wpod.securityContext.runAsUser, 10002, 'the worker image\'s user');
   assert.ok(wpod.terminationGracePeriodSeconds > 10, 'room for the runs in hand to finish');
   assert.deepEqual(wpod.containers[0].args.slice(0, 1), ['--redis-url']);
+  // The Python workers: the same pod rules as worker.yaml's, their own image and user, the
+  // example project served under its own id from the ConfigMap.
+  const pdocs = YAML.parseAllDocuments(read('deploy/k8s/worker-python.yaml')).map((d) => d.toJS());
+  assert.deepEqual(pdocs.map((d) => d.kind), ['ConfigMap', 'Deployment']);
+  const [cm, pdep] = pdocs;
+  const ppod = pdep.spec.template.spec;
+  const pctr = ppod.containers[0];
+  assert.equal(pctr.image, 'threadcast-worker-python:latest');
+  const table = new Map([...read('scripts/images').matchAll(/^\s*"([\w-]+) (\S+) (\S+) \w+"$/gm)].map((m) => [m[2], m[3]]));
+  assert.equal(table.get(pctr.image), 'deploy/Dockerfile.worker-python');
+  assert.deepEqual(ppod.securityContext, { runAsNonRoot: true, runAsUser: 10003 }, 'the Python image\'s user');
+  assert.match(read('deploy/Dockerfile.worker-python'), new RegExp(`^USER ${ppod.securityContext.runAsUser}$`, 'm'));
+  assert.equal(ppod.terminationGracePeriodSeconds, wpod.terminationGracePeriodSeconds);
+  assert.deepEqual(pctr.resources, worker.spec.template.spec.containers[0].resources);
+  assert.deepEqual(pdep.spec.selector.matchLabels, pdep.spec.template.metadata.labels);
+  assert.notDeepEqual(pdep.spec.selector, worker.spec.selector, 'a selector of its own');
+  const arg = (n) => pctr.args[pctr.args.indexOf(n) + 1];
+  assert.equal(arg('--redis-url'), 'redis://redis:6379');
+  const mount = pctr.volumeMounts.find((m) => arg('--config').startsWith(`${m.mountPath}/`));
+  assert.ok(mount, `${arg('--config')} is mounted`);
+  const vol = ppod.volumes.find((v) => v.name === mount.name);
+  assert.equal(vol.configMap.name, cm.metadata.name);
+  const conf = assertPythonProjectFile(cm.data[path.basename(arg('--config'))], 'the ConfigMap');
+  assert.deepEqual(conf, JSON.parse(read('deploy/langgraph-python.json')), 'compose and Kubernetes serve the same');
 });
 
 test("the image's HEALTHCHECK command passes against a running threadcast, and fails without one", async () => {

@@ -1,19 +1,22 @@
 // The images, built for real and run from their filesystems. scripts/images
-// builds deploy/Dockerfile and deploy/Dockerfile.worker with podman (base
-// images made here with debootstrap, no registry); each image's filesystem is
-// exported and its program started from it as a container would start it —
-// its ENTRYPOINT, its environment, its user — under `chroot --userspec`,
-// against a redis-server on loopback (containers themselves cannot start
-// here): the gateway alone, then a gateway and a LangGraph worker together,
-// streaming a whole run of the example graph. Needs root, as scripts/images
+// builds deploy/Dockerfile, deploy/Dockerfile.worker and
+// deploy/Dockerfile.worker-python with podman (base images made here with
+// debootstrap, no registry); each image's filesystem is exported and its
+// program started from it as a container would start it — its ENTRYPOINT, its
+// environment, its user — under `chroot --userspec`, against a redis-server on
+// loopback (containers themselves cannot start here): the gateway alone, then
+// a gateway and a LangGraph worker together, streaming a whole run of the
+// example graph, then a gateway and Python workers, streaming a run of the
+// example Python project. Needs root, as scripts/images
 // does. scripts/test runs this file alone, after the others: a cold build
 // takes minutes.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, readFileSync, existsSync, chmodSync } from 'node:fs';
+import { mkdtempSync, rmSync, readFileSync, existsSync, chmodSync, readdirSync, readlinkSync, mkdirSync, copyFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import YAML from 'yaml';
 import { repoRoot, startRedis, stopAll, waitUntil, freePort, connect, collectLogs } from './lib/harness.mjs';
 
 const BUILD_LIMIT_MS = 15 * 60 * 1000;
@@ -37,6 +40,7 @@ let build; // { code, out, timedOut, ms }
 const img = {
   gateway: { tag: 'threadcast:latest' },
   worker: { tag: 'threadcast-worker:latest' },
+  python: { tag: 'threadcast-worker-python:latest' },
 };
 let redis;
 let gw; // the gateway of the second test: { proc, port, stderr, logs, exit }
@@ -121,6 +125,49 @@ function assertRunsAs(pid, uid, argv0) {
   assert.ok(readFileSync(`/proc/${pid}/cmdline`, 'utf8').startsWith(`${argv0}\0`), `pid ${pid} runs ${argv0}`);
 }
 
+/**
+ * Starts a run of the example graph (JavaScript's, or its Python twin: the
+ * same topology and texts) as assistant `assistant` through the gateway g, on
+ * thread `thread`, and checks its stream: `run.start` answered, the root
+ * lifecycle from `started` to `completed`, the messages token by token (the
+ * question, then what the fake model says), in seq order.
+ */
+async function streamExampleRun(g, thread, assistant, worker) {
+  const c = await connect(`ws://127.0.0.1:${g.port}/threads/${thread}/stream/events`);
+  try {
+    const sub = await c.request({ id: 1, method: 'subscription.subscribe', params: { channels: ['lifecycle', 'messages'] } });
+    assert.equal(sub.type, 'success', JSON.stringify(sub));
+    const q = 'tell me about otters';
+    const started = await c.request({ id: 2, method: 'run.start',
+      params: { assistant_id: assistant, input: { messages: [{ role: 'user', content: q }] } } });
+    assert.equal(started.type, 'success', JSON.stringify(started));
+    const isRoot = (e) => e.method === 'lifecycle' && e.params.namespace.length === 0;
+    const end = await waitUntil(() => c.events.find((e) => isRoot(e) && ['completed', 'failed', 'interrupted']
+      .includes(e.params.data.event)), 60000, 'the run to end');
+    assert.deepEqual(end.params.data, { event: 'completed', graph_name: assistant }, worker.stderr);
+    const root = c.events.filter(isRoot).map((e) => e.params.data.event);
+    assert.deepEqual([root[0], root.at(-1), root.filter((e) => e === 'started').length], ['started', 'completed', 1], root.join());
+    // The messages, token by token (one open message a namespace): the
+    // question, then what the example graph's fake model says.
+    const messages = c.events.filter((e) => e.method === 'messages');
+    assert.ok(messages.length > 10, `messages streamed: ${messages.length}`);
+    const texts = new Map(); // message id → text
+    const open = new Map(); // namespace → the id of its open message
+    for (const { params: { namespace, data } } of messages) {
+      const ns = namespace.join('|');
+      if (data.event === 'message-start') { open.set(ns, data.id); texts.set(data.id, ''); }
+      if (data.event === 'content-block-delta' && data.delta.type === 'text-delta')
+        texts.set(open.get(ns), texts.get(open.get(ns)) + data.delta.text);
+    }
+    assert.deepEqual([...texts.values()], [q, 'Let me search for that. ', `Here is what I found about "${q}".`,
+      'Summary: the search found three sources.']);
+    const seqs = c.events.map((e) => e.seq);
+    assert.deepEqual(seqs, [...seqs].sort((a, b) => a - b), 'in seq order');
+  } finally {
+    await c.close();
+  }
+}
+
 /** The layers of debian:bookworm-slim, the base made here. */
 function slimLayers() {
   return JSON.parse(spawnSync(images, ['podman', 'image', 'inspect', 'debian:bookworm-slim'], { encoding: 'utf8' }).stdout)[0]
@@ -129,10 +176,10 @@ function slimLayers() {
 
 before(async () => {
   const t0 = Date.now();
-  build = await runImages(['gateway', 'worker'], BUILD_LIMIT_MS);
+  build = await runImages(['gateway', 'worker', 'worker-python'], BUILD_LIMIT_MS);
   build.ms = Date.now() - t0;
   assert.ok(!build.timedOut, `scripts/images did not finish within ${BUILD_LIMIT_MS / 60000} minutes:\n${build.out.slice(-4000)}`);
-  assert.equal(build.code, 0, `scripts/images gateway worker failed:\n${build.out.slice(-4000)}`);
+  assert.equal(build.code, 0, `scripts/images gateway worker worker-python failed:\n${build.out.slice(-4000)}`);
   for (const im of Object.values(img)) {
     const inspect = spawnSync(images, ['podman', 'image', 'inspect', im.tag], { encoding: 'utf8' });
     assert.equal(inspect.status, 0, inspect.stderr);
@@ -160,7 +207,7 @@ after(async () => {
 
 test('scripts/images builds the gateway image from the local bases: slim, non-root, with its HEALTHCHECK', (t) => {
   for (const line of build.out.split('\n').filter((l) => /^(image|base|all done) /.test(l))) t.diagnostic(line);
-  t.diagnostic(`scripts/images gateway worker took ${(build.ms / 1000).toFixed(1)} s`);
+  t.diagnostic(`scripts/images gateway worker worker-python took ${(build.ms / 1000).toFixed(1)} s`);
   assert.match(build.out, /^image gateway threadcast:latest: \d+ MB, built in \d+ s$/m);
   const { image, rootfs } = img.gateway;
   // FROM debian:bookworm-slim resolved to the base made here: its layers are the image's first.
@@ -265,41 +312,164 @@ test('a gateway and a LangGraph worker from their images stream a whole run of t
   assert.match(lib.stdout, /threadcast_append/, 'the worker loaded the function library');
 
   const g = await startGateway(r.url);
-  const c = await connect(`ws://127.0.0.1:${g.port}/threads/img-run/stream/events`);
-  try {
-    const sub = await c.request({ id: 1, method: 'subscription.subscribe', params: { channels: ['lifecycle', 'messages'] } });
-    assert.equal(sub.type, 'success', JSON.stringify(sub));
-    const q = 'tell me about otters';
-    const started = await c.request({ id: 2, method: 'run.start',
-      params: { assistant_id: 'agent', input: { messages: [{ role: 'user', content: q }] } } });
-    assert.equal(started.type, 'success', JSON.stringify(started));
-    const isRoot = (e) => e.method === 'lifecycle' && e.params.namespace.length === 0;
-    const end = await waitUntil(() => c.events.find((e) => isRoot(e) && ['completed', 'failed', 'interrupted']
-      .includes(e.params.data.event)), 60000, 'the run to end');
-    assert.deepEqual(end.params.data, { event: 'completed', graph_name: 'agent' }, worker.stderr);
-    const root = c.events.filter(isRoot).map((e) => e.params.data.event);
-    assert.deepEqual([root[0], root.at(-1), root.filter((e) => e === 'started').length], ['started', 'completed', 1], root.join());
-    // The messages, token by token (one open message a namespace): the
-    // question, then what the example graph's fake model says.
-    const messages = c.events.filter((e) => e.method === 'messages');
-    assert.ok(messages.length > 10, `messages streamed: ${messages.length}`);
-    const texts = new Map(); // message id → text
-    const open = new Map(); // namespace → the id of its open message
-    for (const { params: { namespace, data } } of messages) {
-      const ns = namespace.join('|');
-      if (data.event === 'message-start') { open.set(ns, data.id); texts.set(data.id, ''); }
-      if (data.event === 'content-block-delta' && data.delta.type === 'text-delta')
-        texts.set(open.get(ns), texts.get(open.get(ns)) + data.delta.text);
-    }
-    assert.deepEqual([...texts.values()], [q, 'Let me search for that. ', `Here is what I found about "${q}".`,
-      'Summary: the search found three sources.']);
-    const seqs = c.events.map((e) => e.seq);
-    assert.deepEqual(seqs, [...seqs].sort((a, b) => a - b), 'in seq order');
-  } finally {
-    await c.close();
-  }
+  await streamExampleRun(g, 'img-run', 'agent', worker);
   assert.deepEqual(await worker.stop('SIGTERM'), { code: 0, signal: null }, worker.stderr);
   assert.doesNotMatch(worker.stderr, /"level":"error"/, worker.stderr);
+  assert.deepEqual(await g.stop('SIGTERM'), { code: 0, signal: null }, g.stderr);
+  await r.cleanup();
+});
+
+const pyPkgName = (n) => n.toLowerCase().replace(/[-_.]+/g, '-'); // PEP 503's normal form
+const pyVenv = 'opt/threadcast-worker-python/venv';
+
+/** The distributions installed in the Python image's venv: normalised name → version. */
+function venvDistributions(rootfs) {
+  const lib = path.join(rootfs, pyVenv, 'lib');
+  const [pyDir] = readdirSync(lib).filter((d) => /^python3\.\d+$/.test(d));
+  const site = path.join(lib, pyDir, 'site-packages');
+  const dists = new Map();
+  for (const d of readdirSync(site).filter((e) => e.endsWith('.dist-info'))) {
+    const meta = readFileSync(path.join(site, d, 'METADATA'), 'utf8');
+    dists.set(pyPkgName(/^Name: (.+)$/m.exec(meta)[1].trim()), /^Version: (.+)$/m.exec(meta)[1].trim());
+  }
+  return { site, dists };
+}
+
+/** Every file under dir, relative, but Python's and langgraph dev's leftovers (.dockerignore's). */
+function projectFiles(dir, rel = '') {
+  return readdirSync(path.join(dir, rel), { withFileTypes: true }).flatMap((e) => {
+    if (['__pycache__', '.langgraph_api'].includes(e.name) || e.name.endsWith('.pyc')) return [];
+    const r = path.join(rel, e.name);
+    return e.isDirectory() ? projectFiles(dir, r) : [r];
+  }).sort();
+}
+
+/**
+ * The compose file's Python worker: its command, and its project file put
+ * where compose mounts it, inside the image's filesystem.
+ */
+function composePythonWorker() {
+  const svc = YAML.parse(readFileSync(path.join(repoRoot, 'deploy/docker-compose.yml'), 'utf8')).services['worker-python-1'];
+  assert.equal(svc.image, img.python.tag);
+  for (const v of svc.volumes) {
+    const [src, target] = v.split(':');
+    mkdirSync(path.dirname(path.join(img.python.rootfs, target)), { recursive: true });
+    copyFileSync(path.join(repoRoot, 'deploy', src), path.join(img.python.rootfs, target));
+  }
+  return svc.command;
+}
+
+test("scripts/images builds the Python worker image: Debian's Python 3.11, the lock's packages, the function library, the example project, non-root", () => {
+  assert.match(build.out, /^image worker-python threadcast-worker-python:latest: \d+ MB, built in \d+ s$/m);
+  const { image, rootfs } = img.python;
+  const slim = slimLayers();
+  assert.deepEqual(image.RootFS.Layers.slice(0, slim.length), slim, 'built on the local bookworm-slim');
+  assert.ok(image.Size < 400e6, `the Python worker image: ${image.Size} bytes`);
+  assert.deepEqual(image.Config.Entrypoint, [`/${pyVenv}/bin/threadcast-worker-python`]);
+  assert.deepEqual(image.Config.Cmd, ['--config', '/project/langgraph.json', '--redis-url', 'redis://redis:6379']);
+  assert.equal(image.Config.StopSignal, 'SIGTERM');
+  const u = imageUser(img.python);
+  assert.equal(u.uid, 10003, 'runs as threadcast-worker-python (uid 10003)');
+  // The venv runs Debian's interpreter, 3.11.
+  assert.equal(readlinkSync(path.join(rootfs, pyVenv, 'bin/python3')), '/usr/bin/python3');
+  const env = imageEnv(img.python, { HOME: u.home });
+  const v = spawnSync('chroot', chrootArgs(img.python, ['python3', '--version']), { encoding: 'utf8', env });
+  assert.equal(v.status, 0, v.stderr);
+  assert.match(v.stdout, /^Python 3\.11\.\d+$/m);
+  // Exactly the lock's distributions at the lock's versions, the package, and pip (for images FROM
+  // this one); setuptools only built the package.
+  const pins = new Map([...readFileSync(path.join(repoRoot, 'src/worker-python/requirements.lock'), 'utf8')
+    .matchAll(/^([A-Za-z0-9][\w.-]*)==(\S+)/gm)].map((m) => [pyPkgName(m[1]), m[2]]));
+  assert.ok(pins.size > 20, `the lock pins ${pins.size} packages`);
+  const { site, dists } = venvDistributions(rootfs);
+  const version = /^version = "(.+)"$/m.exec(readFileSync(path.join(repoRoot, 'src/worker-python/pyproject.toml'), 'utf8'))[1];
+  assert.equal(dists.get('threadcast-worker'), version);
+  assert.ok(dists.has('pip'), 'pip kept');
+  const others = new Map([...dists].filter(([n]) => !['threadcast-worker', 'pip'].includes(n)));
+  assert.deepEqual(new Map([...others].sort()), new Map([...pins].sort()));
+  // The package is the repository's, and loops.py finds the function library beside it.
+  const pkg = path.join(site, 'threadcast_worker');
+  const sources = readdirSync(path.join(repoRoot, 'src/worker-python/threadcast_worker')).filter((f) => f.endsWith('.py'));
+  for (const f of sources)
+    assert.equal(readFileSync(path.join(pkg, f), 'utf8'), readFileSync(path.join(repoRoot, 'src/worker-python/threadcast_worker', f), 'utf8'), f);
+  assert.equal(readFileSync(path.join(pkg, 'threadcast.lua'), 'utf8'),
+    readFileSync(path.join(repoRoot, 'protocol/redis/threadcast.lua'), 'utf8'));
+  // The example project, as it is in the repository, is the default one.
+  const example = path.join(repoRoot, 'src/worker-python/example');
+  assert.deepEqual(projectFiles(path.join(rootfs, 'project')), projectFiles(example));
+  for (const f of projectFiles(example))
+    assert.equal(readFileSync(path.join(rootfs, 'project', f), 'utf8'), readFileSync(path.join(example, f), 'utf8'), f);
+  // Nothing of the build stage: no compiler, no venv module, no sources, no pip cache, no CA secret.
+  for (const p of ['usr/bin/gcc', 'usr/lib/python3.11/ensurepip', 'src', 'root/.cache/pip', 'run/secrets/ca-certificates',
+    path.relative(rootfs, path.join(site, 'setuptools'))])
+    assert.ok(!existsSync(path.join(rootfs, p)), `no ${p}`);
+  const help = spawnSync('chroot', chrootArgs(img.python, [...image.Config.Entrypoint, '--help']), { encoding: 'utf8', env });
+  assert.equal(help.status, 0, help.stderr);
+  assert.match(help.stdout, /^usage: threadcast-worker-python /);
+});
+
+test("the Python image's projects load in it: the example's graph, and the compose file's rename of it", () => {
+  const composeCmd = composePythonWorker();
+  const configs = [img.python.image.Config.Cmd, composeCmd].map((c) => c[c.indexOf('--config') + 1]);
+  // The worker's own loading (graphs.py), in the image's venv, as its user: each file's graphs imported and served.
+  const script = `import json, sys
+from threadcast_worker.graphs import apply_environment, load_project, serve_graphs
+from threadcast_worker.logger import json_log
+out = {}
+for config in sys.argv[1:]:
+    project = load_project(config)
+    apply_environment(project)
+    out[config] = sorted(serve_graphs(project, None, checkpointer=None, store=None, log=json_log))
+print(json.dumps(out))`;
+  const u = imageUser(img.python);
+  const r = spawnSync('chroot', chrootArgs(img.python, ['python3', '-c', script, ...configs]),
+    { encoding: 'utf8', env: imageEnv(img.python, { HOME: u.home }) });
+  assert.equal(r.status, 0, r.stderr);
+  assert.doesNotMatch(r.stderr, /"level":"error"/, r.stderr);
+  assert.deepEqual(JSON.parse(r.stdout), { '/project/langgraph.json': ['agent'], '/etc/threadcast/langgraph.json': ['agent-python'] });
+});
+
+test('a gateway and Python workers from their images stream runs of the example Python project', async () => {
+  // A Redis of their own with no function library: the workers load the image's copy.
+  const r = await startRedis();
+  dirs.push(r.dir);
+  const u = imageUser(img.python);
+  const withRedis = (cmd, name) => {
+    const c = [...cmd];
+    c[c.indexOf('--redis-url') + 1] = r.url;
+    return [...c, '--name', name];
+  };
+  const env = { THREADCAST_FAKE_TOKEN_MS: '5' };
+  // The image alone (its CMD: the example project as it is), and as compose runs it.
+  const workers = [
+    { assistant: 'agent', p: startFromImage(img.python, { cmd: withRedis(img.python.image.Config.Cmd, 'py-image'), env }) },
+    { assistant: 'agent-python', p: startFromImage(img.python, { cmd: withRedis(composePythonWorker(), 'py-compose'), env }) },
+  ];
+  // The console script's interpreter: the venv's python, run by the kernel from the script's #!.
+  const shebang = readFileSync(path.join(img.python.rootfs, img.python.image.Config.Entrypoint[0]), 'utf8').split('\n')[0];
+  assert.match(shebang, new RegExp(`^#!/${pyVenv}/bin/python`));
+  for (const [i, { assistant, p }] of workers.entries()) {
+    const name = i === 0 ? 'py-image' : 'py-compose';
+    const ready = await waitUntil(() => p.logs.find((l) => l.msg === 'worker ready') || p.exit, 60000,
+      `the Python worker ${name} to be ready`);
+    assert.equal(ready.msg, 'worker ready', `the Python worker exited: ${p.stderr}`);
+    assert.equal(ready.name, name);
+    assert.deepEqual(ready.assistants, [assistant]);
+    assertRunsAs(p.proc.pid, u.uid, shebang.slice(2).trim());
+    const live = spawnSync('redis-cli', ['-p', String(r.port), 'ZRANGE', `{tc:commands}:w:${assistant}`, '0', '-1'], { encoding: 'utf8' });
+    assert.deepEqual(live.stdout.trim().split('\n'), [name], `registered in {tc:commands}:w:${assistant}`);
+  }
+  const lib = spawnSync('redis-cli', ['-p', String(r.port), 'FUNCTION', 'LIST', 'LIBRARYNAME', 'threadcast'], { encoding: 'utf8' });
+  assert.match(lib.stdout, /threadcast_append/, 'a worker loaded the function library');
+
+  const g = await startGateway(r.url);
+  for (const { assistant, p } of workers) await streamExampleRun(g, `img-py-${assistant}`, assistant, p);
+  for (const { assistant, p } of workers) {
+    assert.deepEqual(await p.stop('SIGTERM'), { code: 0, signal: null }, p.stderr);
+    assert.doesNotMatch(p.stderr, /"level":"error"/, p.stderr);
+    const live = spawnSync('redis-cli', ['-p', String(r.port), 'ZCARD', `{tc:commands}:w:${assistant}`], { encoding: 'utf8' });
+    assert.equal(live.stdout.trim(), '0', `the worker of ${assistant} left the registry`);
+  }
   assert.deepEqual(await g.stop('SIGTERM'), { code: 0, signal: null }, g.stderr);
   await r.cleanup();
 });
