@@ -1328,12 +1328,18 @@ local function assistants_latest(c)
 end
 
 -- GET /assistants/:id/graph[?xray=]: what its graph's workers registered
--- (xray: the drawing with the subgraphs' insides, when they gave it).
+-- (xray: the drawing with the subgraphs' insides, when they gave it; xray=n,
+-- the drawing n levels deep, when they gave one for n (graph_xray_<n>, the
+-- Python worker's: LangGraph's Python server draws n levels), else every level).
 local function assistants_graph(c)
   local a = assistant_or_404(c)
   local xray = query1(c, 'xray')
   local deep = xray and xray ~= '' and xray ~= 'false' and xray ~= '0'
   local info = redis.call('HMGET', keys.ainfo(a.graph_id), 'graph', 'graph_xray')
+  if deep and string.match(xray, '^[1-9][0-9]?$') then
+    local at = redis.call('HGET', keys.ainfo(a.graph_id), 'graph_xray_' .. xray)
+    if at then return { 200, at } end
+  end
   return { 200, (deep and info[2]) or info[1] or '{}' }
 end
 

@@ -268,6 +268,12 @@ test('assistants: each graph the workers registered has a system assistant, with
     assert.deepEqual((await call('assistants.graph', { path: { assistant_id: a }, query: { xray } })).body, { nodes: [], edges: [], xray: 1 });
   }
   assert.deepEqual((await call('assistants.graph', { path: { assistant_id: a }, query: { xray: 'false' } })).body.nodes, [{ id: '__start__' }]);
+  // A worker that drew depths (the Python worker: xray=n is n levels deep there): xray=1 is that drawing.
+  await rc.cmd('HSET', `${K}:ainfo:${a}`, 'graph_xray_1', '{"nodes":[],"edges":[],"xray":"one level"}');
+  assert.deepEqual((await call('assistants.graph', { path: { assistant_id: a }, query: { xray: '1' } })).body.xray, 'one level');
+  for (const xray of ['true', '2']) {
+    assert.deepEqual((await call('assistants.graph', { path: { assistant_id: a }, query: { xray } })).body.xray, 1, `xray=${xray}: every level`);
+  }
   assert.deepEqual((await call('assistants.schemas', { path: { assistant_id: a } })).body,
     { graph_id: 'x', input_schema: { type: 'object', properties: {} } });
   // Subgraphs as LangGraph's getSubgraphs picks them: the top level, every level (recurse), one namespace.

@@ -128,6 +128,9 @@ async def describe(w: Worker) -> None:
             async with served.graph(config, access="assistants.read") as graph:
                 info["graph"] = serde.dumps(schemas.graph_json(graph, False))
                 info["graph_xray"] = serde.dumps(schemas.graph_json(graph, True))
+                # The Python server draws xray=n n levels deep; from xray_depth on, as xray=true.
+                for n in range(1, schemas.xray_depth(graph)):
+                    info[f"graph_xray_{n}"] = serde.dumps(schemas.graph_json(graph, n))
                 info["schemas"] = serde.dumps(schemas.graph_schemas(graph_id, graph))
                 info["subgraphs"] = serde.dumps(schemas.subgraph_schemas(graph, recurse=True))
         except Exception as e:  # noqa: BLE001 — a graph that cannot be described is served on
@@ -137,7 +140,14 @@ async def describe(w: Worker) -> None:
                 assistant=graph_id,
                 error=str(e),
             )
+        stale = [
+            k
+            for k in await w.cmd.hkeys(keys.ainfo(graph_id))
+            if k.startswith(b"graph_xray_") and k.decode() not in info
+        ]
         async with w.cmd.pipeline(transaction=True) as tx:
+            if stale:  # depths an earlier version of the graph had
+                tx.hdel(keys.ainfo(graph_id), *stale)
             if "config" not in info:
                 tx.hdel(keys.ainfo(graph_id), "config", "context")
             tx.hset(keys.ainfo(graph_id), mapping=info)
