@@ -8,9 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import expected
-from sbs import Exempt, Server, both, events, parts, question
-
-API_VERSION = Exempt("**.langgraph_api_version", "each server names its own release")
+from sbs import API_VERSION, SSE_IDS, Server, both, events, parts, question
 
 
 async def snapshot(client, tid: str, **kwargs: Any) -> dict[str, Any]:
@@ -42,7 +40,7 @@ async def test_interrupt_and_resume(servers: list[Server]) -> None:
             "after": await snapshot(client, tid),
         }
 
-    r = await both(servers, scenario, [API_VERSION])
+    r = await both(servers, scenario, [API_VERSION, SSE_IDS])
     asked = {"question": "Approve the answer?", "options": ["yes", "no"]}
     interrupt = {"id": "<hex:1>", "value": asked}
     # The interrupt comes as an update and as a values event, after the researcher's; streamed,
@@ -98,7 +96,7 @@ async def test_interrupt_inside_the_subgraph(servers: list[Server]) -> None:
             "after": await snapshot(client, tid),
         }
 
-    r = await both(servers, scenario, [API_VERSION])
+    r = await both(servers, scenario, [API_VERSION, SSE_IDS])
     asked = {"question": "Keep the summary?", "from": "researcher"}
     sub_updates = [(p["event"].split("|")[0], p["data"]) for p in r["first"] if "|" in p["event"]]
     assert sub_updates[-1] == (
@@ -159,7 +157,7 @@ async def test_resume_with_an_update_then_goto(servers: list[Server]) -> None:
             "after": await snapshot(client, tid),
         }
 
-    r = await both(servers, scenario, [API_VERSION])
+    r = await both(servers, scenario, [API_VERSION, SSE_IDS])
     assert [p["data"] for p in r["resumed"][1:]] == [{"approve": {"approved": "no"}}]
     values = r["after_resume"]["state"]["values"]
     assert values["approved"] == "no"
@@ -199,7 +197,7 @@ async def test_approval_round_trip(servers: list[Server]) -> None:
             "after": await snapshot(client, tid),
         }
 
-    r = await both(servers, scenario, [API_VERSION])
+    r = await both(servers, scenario, [API_VERSION, SSE_IDS])
     request = {
         "action_requests": [
             {"name": "send_answer", "args": {"question": q}, "description": "Send this answer?"}
