@@ -257,12 +257,16 @@ def worker_bin() -> Path:
 def start_worker(
     logdir: Path, redis_url: str, config: Path, gateway_url: str, graphs: list[str], env: dict
 ) -> Proc:
-    """The Python worker on the project; ready once the gateway knows every graph of it."""
+    """The Python worker on the project; ready once the gateway knows every graph of it.
+
+    LANGGRAPH_API_URL is the gateway's, as a deployment sets it: the reference's runs carry its
+    own URL (``langgraph_api_url`` in their metadata) and threadcast's the one the worker is given.
+    """
     proc = spawn(
         "worker",
         [str(worker_bin()), "--redis-url", redis_url, "--config", str(config)],
         logdir,
-        env={**os.environ, **env},
+        env={**os.environ, "LANGGRAPH_API_URL": gateway_url, **env},
     )
     for graph in graphs:
         wait_until(

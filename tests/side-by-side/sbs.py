@@ -14,9 +14,10 @@ from __future__ import annotations
 import asyncio
 import difflib
 import fnmatch
+import itertools
 import json
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,45 +58,45 @@ class Normaliser:
     """Replaces what differs between two correct servers by names that do not.
 
     uuids (run, thread, checkpoint, task, message ids, wherever they are, in keys and inside
-    strings such as ``lc_run--<uuid>`` or ``researcher:<task id>``) become ``<id:N>`` and
-    interrupt ids ``<hex:N>``, N counting distinct ids in the order of first appearance (a
-    traversal with each object's keys sorted): an id that recurs keeps its name, so a result that
-    links the wrong checkpoint or run still differs. ISO times, and numbers under a key that says
-    ``time`` (LangGraph's ``__request_start_time_ms__``), become ``<time>``; the server's own
+    strings such as ``lc_run--<uuid>`` or ``researcher:<task id>``) become ``<id:P>`` and
+    interrupt ids ``<hex:P>``, P the path where the id first appears (a traversal with each
+    object's keys sorted; ``[key]`` when it is a member's name), e.g. ``<id:parts.0.data.run_id>``:
+    an id that recurs keeps its name, so a result that links the wrong checkpoint or run still
+    differs, and an id one side lacks renames no other. ISO times, and numbers under a key that
+    says ``time`` (LangGraph's ``__request_start_time_ms__``), become ``<time>``; the server's own
     address ``<server>``; channel versions keep their counter and lose their random fraction.
     """
 
     def __init__(self, server: Server) -> None:
         self.address = server.address
         self.ids: dict[str, str] = {}
-        self.counts: dict[str, int] = {}
 
-    def _id(self, kind: str, value: str) -> str:
-        if value not in self.ids:
-            self.counts[kind] = self.counts.get(kind, 0) + 1
-            self.ids[value] = f"<{kind}:{self.counts[kind]}>"
-        return self.ids[value]
+    def _id(self, kind: str, value: str, where: str) -> str:
+        return self.ids.setdefault(value, f"<{kind}:{where or '$'}>")
 
-    def text(self, s: str) -> str:
+    def text(self, s: str, where: str = "") -> str:
         s = s.replace(self.address, "<server>")
         s = ISO_TIME.sub("<time>", s)
         s = VERSION.sub(lambda m: f"{m.group(1)}.<random>", s)
-        s = UUID.sub(lambda m: self._id("id", m.group(0)), s)
+        s = UUID.sub(lambda m: self._id("id", m[0], where), s)
         # A version's zero-padded counter is 32 digits too: only hex with a letter is an id.
-        return HEX32.sub(lambda m: m[0] if m[0].isdigit() else self._id("hex", m[0]), s)
+        return HEX32.sub(lambda m: m[0] if m[0].isdigit() else self._id("hex", m[0], where), s)
 
-    def __call__(self, value: Any) -> Any:
+    def __call__(self, value: Any, where: str = "") -> Any:
         if isinstance(value, str):
-            return self.text(value)
+            return self.text(value, where)
         if isinstance(value, dict):
-            return {
-                self.text(k): "<time>"
-                if "time" in k and isinstance(value[k], int | float)
-                else self(value[k])
-                for k in sorted(value, key=str)
-            }
+            out = {}
+            for k in sorted(value, key=str):
+                name = self.text(k, f"{where}[key]")
+                v = value[k]
+                here = f"{where}.{name}" if where else name
+                out[name] = (
+                    "<time>" if "time" in k and isinstance(v, int | float) else self(v, here)
+                )
+            return out
         if isinstance(value, list | tuple):
-            return [self(v) for v in value]
+            return [self(v, f"{where}.{i}" if where else str(i)) for i, v in enumerate(value)]
         return value
 
 
@@ -107,11 +108,22 @@ class Exempt:
     """A field left out of the comparison, and why (every test names its exceptions).
 
     ``path`` is a dotted path into the result with ``*`` for one step (a key or a list index)
-    and ``**`` for any number of them, e.g. ``"**.created_at"`` or ``"runs.*.kwargs"``.
+    and ``**`` for any number of them, e.g. ``"**.created_at"`` or ``"runs.*.kwargs"``. The
+    field is left out on both sides, whether one side has it or both.
     """
 
     path: str
     reason: str
+
+
+# Exceptions most tests name.
+API_VERSION = Exempt("**.langgraph_api_version", "each server names its own release")
+SSE_IDS = Exempt(
+    "**.sse_id",
+    "a run stream's event ids are opaque resume tokens: threadcast numbers every stream's "
+    "events (0 the metadata, then 1, 2, …: protocol/README.md, 'Run streams') so it resumes on "
+    "any instance; the reference sends ids only for a resumable run, made from times",
+)
 
 
 def _matches(pattern: list[str], path: tuple[str, ...]) -> bool:
@@ -123,38 +135,44 @@ def _matches(pattern: list[str], path: tuple[str, ...]) -> bool:
     return bool(path) and fnmatch.fnmatchcase(path[0], head) and _matches(rest, path[1:])
 
 
+def _exempt(path: tuple[str, ...], exempt: list[Exempt]) -> Exempt | None:
+    return next((e for e in exempt if _matches(e.path.split("."), path)), None)
+
+
 def exempted(value: Any, exempt: list[Exempt], prefix: tuple[str, ...] = ()) -> Any:
-    """value with every field an Exempt names replaced by ``<exempt: reason>``."""
-    for e in exempt:
-        if prefix and _matches(e.path.split("."), prefix):
-            return f"<exempt: {e.reason}>"
+    """value without the object members an Exempt names (list items: ``<exempt: reason>``)."""
     if isinstance(value, dict):
-        return {k: exempted(v, exempt, (*prefix, str(k))) for k, v in value.items()}
+        return {
+            k: exempted(v, exempt, (*prefix, str(k)))
+            for k, v in value.items()
+            if not _exempt((*prefix, str(k)), exempt)
+        }
     if isinstance(value, list):
-        return [exempted(v, exempt, (*prefix, str(i))) for i, v in enumerate(value)]
+        out = []
+        for i, v in enumerate(value):
+            e = _exempt((*prefix, str(i)), exempt)
+            out.append(f"<exempt: {e.reason}>" if e else exempted(v, exempt, (*prefix, str(i))))
+        return out
     return value
 
 
-def _first_difference(a: Any, b: Any, names: tuple[str, str], path: str = "") -> str | None:
+def _differences(a: Any, b: Any, names: tuple[str, str], path: str = "") -> Iterator[str]:
+    """Where a and b differ: one line per differing leaf, member or list length."""
     if type(a) is not type(b):
-        return f"{path or '.'}: {json.dumps(a)[:200]} != {json.dumps(b)[:200]}"
-    if isinstance(a, dict):
+        yield f"{path or '.'}: {json.dumps(a)[:200]} != {json.dumps(b)[:200]}"
+    elif isinstance(a, dict):
         for k in sorted(set(a) | set(b)):
             if k not in a or k not in b:
-                return f"{path}.{k}: only in {names[0] if k in a else names[1]}"
-            d = _first_difference(a[k], b[k], names, f"{path}.{k}")
-            if d:
-                return d
-        return None
-    if isinstance(a, list):
+                yield f"{path}.{k}: only in {names[0] if k in a else names[1]}"
+            else:
+                yield from _differences(a[k], b[k], names, f"{path}.{k}")
+    elif isinstance(a, list):
         for i, (x, y) in enumerate(zip(a, b, strict=False)):
-            d = _first_difference(x, y, names, f"{path}.{i}")
-            if d:
-                return d
+            yield from _differences(x, y, names, f"{path}.{i}")
         if len(a) != len(b):
-            return f"{path}: {len(a)} items in {names[0]}, {len(b)} in {names[1]}"
-        return None
-    return None if a == b else f"{path or '.'}: {json.dumps(a)[:200]} != {json.dumps(b)[:200]}"
+            yield f"{path}: {len(a)} items in {names[0]}, {len(b)} in {names[1]}"
+    elif a != b:
+        yield f"{path or '.'}: {json.dumps(a)[:200]} != {json.dumps(b)[:200]}"
 
 
 def assert_same(
@@ -170,8 +188,11 @@ def assert_same(
     ra = json.dumps(a, indent=1, sort_keys=True).splitlines()
     rb = json.dumps(b, indent=1, sort_keys=True).splitlines()
     diff = "\n".join(list(difflib.unified_diff(ra, rb, *names, n=2, lineterm=""))[:150])
+    where = list(itertools.islice(_differences(a, b, names), 30))
     raise AssertionError(
-        f"{names[1]} differs from {names[0]} at {_first_difference(a, b, names)}\n{diff}"
+        f"{names[1]} differs from {names[0]} at {where[0]}\n"
+        + "".join(f"  and at {w}\n" for w in where[1:])
+        + diff
     )
 
 
@@ -201,12 +222,13 @@ async def both(
 
 
 async def parts(stream: AsyncIterator[Any]) -> list[dict[str, Any]]:
-    """A run stream's parts as sent: ``{"event", "data"}`` (and ``id`` when the server sent one)."""
+    """A run stream's parts as sent: ``{"event", "data"}``, and ``sse_id``, the event's id, when
+    the server sent one (``SSE_IDS``)."""
     out = []
     async for p in stream:
         part = {"event": p.event, "data": p.data}
         if p.id is not None:
-            part["id"] = p.id
+            part["sse_id"] = p.id
         out.append(part)
     return out
 

@@ -9,9 +9,7 @@ import uuid
 
 import pytest
 
-from sbs import Exempt, Server, both, parts
-
-API_VERSION = Exempt("**.langgraph_api_version", "each server names its own release")
+from sbs import API_VERSION, SSE_IDS, Server, both, parts
 
 
 async def test_the_store_from_a_graph(servers: list[Server]) -> None:
@@ -32,7 +30,7 @@ async def test_the_store_from_a_graph(servers: list[Server]) -> None:
             "namespaces": await client.store.list_namespaces(prefix=namespace),
         }
 
-    r = await both(servers, scenario, [API_VERSION])
+    r = await both(servers, scenario, [API_VERSION, SSE_IDS])
     assert [(p["event"], p["data"]) for p in r["streamed"][1:]] == [
         ("updates", {"remember": None}),
         (
@@ -90,7 +88,7 @@ async def test_graph_factories(servers: list[Server], graph: str, built_with: di
         waited = await client.runs.wait(tid, graph, input={"question": "why"})
         return {"waited": waited, "state": await client.threads.get_state(tid)}
 
-    r = await both(servers, scenario, [API_VERSION])
+    r = await both(servers, scenario, [API_VERSION, SSE_IDS])
     assert r["waited"] == {"question": "why", "built_with": built_with, "answer": "why: answered"}
     assert r["state"]["values"] == r["waited"]
     assert r["state"]["next"] == []
@@ -115,7 +113,7 @@ async def test_a_factory_is_given_the_assistants_config(servers: list[Server]) -
         )
         return {"assistant": assistant, "by_assistant": by_assistant, "by_run": by_run}
 
-    r = await both(servers, scenario, [API_VERSION])
+    r = await both(servers, scenario, [API_VERSION, SSE_IDS])
     assert r["by_assistant"]["built_with"] == {
         "form": "config and runtime",
         "persona": "pirate",
@@ -142,7 +140,7 @@ async def test_a_state_graph_compiled_by_the_server(servers: list[Server]) -> No
         )
         return {"streamed": streamed, "graph": await client.assistants.get_graph("counter")}
 
-    r = await both(servers, scenario, [API_VERSION])
+    r = await both(servers, scenario, [API_VERSION, SSE_IDS])
     assert [p["data"] for p in r["streamed"][1:]] == [
         {"tick": {"count": 1, "trail": ["tick"]}},
         {"tock": {"count": 2, "trail": ["tock"]}},

@@ -33,10 +33,12 @@ def test_ids_are_named_by_first_appearance_and_keep_their_name() -> None:
     )
     # Keys are visited sorted: "a" first, and in it "run_id" before "thread_id".
     assert got == {
-        "a": {"run_id": "<id:1>", "thread_id": "<id:2>"},
-        "b": ["<id:1>", "lc_run--<id:1>-0", "researcher:<id:3>"],
-        "interrupt": "<hex:1>",
+        "a": {"run_id": "<id:a.run_id>", "thread_id": "<id:a.thread_id>"},
+        "b": ["<id:a.run_id>", "lc_run--<id:a.run_id>-0", "researcher:<id:b.2>"],
+        "interrupt": "<hex:interrupt>",
     }
+    keyed = Normaliser(SERVER)({"messages": {run: {"n": 1}}, "z": run})
+    assert keyed == {"messages": {"<id:messages[key]>": {"n": 1}}, "z": "<id:messages[key]>"}
 
 
 def test_times_versions_and_the_server_address() -> None:
@@ -75,17 +77,22 @@ def test_two_results_that_link_ids_differently_differ() -> None:
     linked, unlinked = norm({"x": a, "y": a}), norm({"x": a, "y": b})
     with pytest.raises(AssertionError, match=r"at \.y"):
         assert_same(linked, unlinked, [])
+    # An id one side lacks renames no other.
+    assert norm({"a": a, "b": b})["b"] == norm({"b": b})["b"]
 
 
-def test_exempt_fields_are_named_with_their_reason() -> None:
+def test_exempt_fields_are_left_out_of_both_sides() -> None:
     value = {"parts": [{"id": "1-0", "data": 1}, {"id": "2-0", "data": 2}], "meta": {"v": "x"}}
     assert exempted(value, [Exempt("parts.*.id", "resume tokens"), Exempt("**.v", "release")]) == {
-        "parts": [
-            {"id": "<exempt: resume tokens>", "data": 1},
-            {"id": "<exempt: resume tokens>", "data": 2},
-        ],
-        "meta": {"v": "<exempt: release>"},
+        "parts": [{"data": 1}, {"data": 2}],
+        "meta": {},
     }
+    assert exempted(value, [Exempt("parts.1", "the second part")])["parts"] == [
+        {"id": "1-0", "data": 1},
+        "<exempt: the second part>",
+    ]
+    # A field one side has and the other not is left out of both.
+    assert_same(value, {**value, "parts": [{"data": 1}, {"data": 2}]}, [Exempt("**.id", "ids")])
     assert_same(value, {**value, "meta": {"v": "y"}}, [Exempt("**.v", "release")])
     with pytest.raises(AssertionError, match=r"at \.meta\.v"):
         assert_same(value, {**value, "meta": {"v": "y"}}, [])

@@ -5,9 +5,7 @@ checkpoint_id), the state at a checkpoint, a thread's copy.
 from __future__ import annotations
 
 import expected
-from sbs import Exempt, Server, both, parts, question, transcript
-
-API_VERSION = Exempt("**.langgraph_api_version", "each server names its own release")
+from sbs import API_VERSION, SSE_IDS, Server, both, parts, question, transcript
 
 
 def steps(history: list[dict]) -> list[tuple[int, str, list[str]]]:
@@ -66,7 +64,7 @@ async def test_history_update_state_fork_and_copy(servers: list[Server]) -> None
             "thread": await client.threads.get(tid),
         }
 
-    r = await both(servers, scenario, [API_VERSION])
+    r = await both(servers, scenario, [API_VERSION, SSE_IDS])
     answered = [("human", q), ("ai", expected.answer(q)), ("ai", expected.SUMMARY)]
     assert transcript(r["waited"]) == answered
     assert steps(r["history"]) == [

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import expected
-from sbs import Exempt, Server, both, events, parts, question
+from sbs import API_VERSION, SSE_IDS, Server, both, events, parts, question
 
 MODES = [
     "values",
@@ -24,10 +24,6 @@ MODES = [
     "tasks",
     "checkpoints",
 ]
-
-# Each server names its own release in the metadata it streams: the reference its langgraph-api
-# version. Not a behaviour a client can rely on.
-API_VERSION = Exempt("**.langgraph_api_version", "each server names its own release")
 
 
 async def run_streamed(client, server: Server, q: str, **kwargs: Any) -> dict[str, Any]:
@@ -71,9 +67,11 @@ def tool_call_chunks(chunks: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 async def test_values(servers: list[Server]) -> None:
     q = "what is redis"
-    r = await both(servers, lambda c, s: run_streamed(c, s, q, stream_mode="values"), [API_VERSION])
+    r = await both(
+        servers, lambda c, s: run_streamed(c, s, q, stream_mode="values"), [API_VERSION, SSE_IDS]
+    )
     assert events(r["parts"]) == ["metadata"] + ["values"] * 5
-    assert r["parts"][0]["data"] == {"run_id": "<id:1>", "attempt": 1}
+    assert r["parts"][0]["data"] == {"run_id": "<id:parts.0.data.run_id>", "attempt": 1}
     # One values event a step that wrote: the input, model, tools, model, researcher (approve
     # writes nothing on a question that asks for no approval).
     assert [len(p["data"]["messages"]) for p in r["parts"][1:]] == [1, 2, 3, 4, 5]
@@ -84,7 +82,7 @@ async def test_values(servers: list[Server]) -> None:
 async def test_updates(servers: list[Server]) -> None:
     q = "what is redis"
     r = await both(
-        servers, lambda c, s: run_streamed(c, s, q, stream_mode="updates"), [API_VERSION]
+        servers, lambda c, s: run_streamed(c, s, q, stream_mode="updates"), [API_VERSION, SSE_IDS]
     )
     assert events(r["parts"]) == ["metadata"] + ["updates"] * 5
     assert [list(p["data"]) for p in r["parts"][1:]] == [
@@ -104,7 +102,9 @@ async def test_updates(servers: list[Server]) -> None:
 async def test_messages_tuple(servers: list[Server]) -> None:
     q = "what is redis"
     r = await both(
-        servers, lambda c, s: run_streamed(c, s, q, stream_mode="messages-tuple"), [API_VERSION]
+        servers,
+        lambda c, s: run_streamed(c, s, q, stream_mode="messages-tuple"),
+        [API_VERSION, SSE_IDS],
     )
     assert set(events(r["parts"][1:])) == {"messages"}
     pairs = [p["data"] for p in r["parts"][1:]]
@@ -132,7 +132,7 @@ async def test_messages_tuple(servers: list[Server]) -> None:
 async def test_messages(servers: list[Server]) -> None:
     q = "what is redis"
     r = await both(
-        servers, lambda c, s: run_streamed(c, s, q, stream_mode="messages"), [API_VERSION]
+        servers, lambda c, s: run_streamed(c, s, q, stream_mode="messages"), [API_VERSION, SSE_IDS]
     )
     names = events(r["parts"])
     assert set(names[1:]) == {"messages/metadata", "messages/partial", "messages/complete"}
@@ -171,14 +171,18 @@ async def test_messages(servers: list[Server]) -> None:
 
 async def test_custom_on_a_graph_that_writes_none(servers: list[Server]) -> None:
     q = "what is redis"
-    r = await both(servers, lambda c, s: run_streamed(c, s, q, stream_mode="custom"), [API_VERSION])
+    r = await both(
+        servers, lambda c, s: run_streamed(c, s, q, stream_mode="custom"), [API_VERSION, SSE_IDS]
+    )
     assert events(r["parts"]) == ["metadata"]
     assert_final_state(r, q)
 
 
 async def test_events(servers: list[Server]) -> None:
     q = "what is redis"
-    r = await both(servers, lambda c, s: run_streamed(c, s, q, stream_mode="events"), [API_VERSION])
+    r = await both(
+        servers, lambda c, s: run_streamed(c, s, q, stream_mode="events"), [API_VERSION, SSE_IDS]
+    )
     evs = [p["data"] for p in r["parts"][1:]]
     assert set(events(r["parts"][1:])) == {"events"}
     assert evs[0]["event"] == "on_chain_start" and evs[0]["name"] == "agent"
@@ -200,7 +204,9 @@ async def test_events(servers: list[Server]) -> None:
 
 async def test_debug(servers: list[Server]) -> None:
     q = "what is redis"
-    r = await both(servers, lambda c, s: run_streamed(c, s, q, stream_mode="debug"), [API_VERSION])
+    r = await both(
+        servers, lambda c, s: run_streamed(c, s, q, stream_mode="debug"), [API_VERSION, SSE_IDS]
+    )
     chunks = [p["data"] for p in r["parts"][1:]]
     assert [(c["type"], c["step"]) for c in chunks] == [
         ("checkpoint", -1),
@@ -232,7 +238,9 @@ async def test_debug(servers: list[Server]) -> None:
 
 async def test_tasks(servers: list[Server]) -> None:
     q = "what is redis"
-    r = await both(servers, lambda c, s: run_streamed(c, s, q, stream_mode="tasks"), [API_VERSION])
+    r = await both(
+        servers, lambda c, s: run_streamed(c, s, q, stream_mode="tasks"), [API_VERSION, SSE_IDS]
+    )
     tasks = [p["data"] for p in r["parts"][1:]]
     assert [(t["name"], "result" in t) for t in tasks] == [
         ("model", False),
@@ -253,7 +261,9 @@ async def test_tasks(servers: list[Server]) -> None:
 async def test_checkpoints(servers: list[Server]) -> None:
     q = "what is redis"
     r = await both(
-        servers, lambda c, s: run_streamed(c, s, q, stream_mode="checkpoints"), [API_VERSION]
+        servers,
+        lambda c, s: run_streamed(c, s, q, stream_mode="checkpoints"),
+        [API_VERSION, SSE_IDS],
     )
     cps = [p["data"] for p in r["parts"][1:]]
     assert [(c["metadata"]["step"], c["metadata"]["source"], c["next"]) for c in cps] == [
@@ -283,7 +293,9 @@ async def test_checkpoints(servers: list[Server]) -> None:
 )
 async def test_modes_combined(servers: list[Server], modes: list[str]) -> None:
     q = "what is redis"
-    r = await both(servers, lambda c, s: run_streamed(c, s, q, stream_mode=modes), [API_VERSION])
+    r = await both(
+        servers, lambda c, s: run_streamed(c, s, q, stream_mode=modes), [API_VERSION, SSE_IDS]
+    )
     names = events(r["parts"])
     expected_names = {"metadata", *modes} - {"messages", "messages-tuple"}
     # Asked for both, the server sends the messages as tuples only.
@@ -305,7 +317,7 @@ async def test_subgraphs(servers: list[Server]) -> None:
     r = await both(
         servers,
         lambda c, s: run_streamed(c, s, q, stream_mode=modes, stream_subgraphs=True),
-        [API_VERSION],
+        [API_VERSION, SSE_IDS],
     )
     names = events(r["parts"])
     sub = [n.split("|", 1) for n in names if "|" in n]
@@ -318,7 +330,7 @@ async def test_subgraphs(servers: list[Server]) -> None:
         "values",
     ]
     namespaces = {ns for _, ns in sub}
-    assert len(namespaces) == 1 and re.fullmatch(r"researcher:<id:\d+>", namespaces.pop())
+    assert len(namespaces) == 1 and re.fullmatch(r"researcher:<id:[^>]+>", namespaces.pop())
     sub_updates = [p["data"] for p in r["parts"] if p["event"].startswith("updates|")]
     assert [list(u) for u in sub_updates] == [["summarize"], ["review"]]
     assert sub_updates[1] == {"review": {"notes": "reviewed"}}
@@ -344,7 +356,7 @@ async def test_custom_stream_data(servers: list[Server]) -> None:
         )
         return {"parts": got, "state": await client.threads.get_state(tid)}
 
-    r = await both(servers, scenario)
+    r = await both(servers, scenario, [API_VERSION, SSE_IDS])
     assert [(p["event"], p["data"]) for p in r["parts"][1:]] == [
         ("custom", {"progress": 1, "of": 3, "topic": "seals"}),
         ("custom", {"progress": 2, "of": 3, "topic": "seals"}),
