@@ -9,7 +9,8 @@
 // - LangChain's React hook useStream (browser/usestream-app.jsx, the page
 //   browser-usestream.test.mjs drives) over the REST API: the messages, the tool call, an
 //   interrupt resumed with submit({command: {resume}}), and the approval in the shape
-//   agent-chat-ui reads (stream.interrupt.value.action_requests / review_configs).
+//   agent-chat-ui reads (stream.interrupt.value.action_requests / review_configs);
+// - and the demo page's approval against the JavaScript example too (the twins ask the same).
 //
 // The Python worker's events differ from the JavaScript worker's (protocol/README.md, "The
 // Python worker"): a root model's messages are at [] on node "model", tools at [], no run_id.
@@ -22,8 +23,8 @@ import { chromium } from 'playwright-core';
 import { Client } from '@langchain/langgraph-sdk';
 import { normalizeHitlInterruptPayload } from '@langchain/langgraph-sdk/ui';
 import {
-  startRedis, startThreadcast, startPythonWorker, stopAll, sleep, freePort, redisClient, storedEvents,
-  repoRoot,
+  startRedis, startThreadcast, startPythonWorker, startWorker, stopAll, sleep, freePort, redisClient,
+  storedEvents, repoRoot,
 } from './lib/harness.mjs';
 import { assemble } from '../../protocol/js/messages.js';
 import { matches } from './lib/events.mjs';
@@ -262,6 +263,50 @@ describe('the demo page against the Python example', () => {
     for (const t of got.shown.messages[answer.id]) assert.ok(lines.answer(q).startsWith(t), JSON.stringify(t));
     assert.match(await page.textContent('#conn-text'), /reconnected/);
     await page.screenshot({ path: path.join(artifacts, 'python-demo-after-restart.png'), fullPage: true });
+    assert.deepEqual(errors, []);
+    await page.close();
+  });
+});
+
+// The page's approval is the example graphs' shared shape: the JavaScript example asks the same.
+describe('the demo page\'s approval against the JavaScript example', () => {
+  let redis, tc, browser;
+  before(async () => {
+    redis = await startRedis();
+    tc = await startThreadcast({ redisUrl: redis.url, args: ['--static-dir', staticDir] });
+    await tc.ready();
+    await startWorker(redis.url, { env: { THREADCAST_FAKE_TOKEN_MS: '5' } });
+    browser = await launch();
+  });
+  after(async () => {
+    await browser?.close();
+    const reports = tc?.sanitizerReports() ?? [];
+    await stopAll();
+    await redis?.cleanup();
+    assert.deepEqual(reports, [], tc?.stderr);
+  });
+
+  test('"approval": Approve and Reject shown, Approve resumes the run with the middleware\'s decisions', async () => {
+    const page = await browser.newPage();
+    const errors = [];
+    page.on('pageerror', (e) => errors.push(String(e)));
+    await page.goto(`http://127.0.0.1:${tc.port}/#js-demo-approval`);
+    await page.waitForFunction(() => document.getElementById('conn').dataset.status === 'open');
+    const q = 'answer after my approval';
+    await page.fill('#message', q);
+    await page.click('#send');
+    await page.waitForSelector('#approval', { state: 'visible', timeout: WAIT });
+    assert.equal(await page.textContent('#interrupt-question'), 'Send this answer?');
+    assert.deepEqual(await page.$$eval('#approval-actions li', (ns) => ns.map((n) => n.textContent)),
+      [`send_answer(${JSON.stringify({ question: q })})`]);
+    assert.deepEqual(await page.$$eval('.msg .who', (ns) => ns.map((n) => n.textContent)),
+      ['human', 'ai · model', 'ai · model', 'ai · researcher › summarize'], 'the labels the Python example\'s get');
+    await page.click('#approve');
+    await page.waitForFunction(() => threadcastDemo.events.some((e) => e.method === 'lifecycle'
+      && e.params.namespace.length === 0 && e.params.data.event === 'completed'), null, { timeout: WAIT });
+    await page.waitForSelector('#interrupt', { state: 'hidden' });
+    const state = await page.evaluate(() => threadcastDemo.conn.command('state.get', { namespace: [] }));
+    assert.deepEqual(state.values.approved, { decisions: [{ type: 'approve' }] });
     assert.deepEqual(errors, []);
     await page.close();
   });
