@@ -7,6 +7,7 @@ TC_APT_PACKAGES=(
   libcmocka-dev libjwt-dev redis-server redis-tools
   libssl-dev openssl  # TLS to Redis (src/tls.c); the TLS tests make their certificates with openssl
   python3 python3-venv  # the Python worker (src/worker-python) and its tests: a venv from its lock file
+  python3-wheel-whl  # wheel, with which the venv's setuptools builds the worker's own package
 )
 
 # What scripts/images needs to make base images and build the Dockerfiles
@@ -202,6 +203,11 @@ tc_python_env() {
   rm -rf "$venv"
   "$py" -m venv "$venv" >&2 || return 1
   "$venv/bin/pip" install --quiet --disable-pip-version-check --require-hashes --no-deps -r "$lock" >&2 || return 1
+  # The worker's lock has no setuptools: the one the venv came with builds the package, and
+  # needs wheel for it (setuptools 70.1 and later have it inside): Debian's, as the image does.
+  if ! "$venv/bin/python" -c 'import setuptools.command.bdist_wheel' 2>/dev/null; then
+    "$venv/bin/pip" install --quiet --disable-pip-version-check --no-index /usr/share/python-wheels/wheel-*.whl >&2 || return 1
+  fi
   "$venv/bin/pip" install --quiet --disable-pip-version-check --no-deps --no-build-isolation --no-index -e "$pkg" >&2 || return 1
   cp "$lock" "$stamp"
   echo "$venv"

@@ -27,8 +27,40 @@ function freshState() {
     agents: new Map(), // namespace key → {namespace, status, graph_name}
     checkpoints: [],
     progress: 0,
-    interrupt: null, // {interrupt_id, question}
+    interrupt: null, // {interrupt_id, namespace, question, approval}
   };
+}
+
+/**
+ * The payload as a request of LangChain's human-in-the-loop middleware
+ * ({action_requests: [{name, args, description}], review_configs:
+ * [{action_name, allowed_decisions}]}, what agent-chat-ui shows with Approve and
+ * Reject), or null when it is another kind of question.
+ */
+function approvalRequest(payload) {
+  const ok = payload && Array.isArray(payload.action_requests) && Array.isArray(payload.review_configs)
+    && payload.action_requests.every((a) => a && typeof a.name === 'string');
+  return ok ? payload : null;
+}
+
+/** The decisions the page offers: each its button's id. */
+const DECISIONS = ['approve', 'reject'];
+
+/** The decisions every action of the request allows. */
+function allowedDecisions(request) {
+  const allowed = (name) => request.review_configs.find((c) => c?.action_name === name)?.allowed_decisions ?? [];
+  return DECISIONS.filter((d) => request.action_requests.every((a) => allowed(a.name).includes(d)));
+}
+
+/** A tool's output as text: a tool message (LangGraph's ToolNode) by its content, else as JSON. */
+function toolOutput(output) {
+  return output?.type === 'tool' || output?.tool_call_id ? messageContent(output.content) : JSON.stringify(output);
+}
+
+/** A message's content as text: a string as it is, content blocks by their text. */
+function messageContent(content) {
+  if (typeof content === 'string') return content;
+  return Array.isArray(content) ? content.map((b) => (typeof b === 'string' ? b : b?.text ?? '')).join('') : JSON.stringify(content);
 }
 
 function apply(e) {
@@ -39,7 +71,7 @@ function apply(e) {
     const t = state.tools.get(d.tool_call_id) ?? { name: d.tool_name, output: '', deltas: '', status: 'running' };
     if (d.event === 'tool-started') t.name = d.tool_name;
     else if (d.event === 'tool-output-delta') t.deltas += d.delta;
-    else if (d.event === 'tool-finished') { t.status = 'done'; t.output = JSON.stringify(d.output); }
+    else if (d.event === 'tool-finished') { t.status = 'done'; t.output = toolOutput(d.output); }
     else if (d.event === 'tool-error') { t.status = 'error'; t.output = d.message; }
     state.tools.set(d.tool_call_id, t);
   } else if (e.method === 'lifecycle') {
@@ -51,7 +83,10 @@ function apply(e) {
     if (ns.length === 0 && d.event === 'started') state.progress = 0;
     if (ns.length === 0 && d.event !== 'interrupted') state.interrupt = null;
   } else if (e.method === 'input.requested') {
-    state.interrupt = { interrupt_id: d.interrupt_id, namespace: ns, question: d.payload?.question ?? JSON.stringify(d.payload) };
+    const approval = approvalRequest(d.payload);
+    const question = approval ? approval.action_requests.map((a) => a.description ?? `${a.name}?`).join(' ')
+      : d.payload?.question ?? JSON.stringify(d.payload);
+    state.interrupt = { interrupt_id: d.interrupt_id, namespace: ns, question, approval };
   } else if (e.method === 'checkpoints') {
     state.checkpoints.push(d);
   } else if (e.method === 'custom:progress') {
@@ -88,7 +123,10 @@ function render() {
   for (const m of msgs) {
     // A namespace is a path of "<node>:<task id>" (LangGraph) or "<node>"
     // segments; a message is a subgraph's when its path holds a subgraph.
+    // The node that wrote it ends the path when the namespace does not name it
+    // (Python's LangGraph puts a node's messages at its graph's namespace).
     const path = m.namespace.map((s) => s.split(':')[0]);
+    if (m.node && path.at(-1) !== m.node) path.push(m.node);
     const sub = m.namespace.some((_, i) => state.agents.has(JSON.stringify(m.namespace.slice(0, i + 1))));
     const box = el('div', `msg ${m.role}${sub ? ' sub' : ''} ${m.status}`);
     box.dataset.messageId = m.id;
@@ -110,8 +148,19 @@ function render() {
   cks.replaceChildren(...state.checkpoints.map((c) => el('li', '', `step ${c.step} · ${c.source ?? ''} · ${c.id}`)));
   $('progress').value = state.progress;
   const form = $('interrupt');
-  form.hidden = !state.interrupt;
-  if (state.interrupt) $('interrupt-question').textContent = state.interrupt.question;
+  const it = state.interrupt;
+  form.hidden = !it;
+  if (it) $('interrupt-question').textContent = it.question;
+  // A human-in-the-loop request is answered with its buttons, another question in words.
+  $('approval').hidden = !it?.approval;
+  $('interrupt-answer').hidden = $('interrupt-send').hidden = Boolean(it?.approval);
+  $('interrupt-answer').required = !it?.approval;
+  if (it?.approval) {
+    $('approval-actions').replaceChildren(...it.approval.action_requests.map((a) =>
+      el('li', '', `${a.name}(${JSON.stringify(a.args ?? {})})`)));
+    const allowed = allowedDecisions(it.approval);
+    for (const d of DECISIONS) $(d).hidden = !allowed.includes(d);
+  }
   $('stats').textContent = `${demo.events.length} events · ${demo.conn?.reconnects ?? 0} reconnects · ${demo.resyncs} resyncs`;
 }
 
@@ -192,20 +241,32 @@ $('composer').addEventListener('submit', async (ev) => {
   }
 });
 
-$('interrupt').addEventListener('submit', async (ev) => {
-  ev.preventDefault();
+async function respond(response) {
   const it = state.interrupt;
-  if (!it) return;
+  if (!it) return false;
   try {
-    await demo.conn.command('input.respond', {
-      namespace: it.namespace, interrupt_id: it.interrupt_id, response: $('interrupt-answer').value,
-    });
-    $('interrupt-answer').value = '';
+    await demo.conn.command('input.respond', { namespace: it.namespace, interrupt_id: it.interrupt_id, response });
     error('');
+    return true;
   } catch (e) {
     error(`input.respond: ${e.code}: ${e.message}`);
+    return false;
   }
+}
+
+$('interrupt').addEventListener('submit', async (ev) => {
+  ev.preventDefault();
+  if (state.interrupt?.approval) return;
+  if (await respond($('interrupt-answer').value)) $('interrupt-answer').value = '';
 });
+
+// The middleware's answer: one decision per action requested, in order.
+for (const d of DECISIONS) {
+  $(d).addEventListener('click', () => {
+    const request = state.interrupt?.approval;
+    if (request) respond({ decisions: request.action_requests.map(() => ({ type: d })) });
+  });
+}
 
 $('message').addEventListener('keydown', (ev) => {
   if (ev.key === 'Enter' && !ev.shiftKey) { ev.preventDefault(); $('composer').requestSubmit(); }

@@ -1,7 +1,7 @@
 // LangChain's React hook useStream (@langchain/langgraph-sdk/react, the
 // pinned SDK) in real Chromium against threadcast: two gateways behind
 // HAProxy, two LangGraph workers serving the example graph (lib/rest.mjs).
-// The page (browser/usestream-app.jsx, bundled here by esbuild) is served
+// The page (browser/usestream-app.jsx, bundled by lib/usestream-page.mjs) is served
 // from an origin of its own and calls threadcast cross-origin
 // (--cors-origins). The journeys are the ones LangChain's agent-chat-ui is
 // checked with: a streamed answer with a tool call, an interrupt answered
@@ -10,51 +10,15 @@
 // own checkpointed state.
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import http from 'node:http';
 import fs from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
-import * as esbuild from 'esbuild';
 import { stopAll } from './lib/harness.mjs';
 import { restStack, lines, holder } from './lib/rest.mjs';
+import { buildPage, servePage } from './lib/usestream-page.mjs';
 
 after(stopAll);
 
-const here = path.dirname(fileURLToPath(import.meta.url));
 const WAIT = 60000;
-
-/** Bundles the page into a new temp dir: {dir, files: {name: Buffer}}. */
-async function buildPage() {
-  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'tc-usestream-'));
-  await esbuild.build({
-    entryPoints: [path.join(here, 'browser', 'usestream-app.jsx')],
-    bundle: true, outdir: dir, format: 'esm', platform: 'browser', target: 'es2022',
-    jsx: 'automatic', define: { 'process.env.NODE_ENV': '"production"' }, logLevel: 'silent',
-  });
-  await fs.writeFile(path.join(dir, 'index.html'), '<!doctype html><html><head><meta charset="utf-8">'
-    + '<title>useStream on threadcast</title></head><body><div id="root"></div>'
-    + '<script type="module" src="/usestream-app.js"></script></body></html>');
-  return dir;
-}
-
-/** Serves dir's files on 127.0.0.1 (a port of its own: an origin other than the API's). */
-function servePage(dir) {
-  const types = { '.html': 'text/html; charset=utf-8', '.js': 'text/javascript; charset=utf-8' };
-  const server = http.createServer(async (req, res) => {
-    const name = new URL(req.url, 'http://x').pathname.slice(1) || 'index.html';
-    try {
-      const body = await fs.readFile(path.join(dir, path.basename(name)));
-      res.writeHead(200, { 'content-type': types[path.extname(name)] ?? 'application/octet-stream' });
-      res.end(body);
-    } catch {
-      res.writeHead(404);
-      res.end();
-    }
-  });
-  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(server)));
-}
 
 describe('useStream (@langchain/langgraph-sdk/react) in Chromium against threadcast', () => {
   let s, dir, server, browser, page, origin;

@@ -70,9 +70,10 @@ class FakeStreamingModel(BaseChatModel):
     ``langchain_core``'s ``GenericFakeChatModel`` neither paces its tokens nor streams tool calls
     as ``tool_call_chunks`` (it puts them whole on a message), and a stream of messages shows a
     tool call only through those chunks. Each script entry is a text piece (a ``str``) or a tool
-    call (``{"id", "name", "args"}``); the model sleeps ``sleep_ms`` before each entry, and a tool
-    call's arguments come as three chunks, as the JavaScript example's model sends them.
-    Invoked without streaming it runs the same script, so a run takes as long either way.
+    call (``{"id", "name", "args"}``), whose arguments come as three chunks, as the JavaScript
+    example's model sends them. The model sleeps ``sleep_ms`` before each chunk, the arguments'
+    too, so a front end shows them forming as a real model's. Invoked without streaming it runs
+    the same script, so a run takes as long either way.
     """
 
     script: list[str | dict[str, Any]]
@@ -82,19 +83,18 @@ class FakeStreamingModel(BaseChatModel):
     def _llm_type(self) -> str:
         return "threadcast-fake-streaming"
 
-    def _entries(self) -> Iterator[list[AIMessageChunk]]:
-        """Each script entry's chunks (a sleep comes before each entry, none between its chunks)."""
+    def _chunks(self) -> Iterator[AIMessageChunk]:
+        """The script's chunks, in order."""
         block = 0  # the text is block 0; each tool call gets the next index, as in JavaScript
         for entry in self.script:
             if isinstance(entry, str):
-                yield [AIMessageChunk(content=entry)]
+                yield AIMessageChunk(content=entry)
                 continue
             block += 1
             args = json_text(entry["args"])
             cut = -(-len(args) // 3)
-            parts = [args[:cut], args[cut : 2 * cut], args[2 * cut :]]
-            yield [
-                AIMessageChunk(
+            for i, part in enumerate([args[:cut], args[cut : 2 * cut], args[2 * cut :]]):
+                yield AIMessageChunk(
                     content="",
                     tool_call_chunks=[
                         tool_call_chunk(
@@ -105,8 +105,6 @@ class FakeStreamingModel(BaseChatModel):
                         )
                     ],
                 )
-                for i, part in enumerate(parts)
-            ]
 
     def _stream(
         self,
@@ -115,10 +113,9 @@ class FakeStreamingModel(BaseChatModel):
         run_manager: Any = None,
         **kwargs: Any,
     ) -> Iterator[ChatGenerationChunk]:
-        for chunks in self._entries():
+        for chunk in self._chunks():
             time.sleep(self.sleep_ms / 1000)
-            for chunk in chunks:
-                yield ChatGenerationChunk(message=chunk)
+            yield ChatGenerationChunk(message=chunk)
 
     async def _astream(
         self,
@@ -127,10 +124,9 @@ class FakeStreamingModel(BaseChatModel):
         run_manager: Any = None,
         **kwargs: Any,
     ) -> AsyncIterator[ChatGenerationChunk]:
-        for chunks in self._entries():
+        for chunk in self._chunks():
             await asyncio.sleep(self.sleep_ms / 1000)
-            for chunk in chunks:
-                yield ChatGenerationChunk(message=chunk)
+            yield ChatGenerationChunk(message=chunk)
 
     def _generate(
         self,

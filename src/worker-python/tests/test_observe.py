@@ -5,17 +5,21 @@ its tool call chunks, subgraph lifecycle (and none for plain nodes nor the root)
 from __future__ import annotations
 
 import asyncio
+import re
 import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import orjson
 import pytest
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
-from langgraph.types import Command, interrupt
+from langgraph.types import Command, Send, interrupt
 from typing_extensions import TypedDict
 
 from threadcast_worker import serde
@@ -23,6 +27,7 @@ from threadcast_worker.observe import (
     SIDE,
     RestStream,
     _Feed,
+    _Slots,
     cancel_events,
     failure_events,
     observe,
@@ -379,3 +384,133 @@ async def test_static_interrupt_asks_nothing() -> None:
         "tool-started",
         "tool-finished",
     ]
+
+
+class Words(BaseChatModel):
+    """Streams its text word by word, yielding to the loop between words (so parallel calls
+    interleave), and notes each word it streams in ``streamed``."""
+
+    text: str
+    streamed: Any  # the caller's list (a list[str] field would be validated into a copy)
+
+    @property
+    def _llm_type(self) -> str:
+        return "words"
+
+    def _generate(self, messages: list[BaseMessage], *args: Any, **kw: Any) -> ChatResult:
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(self.text))])
+
+    async def _astream(self, messages: list[BaseMessage], *args: Any, **kw: Any) -> Any:
+        for word in re.findall(r"\S+\s*", self.text):
+            await asyncio.sleep(0.001)
+            self.streamed.append(word)
+            yield ChatGenerationChunk(message=AIMessageChunk(content=word))
+
+
+class Fan(TypedDict):
+    messages: Annotated[list, add_messages]
+    topic: str
+
+
+def fan_graph(streamed: list[str]) -> Any:
+    async def model(state: Fan, config: RunnableConfig) -> dict[str, Any]:
+        text = " ".join([state["topic"]] * 8)
+        return {
+            "messages": [
+                await Words(text=text, streamed=streamed).ainvoke(state["messages"], config)
+            ]
+        }
+
+    def fan(state: Fan) -> list[Send]:
+        return [
+            Send("model", {"messages": state["messages"], "topic": t}) for t in ("alpha", "omega")
+        ]
+
+    return compiled(
+        StateGraph(Fan)
+        .add_node("model", model)
+        .add_conditional_edges(START, fan, ["model"])
+        .add_edge("model", END)
+        .compile()
+    )
+
+
+async def test_parallel_tasks_of_one_node_do_not_interleave_their_messages() -> None:
+    streamed: list[str] = []
+    events = await run(fan_graph(streamed), said("go"))
+    # The two model calls did stream at once...
+    first = [w.strip() for w in streamed[:4]]
+    assert "alpha" in first and "omega" in first, streamed
+    # ...and both messages are at [] on node "model", where the protocol tells messages apart
+    # only by namespace and node: each is given whole before the next starts.
+    msgs = of(events, "messages")
+    assert {(tuple(e["params"]["namespace"]), e["params"]["node"]) for e in msgs} == {((), "model")}
+    kinds = [e["params"]["data"]["event"] for e in msgs]
+    starts = [i for i, k in enumerate(kinds) if k == "message-start"]
+    finishes = [i for i, k in enumerate(kinds) if k == "message-finish"]
+    assert len(starts) == len(finishes) == 2
+    assert starts[0] < finishes[0] < starts[1] < finishes[1]
+    by_id = messages_by_id(events)
+    final = of(events, "values")[-1]["params"]["data"]["messages"]
+    texts = {
+        i: "".join(
+            e["params"]["data"]["delta"]["text"]
+            for e in evs
+            if e["params"]["data"]["event"] == "content-block-delta"
+        )
+        for i, evs in by_id.items()
+    }
+    assert texts == {m["id"]: m["content"] for m in final if m["type"] == "ai"}
+    assert sorted(texts.values()) == [" ".join(["alpha"] * 8), " ".join(["omega"] * 8)]
+
+
+def test_slots_hold_a_message_until_the_one_open_there_finishes() -> None:
+    slots = _Slots()
+    a, b, c, d = object(), object(), object(), object()
+    here, there = ((), "model"), (("sub:1",), "model")
+    assert slots.give(here, a, ["a1"], False) == ["a1"]
+    assert slots.give(here, b, ["b1"], False) == []
+    assert slots.give(there, d, ["d1"], False) == ["d1"], "another slot is not held"
+    assert slots.give(here, b, ["b2"], True) == []
+    assert slots.give(here, c, ["c1"], False) == []
+    assert slots.give(here, a, ["a2"], False) == ["a2"]
+    # a finishes: b (finished meanwhile) is given whole, then c so far; c owns the slot.
+    assert slots.give(here, a, ["a3"], True) == ["a3", "b1", "b2", "c1"]
+    assert slots.give(here, c, ["c2"], False) == ["c2"]
+    assert slots.give(here, object(), ["e1"], True) == []
+    assert slots.give(here, c, ["c3"], True) == ["c3", "e1"]
+    assert slots.give(here, object(), ["f1"], True) == ["f1"], "a free slot gives at once"
+    assert slots.flush() == []
+    slots.give(here, a, ["a1"], False)
+    slots.give(here, b, ["b1"], False)
+    assert slots.flush() == ["b1"]
+
+
+class Breaks(Words):
+    """Streams two words, then raises."""
+
+    async def _astream(self, messages: list[BaseMessage], *args: Any, **kw: Any) -> Any:
+        async for chunk in super()._astream(messages, *args, **kw):
+            if len(self.streamed) > 2:
+                raise RuntimeError("the model broke")
+            yield chunk
+
+
+async def test_a_model_call_that_broke_off_is_closed_where_it_streamed() -> None:
+    async def model(state: Fan, config: RunnableConfig) -> dict[str, Any]:
+        try:
+            await Breaks(text="one two three four", streamed=[]).ainvoke(state["messages"], config)
+        except RuntimeError:
+            pass  # the node goes on without the model's answer
+        return {}
+
+    inner = StateGraph(Fan).add_node("model", model).add_edge(START, "model").compile()
+    graph = StateGraph(Fan).add_node("sub", inner).add_edge(START, "sub").add_edge("sub", END)
+    events = await run(compiled(graph.compile()), said("go"))
+    msgs = of(events, "messages")
+    assert [e["params"]["data"]["event"] for e in msgs][0] == "message-start"
+    # The error that closes it is at the message's own namespace and node.
+    start, error = msgs[0]["params"], msgs[-1]["params"]
+    assert error["data"]["event"] == "error" and error["data"]["code"] == "incomplete"
+    assert start["namespace"][0].startswith("sub:")
+    assert (error["namespace"], error["node"]) == (start["namespace"], start["node"])

@@ -23,6 +23,9 @@ What the protocol events are (the JavaScript worker's shapes, ``src/worker/obser
   a node returns that nobody streamed (a model that does not stream, a message a node builds) is
   replayed whole (``message_to_events``, ``role`` its author's); tool messages are left to the
   ``tools`` channel. No ``run_id`` in their data (the JavaScript worker adds the callback run's).
+  Messages of one namespace and node never interleave (the protocol tells messages apart by
+  namespace and node, and a Python graph's parallel tasks of one node share both): a message
+  that starts while another is open there is held, and given once that one finishes (``_Slots``).
 - ``tools``: LangGraph's (``tool-started`` / ``tool-output-delta`` / ``tool-finished`` /
   ``tool-error``); a delta that is not text is given as its JSON text.
 - ``values``, ``updates`` (``{node, values}``, ``node`` also in params), ``custom`` (``{payload}``,
@@ -311,6 +314,70 @@ class _Lifecycle(LifecycleTransformer):
         return made
 
 
+class _Slots:
+    """Keeps messages of one namespace and node from interleaving.
+
+    The protocol identifies an open message by its namespace and node; LangGraph's Python
+    namespaces give two parallel tasks of one node (``Send``) the same, so their model calls
+    would stream into each other. Each (namespace, node) is a slot: the first message to start
+    there owns it until it finishes; another one's events wait, in the order their messages
+    started, and are given as soon as the slot is theirs.
+    """
+
+    def __init__(self) -> None:
+        self.owner: dict[tuple[Any, ...], object] = {}
+        # slot → [[message key, its events so far, finished], ...], oldest first
+        self.waiting: dict[tuple[Any, ...], list[list[Any]]] = {}
+
+    def give(
+        self, slot: tuple[Any, ...], key: object, events: list[dict[str, Any]], finished: bool
+    ) -> list[dict[str, Any]]:
+        """The events to append now of a message's events (key: the message), finished
+        when they end it."""
+        owner = self.owner.get(slot)
+        if owner is None:
+            if not finished and events:
+                self.owner[slot] = key
+            return events
+        if owner is not key:
+            queue = self.waiting.setdefault(slot, [])
+            for entry in queue:
+                if entry[0] is key:
+                    entry[1].extend(events)
+                    entry[2] = finished
+                    break
+            else:
+                queue.append([key, list(events), finished])
+            return []
+        if not finished:
+            return events
+        del self.owner[slot]
+        out = list(events)
+        queue = self.waiting.get(slot, [])
+        while queue:
+            key, held, done = queue.pop(0)
+            out.extend(held)
+            if not done:
+                self.owner[slot] = key
+                break
+        if not queue:
+            self.waiting.pop(slot, None)
+        return out
+
+    def flush(self) -> list[dict[str, Any]]:
+        """Whatever is still held, slot by slot (nothing is, once every message finished)."""
+        out = [ev for queue in self.waiting.values() for entry in queue for ev in entry[1]]
+        self.waiting.clear()
+        self.owner.clear()
+        return out
+
+    def drop(self) -> None:
+        """Forgets what is held: a failed run's messages queued behind one it left open (the
+        caller closes that one; theirs was the failed step)."""
+        self.waiting.clear()
+        self.owner.clear()
+
+
 class _Run:
     """The conversion of one run's raw chunks into the events to append."""
 
@@ -320,7 +387,9 @@ class _Run:
             Renderer(rest.stream_mode, rest.subgraphs, root) if rest is not None else None
         )
         self.lifecycle = _Lifecycle()
-        self.feeds: dict[int, tuple[dict[str, Any], _Feed]] = {}
+        # the model calls streaming: id of their metadata → (namespace, metadata, converter)
+        self.feeds: dict[int, tuple[tuple[str, ...], dict[str, Any], _Feed]] = {}
+        self.slots = _Slots()
         self.requested: set[str] = set()
         self.pending_interrupts: list[tuple[tuple[str, ...], Interrupt]] = []
         self.held: dict[str, Any] | None = None  # a values event waiting for its checkpoint
@@ -346,20 +415,21 @@ class _Run:
         message, meta = payload
         node = meta.get("langgraph_node")
         if isinstance(message, AIMessageChunk):
-            key = id(meta)
-            entry = self.feeds.get(key)
+            entry = self.feeds.get(id(meta))
             if entry is None:
-                entry = self.feeds[key] = (meta, _Feed())
-            made = entry[1].push(message)
-            if message.chunk_position == "last":
-                made.extend(entry[1].close())
-                del self.feeds[key]
+                entry = self.feeds[id(meta)] = (ns, meta, _Feed())
+            key: object = entry[2]
+            made = entry[2].push(message)
+            finished = message.chunk_position == "last"
+            if finished:
+                made.extend(entry[2].close())
+                del self.feeds[id(meta)]
         elif isinstance(message, ToolMessage):
             return
         else:
-            made = whole_message(message)
-        for data in made:
-            out.append(_event("messages", ns, data, node))
+            key, made, finished = object(), whole_message(message), True
+        events = [_event("messages", ns, data, node) for data in made]
+        out.extend(self.slots.give((ns, node), key, events, finished))
 
     def _values(self, out: list[dict[str, Any]], ns: tuple[str, ...], payload: Any) -> None:
         if isinstance(payload, dict) and INTERRUPT in payload:
@@ -426,14 +496,15 @@ class _Run:
         for ns, it in self.pending_interrupts:
             self._request(out, ns, it)
         self.pending_interrupts.clear()
-        for meta, feed in self.feeds.values():
+        for ns, meta, feed in self.feeds.values():
             # A model call that stopped without its last chunk (it failed, and its node went on).
             feed.abandon()
+            node = meta.get("langgraph_node")
             data = {"event": "error", "message": "the model call ended before its message did"}
-            out.append(
-                _event("messages", (), {**data, "code": "incomplete"}, meta.get("langgraph_node"))
-            )
+            error = _event("messages", ns, {**data, "code": "incomplete"}, node)
+            out.extend(self.slots.give((ns, node), feed, [error], True))
         self.feeds.clear()
+        out.extend(self.slots.flush())
         self.lifecycle.finalize()
         out.extend(self.lifecycle.take())
         if self.renderer is not None:
@@ -446,8 +517,10 @@ class _Run:
         if self.held is not None:
             out.append(self.held)
             self.held = None
-        for _meta, feed in self.feeds.values():
+        for _ns, _meta, feed in self.feeds.values():
             feed.abandon()  # the caller closes the run's open messages
+        self.feeds.clear()
+        self.slots.drop()
         self.lifecycle.fail(exc)
         out.extend(self.lifecycle.take())
         return out

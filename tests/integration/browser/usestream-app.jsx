@@ -3,8 +3,11 @@
 // LangChain's agent-chat-ui does with the hook: fetchStateHistory, submits
 // with streamMode ["values"], streamSubgraphs and streamResumable, a human
 // message as content blocks, an interrupt answered by an Approve button
-// (a resume command), regenerate from a message's parent checkpoint, and a
-// thread list from threads.search that switches the hook's threadId.
+// (a resume command: for a request of LangChain's human-in-the-loop
+// middleware, {action_requests, review_configs}, its actions listed and the
+// middleware's {decisions} sent), regenerate from a message's parent
+// checkpoint, and a thread list from threads.search that switches the hook's
+// threadId.
 //
 // The page is served from an origin of its own and calls the API (?api=…)
 // cross-origin. It keeps, on window.__tc, what the test checks beyond the
@@ -30,6 +33,9 @@ window.__tc = tc;
 /** A message's text: a string as it is, content blocks as their text blocks. */
 const textOf = (m) => (typeof m.content === 'string' ? m.content
   : (m.content ?? []).filter((b) => b?.type === 'text').map((b) => b.text).join(''));
+
+/** The value as a request of LangChain's human-in-the-loop middleware, or null. */
+const hitlRequest = (v) => (v && Array.isArray(v.action_requests) && Array.isArray(v.review_configs) ? v : null);
 
 /** What the chat UI submits: options common to every run. */
 const RUN = { streamMode: ['values'], streamSubgraphs: true, streamResumable: true };
@@ -129,9 +135,15 @@ function App() {
       optimisticValues: (prev) => ({ ...prev, messages: [...(prev.messages ?? []), human] }),
     });
   };
+  const hitl = hitlRequest(interrupt?.value);
+  // Approve is offered where every action's review config allows it.
+  const approvable = !hitl || hitl.action_requests.every((a) => hitl.review_configs
+    .find((c) => c?.action_name === a.name)?.allowed_decisions?.includes('approve'));
   const approve = () => {
     tc.submitted += 1;
-    stream.submit(undefined, { ...RUN, command: { resume: 'yes' } });
+    // The middleware takes one decision per action requested.
+    const resume = hitl ? { decisions: hitl.action_requests.map(() => ({ type: 'approve' })) } : 'yes';
+    stream.submit(undefined, { ...RUN, command: { resume } });
   };
 
   return (
@@ -150,7 +162,12 @@ function App() {
         {interrupt && interrupt.value !== undefined && (
           <div data-testid="interrupt">
             <pre data-testid="interrupt-value">{JSON.stringify(interrupt.value)}</pre>
-            <button type="button" data-testid="approve" onClick={approve}>Approve</button>
+            {hitl && hitl.action_requests.map((a, i) => (
+              <div key={i} data-testid="action-request" data-name={a.name}>
+                {a.description ?? a.name}: {a.name}({JSON.stringify(a.args)})
+              </div>
+            ))}
+            {approvable && <button type="button" data-testid="approve" onClick={approve}>Approve</button>}
           </div>
         )}
         {stream.error != null && <p data-testid="error">{String(stream.error)}</p>}

@@ -18,8 +18,9 @@ export function mix(n, { start = true } = {}) {
   return out;
 }
 
+/** The channel an event's method belongs to (protocol/README.md, "Subscriptions"). */
 function channelOf(method) {
-  return method === 'input.requested' ? 'input' : method;
+  return method === 'input.requested' || method === 'input.answered' ? 'input' : method;
 }
 
 /** Whether an event passes a SubscribeParams-like filter (the protocol's reading). */

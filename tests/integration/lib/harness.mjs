@@ -3,7 +3,7 @@
 // commands by id. Every process started here is stopped by stopAll(), which
 // the tests call from `after()`, so nothing outlives a failing test.
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -313,6 +313,29 @@ export async function startWorker(redisUrl, { name, args = [], env = {}, readyMs
   const ready = await waitUntil(() => worker.logs.find((l) => l.msg === 'worker ready') || (p.exitCode !== null && 'exited'),
     readyMs, 'the LangGraph worker to start');
   if (ready === 'exited') throw new Error(`the worker exited: ${worker.stderr}`);
+  worker.name = ready.name;
+  worker.kill = async (signal = 'SIGKILL') => { p.kill(signal); await exited(p); };
+  return worker;
+}
+
+export const pythonWorkerBin = process.env.TC_PYTHON_WORKER
+  || path.join(repoRoot, 'build-py/venv-dev/bin/threadcast-worker-python');
+export const pythonExample = path.join(repoRoot, 'src/worker-python/example/langgraph.json');
+
+/**
+ * Starts the Python worker (src/worker-python, from the venv tc_python_env dev makes) serving
+ * the project config names (default: the example project); resolves once it is registered and
+ * reading, as startWorker does. env THREADCAST_FAKE_TOKEN_MS paces the example's fake model.
+ */
+export async function startPythonWorker(redisUrl, { config = pythonExample, name, args = [], env = {}, readyMs = 60000 } = {}) {
+  if (!existsSync(pythonWorkerBin)) throw new Error(`no ${pythonWorkerBin}: make it with \`source scripts/lib.sh && tc_python_env dev\``);
+  const p = track(spawn(pythonWorkerBin, ['--config', config, '--redis-url', redisUrl, ...(name ? ['--name', name] : []), ...args],
+    { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, THREADCAST_FAKE_TOKEN_MS: '5', ...env } }));
+  const worker = { proc: p, stderr: '', logs: [], name };
+  collectLogs(p.stderr, worker);
+  const ready = await waitUntil(() => worker.logs.find((l) => l.msg === 'worker ready') || (p.exitCode !== null && 'exited'),
+    readyMs, 'the Python worker to start');
+  if (ready === 'exited') throw new Error(`the Python worker exited: ${worker.stderr}`);
   worker.name = ready.name;
   worker.kill = async (signal = 'SIGKILL') => { p.kill(signal); await exited(p); };
   return worker;
