@@ -44,7 +44,10 @@
  * server ended (a chunked one, a run's to HTTP/1.1, is decoded; cut before
  * its last chunk it also counts as a "duplicate", a fault), "complete"
  * those that ended with --expect units (without
- * --expect, all that ended), "missing" the units they lacked.
+ * --expect, all that ended), "missing" the units they lacked. A stream ends
+ * once every unit before its end is counted: its last units and its last
+ * chunk often come in one read (a loaded machine's), and the last stream's
+ * end prints the counts.
  * "min_received" / "max_received" are the fewest and most events or units
  * one connection received.
  */
@@ -73,7 +76,7 @@ struct conn {
 	char *body;
 	size_t body_len, body_cap;
 	uint64_t chunk_left; /* data bytes of the current chunk still to come */
-	int chunk_state;     /* 0: its size line, 1: its data, 2: the CRLF after it */
+	int chunk_state;     /* 0: its size line, 1: its data, 2: the CRLF after it, 3: the last chunk came */
 };
 
 static struct {
@@ -309,12 +312,13 @@ static void sse_ended(struct conn *c)
 
 /*
  * Decodes a chunked body's bytes buf[off..len) onto c->body (RFC 9112 7.1),
- * keeping a size line that is not whole; the last chunk ends the stream.
- * Returns where it stopped.
+ * keeping a size line that is not whole, up to the last chunk (chunk_state
+ * 3: the caller ends the stream once it has read the body). Returns where it
+ * stopped.
  */
 static size_t dechunk(struct conn *c, size_t off)
 {
-	while (off < c->len && !c->ended) {
+	while (off < c->len && c->chunk_state != 3) {
 		if (c->chunk_state == 0) {
 			char *nl = memchr(c->buf + off, '\n', c->len - off);
 			if (!nl)
@@ -322,8 +326,6 @@ static size_t dechunk(struct conn *c, size_t off)
 			c->chunk_left = strtoull(c->buf + off, NULL, 16);
 			off = (size_t)(nl + 1 - c->buf);
 			c->chunk_state = c->chunk_left ? 1 : 3;
-			if (c->chunk_state == 3)
-				sse_ended(c);
 		} else if (c->chunk_state == 1) {
 			size_t n = c->len - off < c->chunk_left ? c->len - off : (size_t)c->chunk_left;
 			if (c->body_len + n > c->body_cap) {
@@ -429,6 +431,9 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
 		sse_chunked_body(c);
 		memmove(c->buf, c->buf + off, c->len - off);
 		c->len -= off;
+		/* Only now: the last stream's end prints the counts, which must hold this read's units. */
+		if (c->chunk_state == 3)
+			sse_ended(c);
 		return;
 	}
 	if (g.sse_path) {

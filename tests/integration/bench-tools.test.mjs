@@ -340,6 +340,36 @@ test('loadgen --sse-get counts the units a stream lacks, repeats or sends out of
   }
 });
 
+test('loadgen --sse-get counts the units that come in one read with a chunked stream\'s end', async () => {
+  // A loaded machine's gateway (or a late read) hands over a run stream's
+  // last units and its last chunk at once: the stream has ended, and the
+  // counts the last one's end prints must hold those units.
+  const net = await import('node:net');
+  const chunk = (t) => `${Buffer.byteLength(t).toString(16)}\r\n${t}\r\n`;
+  const unit = (i) => chunk(`id: ${i}\nevent: values\ndata: {"i":${i}}\n\n`);
+  const srv = net.createServer((s) => {
+    let req = '';
+    s.on('data', (d) => {
+      req += d;
+      if (!req.includes('\r\n\r\n')) return;
+      s.write('HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n'
+        + chunk('id: 0\nevent: metadata\ndata: {}\n\n'));
+      setTimeout(() => s.end(unit(1) + unit(2) + unit(3) + '0\r\n\r\n'), 100);
+    });
+  });
+  await new Promise((r) => srv.listen(0, '127.0.0.1', r));
+  try {
+    const r = await run('loadgen', ['--port', String(srv.address().port), '--thread', 'x', '--conns', '4',
+      '--sse-get', '/runs/%s/stream', '--expect', '4', '--duration', '20']);
+    const res = r.lines.at(-1);
+    assert.deepEqual([res.connected, res.ended, res.complete, res.min_received, res.max_received, res.received],
+      [4, 4, 4, 4, 4, 16], 'every stream, the last to end too, counted with all four units');
+    assert.deepEqual([r.code, res.missing, res.duplicates, res.errors], [0, 0, 0, 0]);
+  } finally {
+    srv.close();
+  }
+});
+
 /** scripts/bench.py run with args into a temporary --out: its results file, parsed. */
 async function benchResults(args) {
   const os = await import('node:os');
