@@ -70,17 +70,24 @@ async def connect(url: str, tls: dict[str, str | None] | None) -> tuple[Redis, R
 # ---- start-up -------------------------------------------------------------------------------
 
 
-def function_source() -> str | None:
-    """The function library, for a Redis that has not loaded it yet (no gateway started)."""
+def function_path() -> Path | None:
+    """Where threadcast.lua is, for a Redis that has not loaded it yet (no gateway started):
+    $THREADCAST_FUNCTION, the repository's protocol/redis/, or beside the package (the image)."""
     here = Path(__file__).resolve()
     for p in (
         os.environ.get("THREADCAST_FUNCTION"),
-        here.parents[3] / "protocol" / "redis" / "threadcast.lua",  # the repository
-        here.parent / "threadcast.lua",  # beside the package (the image)
+        here.parents[3] / "protocol" / "redis" / "threadcast.lua",
+        here.parent / "threadcast.lua",
     ):
         if p and Path(p).is_file():
-            return Path(p).read_text(encoding="utf-8")
+            return Path(p)
     return None
+
+
+def function_source() -> str | None:
+    """The function library's text (function_path), or None."""
+    path = function_path()
+    return path.read_text(encoding="utf-8") if path else None
 
 
 async def register(w: Worker) -> None:

@@ -37,9 +37,10 @@ protocol/README.md ("The functions: threadcast_append and threadcast_append_batc
 - **Bounded.** At most ``max_queued`` events and ``max_queued_bytes`` of JSON wait (one event
   always may); past that ``append()`` waits for room and ``send()`` raises ``asyncio.QueueFull``.
 - **Loads the functions.** When Redis answers ``Function not found``, the producer loads
-  protocol/redis/threadcast.lua (``library``; by default the file beside this package in the
-  repository) with ``FUNCTION LOAD`` — never ``REPLACE``: a library already there, loaded by a
-  gateway, is left as it is — and sends the call again.
+  protocol/redis/threadcast.lua (``library``; by default ``$THREADCAST_FUNCTION``, the
+  repository's file, or the one installed beside the package) with ``FUNCTION LOAD`` — never
+  ``REPLACE``: a library already there, loaded by a gateway, is left as it is — and sends the
+  call again.
 
 Events are typed after the protocol's published Python bindings (``langchain_protocol``): a
 dict of the shape of ``langchain_protocol.protocol.EventData`` (``{"method", "params":
@@ -116,6 +117,8 @@ CALL_BYTES = (
     8 * 1024 * 1024
 )  # JSON a call carries (one bigger event goes alone): Redis holds it whole
 DEFAULT_LIBRARY = Path(__file__).resolve().parents[3] / "protocol" / "redis" / "threadcast.lua"
+"""The repository's threadcast.lua; a producer without ``library`` looks where the worker does
+(``$THREADCAST_FUNCTION``, the repository, beside the package: loops.function_path)."""
 
 Event = EventData | Mapping[str, Any]
 """An event as a producer gives it: the bindings' shapes, or any mapping of that form."""
@@ -260,7 +263,11 @@ class Producer:
         self._max_queued = max_queued
         self._max_bytes = max_queued_bytes
         self._retry_for = retry_for
-        self._library = Path(library) if library is not None else DEFAULT_LIBRARY
+        if library is None:
+            from threadcast_worker.loops import function_path
+
+            library = function_path() or DEFAULT_LIBRARY
+        self._library = Path(library)
         self._queue: deque[_Pending] = deque()
         self._waiting: deque[_Pending] = deque()
         self._inflight: list[_Pending] = []
