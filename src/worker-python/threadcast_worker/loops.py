@@ -17,10 +17,8 @@ bridge)"), as the JavaScript worker's src/worker/loops.js:
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -29,6 +27,7 @@ from redis.exceptions import ResponseError
 
 from threadcast_worker import keys, serde
 from threadcast_worker.answers import KEEP
+from threadcast_worker.functions import function_source
 from threadcast_worker.worker import Worker
 
 
@@ -68,26 +67,6 @@ async def connect(url: str, tls: dict[str, str | None] | None) -> tuple[Redis, R
 
 
 # ---- start-up -------------------------------------------------------------------------------
-
-
-def function_path() -> Path | None:
-    """Where threadcast.lua is, for a Redis that has not loaded it yet (no gateway started):
-    $THREADCAST_FUNCTION, the repository's protocol/redis/, or beside the package (the image)."""
-    here = Path(__file__).resolve()
-    for p in (
-        os.environ.get("THREADCAST_FUNCTION"),
-        here.parents[3] / "protocol" / "redis" / "threadcast.lua",
-        here.parent / "threadcast.lua",
-    ):
-        if p and Path(p).is_file():
-            return Path(p)
-    return None
-
-
-def function_source() -> str | None:
-    """The function library's text (function_path), or None."""
-    path = function_path()
-    return path.read_text(encoding="utf-8") if path else None
 
 
 async def register(w: Worker) -> None:

@@ -118,7 +118,7 @@ CALL_BYTES = (
 )  # JSON a call carries (one bigger event goes alone): Redis holds it whole
 DEFAULT_LIBRARY = Path(__file__).resolve().parents[3] / "protocol" / "redis" / "threadcast.lua"
 """The repository's threadcast.lua; a producer without ``library`` looks where the worker does
-(``$THREADCAST_FUNCTION``, the repository, beside the package: loops.function_path)."""
+(``$THREADCAST_FUNCTION``, the repository, beside the package: functions.function_path)."""
 
 Event = EventData | Mapping[str, Any]
 """An event as a producer gives it: the bindings' shapes, or any mapping of that form."""
@@ -264,7 +264,7 @@ class Producer:
         self._max_bytes = max_queued_bytes
         self._retry_for = retry_for
         if library is None:
-            from threadcast_worker.loops import function_path
+            from threadcast_worker.functions import function_path
 
             library = function_path() or DEFAULT_LIBRARY
         self._library = Path(library)
