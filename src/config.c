@@ -230,6 +230,14 @@ static int validate(struct tc_config *cfg, char *err, size_t errlen)
 		       cfg->commands);
 		return -1;
 	}
+	if (!strcmp(cfg->rest_flavor, "javascript") || !strcmp(cfg->rest_flavor, "python")) {
+		cfg->rest_python = !strcmp(cfg->rest_flavor, "python");
+	} else {
+		seterr(err, errlen,
+		       "--rest-flavor / THREADCAST_REST_FLAVOR: \"%s\" is not valid: expected javascript or python",
+		       cfg->rest_flavor);
+		return -1;
+	}
 	if (strcmp(cfg->auth, "jwt") && strcmp(cfg->auth, "off")) {
 		seterr(err, errlen, "--auth / THREADCAST_AUTH: \"%s\" is not valid: expected jwt or off", cfg->auth);
 		return -1;

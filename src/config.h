@@ -94,6 +94,8 @@
 	  "permessage-deflate for WebSockets whose client offers it: the zlib level (1 fastest … 9 smallest); 0: never negotiated")                                                                                 \
 	X(static_dir, "static-dir", "STATIC_DIR", STR, "", 0, 0,                                                                                                                                                    \
 	  "serve the files of this directory over HTTP (the demo page: protocol/js); empty: off")                                                                                                                   \
+	X(rest_flavor, "rest-flavor", "REST_FLAVOR", STR, "javascript", 0, 0,                                                                                                                                       \
+	  "the LangGraph server (javascript or python) the REST API answers as where no graph decides: new threads, the store, errors of no graph (a graph's routes: its workers' language)")                       \
 	X(test_truncate, "test-truncate", "TEST_TRUNCATE", INT, "0", 0, 1,                                                                                                                                          \
 	  "1: serve POST /internal/truncate, which deletes every REST thread, run, assistant and store item (the LangGraph reference server's test suite wipes with it); never in production")
 
@@ -119,6 +121,7 @@ struct tc_config {
 	TC_CONFIG_MAP(TC__CFG_FIELD)
 	enum tc_log_level log_threshold; /**< parsed log_level */
 	bool commands_on;                /**< parsed commands */
+	bool rest_python;                /**< parsed rest_flavor: python */
 	struct tc_redis_addr redis;      /**< parsed redis_url */
 	struct tc_hostport {
 		char *host;

@@ -243,7 +243,7 @@ void tc_store_read_rest_run(struct tc_store_cmd *c, const char *run_id)
 {
 	snprintf(c->key, sizeof(c->key), TC_STORE_BRIDGE ":r:%s", run_id);
 	set_argv(c, (const char *[]){ "HMGET", c->key, "thread_id", "after_seq", "kwargs", "status", "assistant_id",
-				      "graph_id", NULL });
+				      "graph_id", "language", NULL });
 }
 
 void tc_store_rest_call(struct tc_store_cmd *c, bool store, const char *op, const char *args)
@@ -320,11 +320,12 @@ int tc_store_rest_run_parse(const redisReply *r, struct tc_store_rest_run *out)
 {
 	memset(out, 0, sizeof(*out));
 	out->status = "";
-	if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 6)
+	if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 7)
 		return -1;
 	/* In tc_store_read_rest_run's order. */
 	const redisReply *thread = field(r, 0), *after = field(r, 1), *kwargs = field(r, 2), *status = field(r, 3),
-			 *assistant = field(r, 4), *graph = field(r, 5);
+			 *assistant = field(r, 4), *graph = field(r, 5), *language = field(r, 6);
+	out->python = language && language->len == 6 && !memcmp(language->str, "python", 6);
 	if (thread) {
 		out->thread_id = thread->str;
 		out->thread_id_len = thread->len;

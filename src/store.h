@@ -222,7 +222,7 @@ int tc_store_library_next(const char *src, size_t len, size_t *off, const char *
 /** Whether s[0..len) can be an assistant id (1 to 128 printable bytes, no spaces). */
 bool tc_store_assistant_valid(const char *s, size_t len);
 /**
- * HMGET {tc:commands}:r:<run> thread_id after_seq kwargs status assistant_id graph_id:
+ * HMGET {tc:commands}:r:<run> thread_id after_seq kwargs status assistant_id graph_id language:
  * what a join of a REST run needs of its record (threadcast_rest.lua's records).
  */
 void tc_store_read_rest_run(struct tc_store_cmd *c, const char *run_id);
@@ -241,6 +241,7 @@ struct tc_store_rest_run {
 	size_t assistant_id_len;
 	const char *graph_id; /**< the graph its assistant runs; NULL when absent (runs of older versions) */
 	size_t graph_id_len;
+	bool python; /**< a Python graph's run (language "python"): the Python server's answers */
 };
 /**
  * Parses tc_store_read_rest_run's reply into out: 0, or -1 when it is not

@@ -44,6 +44,27 @@ local STREAM_MODES = { values = true, messages = true, ['messages-tuple'] = true
 -- A Lua string as a JSON string (cjson is not there while the library loads).
 local function jstr(s) return cjson.encode(s) end
 
+-- ---- two servers ------------------------------------------------------------------------
+--
+-- threadcast answers as LangGraph's JavaScript server (@langchain/langgraph-api) answers, and
+-- a Python graph's routes as its Python server (langgraph-api) answers them: a run's default
+-- multitask strategy, the run and thread records' shapes, the errors' words (and, in the
+-- gateway, their JSON body). Which one: the graph the op concerns (its workers write
+-- language = "python" into its ainfo hash; none written: JavaScript), else the record's own
+-- (runs and threads keep the language they were made in), else the gateway's setting
+-- (args.flavor, --rest-flavor). A reply whose flavour is not the one the gateway gave says so
+-- in its extra: {"flavor": "python" | "javascript"}.
+local JAVASCRIPT, PYTHON = 'javascript', 'python'
+
+-- The language of graph g's workers.
+local function graph_flavor(g)
+  if type(g) ~= 'string' or g == '' or g == '*' or #g > 128 then return JAVASCRIPT end
+  return redis.call('HGET', keys.ainfo(g), 'language') == PYTHON and PYTHON or JAVASCRIPT
+end
+
+-- A record's language (a field absent: JavaScript, as every record made before there were two).
+local function record_flavor(rec) return rec and rec.language == PYTHON and PYTHON or JAVASCRIPT end
+
 -- Object text from names (in order) and their values' texts.
 local function object(order, vals)
   local parts = {}
@@ -110,6 +131,10 @@ local function request(raw)
   -- liveness is always Redis' own clock, c.clock. Both are digit strings:
   -- Lua would write a number of more than 14 digits in exponent form.
   c.clock = now_ms()
+  -- The server the answers imitate (see "Two servers" below): the gateway's setting, until the op
+  -- finds the graph (or the record) it concerns.
+  c.given = a.flavor == PYTHON and PYTHON or JAVASCRIPT
+  c.flavor = c.given
   if a.now ~= nil then
     if not is_int(a.now, 0, 1e15) then fail('args.now must be ms since the epoch') end
     c.now = string.format('%d', a.now)
@@ -203,20 +228,27 @@ local function is_graph(g)
   return type(g) == 'string' and g ~= '*' and #g <= 128 and redis.call('SISMEMBER', keys.ASSISTANTS, g) == 1
 end
 
-local function thread_or_404(tid)
+-- The thread; a thread that is there makes the op answer in its language.
+local function thread_or_404(tid, c)
   local t = thread_record(tid)
-  if not t then http(404, 'Thread with ID ' .. tid .. ' not found') end -- the reference server's words
+  if not t then http(404, 'Thread with ID ' .. tid .. ' not found') end -- both servers' words
+  if c then c.flavor = record_flavor(t) end
   return t
 end
 
--- The run, which must be the thread's.
-local function run_or_404(tid, rid)
+-- The run, which must be the thread's (not found: the words of op's route on the Python server).
+local function run_or_404(tid, rid, c, python_words)
   local r = run_record(rid)
-  if not r or r.thread_id ~= tid then http(404, 'run "' .. rid .. '" not found on thread "' .. tid .. '"') end
+  if not r or r.thread_id ~= tid then
+    http(404, c.flavor == PYTHON and python_words or ('run "' .. rid .. '" not found on thread "' .. tid .. '"'))
+  end
+  c.flavor = record_flavor(r)
   return r
 end
 
-local function thread_json(t)
+-- A thread as the JavaScript server answers it: values and interrupts {} until a run reports
+-- them, error only while the thread is in error.
+local function thread_json_js(t)
   local parts = {
     '{"thread_id":', jstr(t.thread_id),
     ',"created_at":', jstr(iso(t.created_at)),
@@ -233,7 +265,34 @@ local function thread_json(t)
   return table.concat(parts)
 end
 
+-- A thread as the Python server answers it: its members as that server's records have them
+-- (a new thread's values null, a copy's none; error and interrupts once a run has ended).
+local function thread_json_py(t)
+  local parts = {
+    '{"thread_id":', jstr(t.thread_id),
+    ',"created_at":', jstr(iso(t.created_at)),
+    ',"updated_at":', jstr(iso(t.updated_at)),
+    ',"state_updated_at":', jstr(iso(t.state_updated_at or t.updated_at)),
+    ',"metadata":', t.metadata or '{}',
+    ',"status":', jstr(t.status or 'idle'),
+    ',"config":', t.config or '{}',
+  }
+  for _, f in ipairs({ 'values', 'error', 'interrupts' }) do
+    if t[f] then parts[#parts + 1] = ',"' .. f .. '":' .. t[f] end
+  end
+  parts[#parts + 1] = '}'
+  return table.concat(parts)
+end
+
+local function thread_json(t)
+  if t.language == PYTHON then return thread_json_py(t) end
+  return thread_json_js(t)
+end
+
+-- A run as its server answers it; a Python graph's with the kwargs the Python server keeps
+-- (kwargs_py) and its langsmith_session_name.
 local function run_json(r)
+  local python = r.language == PYTHON
   return table.concat({
     '{"run_id":', jstr(r.run_id),
     ',"thread_id":', jstr(r.thread_id),
@@ -242,9 +301,9 @@ local function run_json(r)
     ',"updated_at":', jstr(iso(r.updated_at)),
     ',"status":', jstr(r.status),
     ',"metadata":', r.metadata or '{}',
-    ',"kwargs":', r.kwargs or '{}',
+    ',"kwargs":', (python and r.kwargs_py) or r.kwargs or '{}',
     ',"multitask_strategy":', jstr(r.multitask_strategy or 'reject'),
-    '}' })
+    python and ',"langsmith_session_name":null}' or '}' })
 end
 
 -- A thread with a TTL takes its runs, queue and active run with it.
@@ -278,14 +337,16 @@ local function dispatch(r, now)
   return stream
 end
 
--- Asks the worker running r to stop it (a rest.cancel entry).
-local function send_cancel(r, action)
+-- Asks the worker running r to stop it (a rest.cancel entry). reason: why, in the Python
+-- server's words (its thread's error says it when the run ends).
+local function send_cancel(r, action, reason)
   local graph = r.graph_id or r.assistant_id
   local stream = r.stream or router.stream(graph, now_ms()) or keys.stream(graph)
   router.send(stream, r.thread_id, 'rest.cancel',
               '{"run_id":' .. jstr(r.run_id) .. ',"thread_id":' .. jstr(r.thread_id) .. ',"action":' .. jstr(action) .. '}',
               r.run_id, '', '0')
   redis.call('HSET', keys.rest_run(r.run_id), 'cancel', action)
+  if reason then redis.call('HSET', keys.rest_run(r.run_id), 'cancel_reason', reason) end
 end
 
 local function delete_run(tid, rid)
@@ -327,11 +388,25 @@ local function dispatch_next(tid, now)
   return nil
 end
 
-local function new_thread(tid, now, metadata, ttl)
+-- A new idle thread. flavor: the server whose thread it is (a Python one starts with values
+-- null and no interrupts; a copy (copy true) has no values at all, as that server copies).
+local function new_thread(tid, now, metadata, ttl, flavor, copy)
   local t = { thread_id = tid, created_at = tostring(now), updated_at = tostring(now), metadata = metadata or '{}',
-              status = 'idle', interrupts = '{}', config = '{}' }
-  redis.call('HSET', keys.rest_thread(tid), 'thread_id', tid, 'created_at', now, 'updated_at', now, 'metadata', t.metadata,
-             'status', 'idle', 'interrupts', '{}', 'config', '{}')
+              status = 'idle', config = '{}' }
+  local f = { 'thread_id', tid, 'created_at', now, 'updated_at', now, 'metadata', t.metadata, 'status', 'idle',
+              'config', '{}' }
+  if flavor == PYTHON then
+    t.language = PYTHON
+    f[#f + 1], f[#f + 2] = 'language', PYTHON
+    if not copy then
+      t.values = 'null'
+      f[#f + 1], f[#f + 2] = 'values', 'null'
+    end
+  else
+    t.interrupts = '{}'
+    f[#f + 1], f[#f + 2] = 'interrupts', '{}'
+  end
+  redis.call('HSET', keys.rest_thread(tid), unpack(f))
   if ttl then
     t.expires_at = string.format('%d', now + ttl * 60000)
     redis.call('HSET', keys.rest_thread(tid), 'expires_at', t.expires_at)
@@ -377,15 +452,18 @@ local function threads_create(c)
   local ttl = check_ttl(c)
   local graph = supersteps_graph(c, tid)
   local t = thread_record(tid)
-  if t and if_exists == 'raise' then http(409, 'thread "' .. tid .. '" already exists') end
-  t = t or new_thread(tid, c.now, metadata, ttl)
+  if t then c.flavor = record_flavor(t) end
+  if t and if_exists == 'raise' then
+    http(409, c.flavor == PYTHON and ('Thread with ID ' .. tid .. ' already exists') or ('thread "' .. tid .. '" already exists'))
+  end
+  t = t or new_thread(tid, c.now, metadata, ttl, c.flavor)
   -- State updates to make: the gateway has a worker of the graph apply them (rest.state.bulk).
   if graph then return { 200, thread_json(t), '{"supersteps":true,"graph_id":' .. jstr(graph) .. '}' } end
   return { 200, thread_json(t) }
 end
 
 local function threads_get(c)
-  return { 200, thread_json(thread_or_404(path_id(c, 'thread_id'))) }
+  return { 200, thread_json(thread_or_404(path_id(c, 'thread_id'), c)) }
 end
 
 local function threads_patch(c)
@@ -393,7 +471,7 @@ local function threads_patch(c)
   if not c.nobody then body_object(c) end
   local metadata = check_metadata(c, 'metadata')
   local ttl = check_ttl(c)
-  local t = thread_or_404(tid)
+  local t = thread_or_404(tid, c)
   if metadata then
     t.metadata = merge(t.metadata or '{}', metadata)
     redis.call('HSET', keys.rest_thread(tid), 'metadata', t.metadata)
@@ -413,7 +491,7 @@ end
 
 local function threads_delete(c)
   local tid = path_id(c, 'thread_id')
-  thread_or_404(tid)
+  thread_or_404(tid, c)
   local cancel = {}
   local r = active_run(tid)
   if r then
@@ -464,7 +542,7 @@ local function thread_filter(b)
   return function(t)
     return (not status or t.status == status)
       and (absent(mfilter) or contains(cjson.decode(t.metadata or '{}'), mfilter))
-      and (absent(vfilter) or not t.values or contains(cjson.decode(t.values), vfilter))
+      and (absent(vfilter) or not t.values or t.values == 'null' or contains(cjson.decode(t.values), vfilter))
   end
 end
 
@@ -540,12 +618,15 @@ local function threads_count(c)
   return { 200, tostring(n) }
 end
 
+-- A copy: the JavaScript server's takes the source's metadata, config, values and
+-- interrupts; the Python server's only its metadata.
 local function threads_copy(c)
   local tid = path_id(c, 'thread_id')
-  local src = thread_or_404(tid)
+  local src = thread_or_404(tid, c)
   local nid = fresh_id(c, 'thread_id')
   if thread_record(nid) then http(409, 'thread "' .. nid .. '" already exists') end
-  local t = new_thread(nid, c.now, src.metadata, nil)
+  local t = new_thread(nid, c.now, src.metadata, nil, c.flavor, true)
+  if c.flavor == PYTHON then return { 200, thread_json(t) } end
   local f = { 'config', src.config or '{}', 'interrupts', src.interrupts or '{}' }
   t.config, t.interrupts = src.config, src.interrupts
   if src.values then
@@ -678,6 +759,14 @@ end
 local KWARGS = { 'input', 'command', 'config', 'context', 'stream_mode', 'stream_subgraphs', 'stream_resumable',
                  'interrupt_before', 'interrupt_after', 'checkpoint_id', 'checkpoint', 'checkpoint_during',
                  'durability', 'feedback_keys', 'webhook', 'on_disconnect' }
+-- A Python graph's run hands its worker the request's config and context as they came, its
+-- assistant ({config, context, metadata}) and thread ({config, metadata}) to layer them with
+-- as the Python server does, and the request's id and start (configurable's
+-- langgraph_request_id and __request_start_time_ms__).
+local WORKER_KWARGS_PY = { 'input', 'command', 'config', 'context', 'stream_mode', 'stream_subgraphs',
+                           'stream_resumable', 'interrupt_before', 'interrupt_after', 'checkpoint_id', 'checkpoint',
+                           'checkpoint_during', 'durability', 'feedback_keys', 'webhook', 'on_disconnect',
+                           'assistant', 'thread', 'request_id', 'request_start_ms' }
 
 local function check_enum(b, field, allowed, default)
   local v = b[field]
@@ -726,6 +815,9 @@ local function run_body(c)
       if not STREAM_MODES[m] then
         http(422, 'stream_mode "' .. m .. '" is not one of values, messages, messages-tuple, updates, events, debug, custom, tasks, checkpoints, tools')
       end
+      if m == 'tools' and c.flavor == PYTHON then -- (the Python server's words)
+        http(422, "stream_mode entries ['tools'] are only supported on the v2 event streaming endpoints.")
+      end
       seen[#seen + 1] = jstr(m)
     end
     stream_mode = '[' .. table.concat(seen, ',') .. ']'
@@ -749,7 +841,8 @@ local function run_body(c)
   local r = {
     assistant_id = a,
     metadata = metadata or '{}',
-    multitask_strategy = check_enum(b, 'multitask_strategy', STRATEGIES, 'reject'),
+    -- (the JavaScript server's default is reject, the Python server's enqueue)
+    multitask_strategy = check_enum(b, 'multitask_strategy', STRATEGIES, c.flavor == PYTHON and 'enqueue' or 'reject'),
     on_completion = check_enum(b, 'on_completion', { delete = true, keep = true }, nil),
     if_not_exists = check_enum(b, 'if_not_exists', { create = true, reject = true }, 'reject'),
   }
@@ -813,6 +906,9 @@ local function save_run(r, now)
              'graph_id', r.graph_id, 'status', r.status, 'created_at', now, 'updated_at', now, 'metadata', r.metadata,
              'kwargs', r.kwargs, 'multitask_strategy', r.multitask_strategy, 'after_seq', r.after_seq,
              'on_completion', r.on_completion, 'temporary', r.temporary, 'after_seconds', r.after_seconds)
+  if r.language == PYTHON then
+    redis.call('HSET', keys.rest_run(r.run_id), 'language', PYTHON, 'kwargs_py', r.kwargs_py)
+  end
   redis.call('ZADD', keys.rest_runs(r.thread_id), now, r.run_id)
 end
 
@@ -823,7 +919,139 @@ local function thread_runs(t, r, now)
   redis.call('HSET', keys.rest_thread(r.thread_id), 'metadata', t.metadata, 'status', 'busy', 'updated_at', now)
 end
 
+-- ---- a Python graph's run, as the Python server records it --------------------------------
+--
+-- langgraph-api's create_valid_run and its runtime's Runs.put: the request's configurable and
+-- context mirror each other; the checkpoint, the (absent) auth user, the request's id and start
+-- and after_seconds join configurable; then configurable is the assistant's, the thread's, the
+-- request's and {run_id, thread_id, graph_id, assistant_id, user_id}, key by key; metadata the
+-- assistant's, the thread's, the config's and the run's; kwargs keep the result in the
+-- server's own members. What the worker is handed (kwargs) stays the request's.
+
+local PY_KWARGS = { 'input', 'command', 'config', 'context', 'stream_mode', 'interrupt_before', 'interrupt_after',
+                    'webhook', 'feedback_keys', 'temporary', 'subgraphs', 'resumable', 'checkpoint_during',
+                    'durability' }
+local PY_BOTH_GIVEN = 'Cannot specify both configurable and context. Prefer setting context alone. Context was ' ..
+                      'introduced in LangGraph 0.6.0 and is the long term planned replacement for configurable.'
+local PY_NO_AUTH = '{"langgraph_auth_user":null,"langgraph_auth_user_id":"","langgraph_auth_permissions":[]}'
+
+-- Whether a JSON value (its text; nil: absent) is false to Python: None, False, 0, "", [], {}.
+local function py_falsy(text)
+  if text == nil then return true end
+  local ok, v = pcall(cjson.decode, text)
+  return not ok or v == cjson.null or v == false or v == 0 or v == '' or (type(v) == 'table' and next(v) == nil)
+end
+
+-- Member name of an object text that is an object itself, else '{}'.
+local function object_member(obj, name)
+  if not is_object_text(obj) then return '{}' end
+  local v = members(obj)[name]
+  return is_object_text(v) and v or '{}'
+end
+
+-- An object text with member name set to the value text.
+local function with_member(obj, name, text) return merge(obj, '{' .. jstr(name) .. ':' .. text .. '}') end
+
+-- The request's config and context as create_valid_run makes them (texts).
+local function py_request_config(c)
+  local b, raw = c.body, c.raw
+  local cfg = is_object_text(raw.config) and raw.config or '{}'
+  local conf = object_member(cfg, 'configurable')
+  local ctx = is_object(b.context) and next(b.context) ~= nil and raw.context or nil
+  if ctx and not py_falsy(conf) then http(400, PY_BOTH_GIVEN) end
+  if ctx then
+    conf = with_member(ctx, '__context_provided__', 'true')
+  else
+    ctx = conf
+  end
+  if type(b.checkpoint_id) == 'string' and b.checkpoint_id ~= '' then
+    conf = with_member(conf, 'checkpoint_id', jstr(b.checkpoint_id))
+  end
+  if is_object(b.checkpoint) and next(b.checkpoint) ~= nil then conf = merge(conf, raw.checkpoint) end
+  conf = merge(conf, PY_NO_AUTH)
+  if py_falsy(members(conf).langgraph_request_id) then
+    local id = c.ids.request_id
+    conf = with_member(conf, 'langgraph_request_id', type(id) == 'string' and jstr(id) or 'null')
+  end
+  conf = with_member(conf, '__request_start_time_ms__', c.now)
+  conf = with_member(conf, '__after_seconds__', raw.after_seconds or '0')
+  return with_member(cfg, 'configurable', conf), ctx
+end
+
+-- Run r of assistant asst on thread t (new: made by this run; active: the thread's run now, or
+-- nil) as the Python server records it: r.metadata and r.kwargs_py. Returns the thread's
+-- fields the run changes (a busy thread's none: the Python server leaves it alone).
+local function py_run(c, r, asst, t, new, active)
+  local b, raw = c.body, c.raw
+  local cfg, ctx = py_request_config(c)
+  local req_conf = object_member(cfg, 'configurable')
+  local a_cfg = is_object_text(asst.config) and asst.config or '{}'
+  local a_conf = object_member(a_cfg, 'configurable')
+  local t_cfg = (not new and is_object_text(t.config)) and t.config or '{}'
+  local t_conf = object_member(t_cfg, 'configurable')
+  local cfg_md = object_member(cfg, 'metadata')
+  local ids = '{"graph_id":' .. jstr(r.graph_id) .. ',"assistant_id":' .. jstr(r.assistant_id) .. '}'
+  local fields, t_md = {}, t.metadata or '{}'
+  if new then
+    fields.metadata = merge(merge(ids, cfg_md), r.metadata)
+    fields.config = merge(merge(a_cfg, cfg), '{"configurable":' .. a_conf .. '}')
+    t_md = '{}'
+  elseif not active then
+    t_md = merge(t_md, ids)
+    fields.metadata = t_md
+    fields.config = merge(merge(merge(a_cfg, t_cfg), cfg), '{"configurable":' .. merge(a_conf, t_conf) .. '}')
+  end
+  local user = members(req_conf).user_id
+  if py_falsy(user) then user = members(t_conf).user_id end
+  if py_falsy(user) then user = members(a_conf).user_id end
+  if py_falsy(user) then user = '""' end -- the unauthenticated user's id
+  local conf = merge(merge(merge(a_conf, t_conf), req_conf), object({ 'run_id', 'thread_id', 'graph_id', 'assistant_id', 'user_id' }, {
+    run_id = jstr(r.run_id), thread_id = jstr(r.thread_id), graph_id = jstr(r.graph_id),
+    assistant_id = jstr(r.assistant_id), user_id = user }))
+  local metadata = merge(merge(merge(is_object_text(asst.metadata) and asst.metadata or '{}', t_md), cfg_md), r.metadata)
+  metadata = with_member(metadata, 'assistant_id', jstr(r.assistant_id))
+  local a_ctx = is_object_text(asst.context) and asst.context or '{}'
+  local vals = {
+    input = raw.input or 'null', command = raw.command or 'null',
+    config = merge(merge(merge(a_cfg, cfg), '{"configurable":' .. conf .. '}'), '{"metadata":' .. metadata .. '}'),
+    context = merge(a_ctx, ctx), stream_mode = r.vals.stream_mode,
+    interrupt_before = raw.interrupt_before or 'null', interrupt_after = raw.interrupt_after or 'null',
+    webhook = raw.webhook or 'null', feedback_keys = raw.feedback_keys or 'null',
+    temporary = r.temporary == '1' and 'true' or 'false',
+    subgraphs = b.stream_subgraphs == true and 'true' or 'false',
+    resumable = b.stream_resumable == true and 'true' or 'false',
+    checkpoint_during = type(b.checkpoint_during) == 'boolean' and tostring(b.checkpoint_during) or 'true',
+    durability = raw.durability or (b.checkpoint_during == false and '"exit"' or '"async"'),
+  }
+  r.metadata, r.kwargs_py = metadata, object(PY_KWARGS, vals)
+  return fields
+end
+
+-- A Python run's kwargs once it runs: the Python server's worker writes into the config its
+-- record holds (langgraph dev keeps records in memory, so its runs answer it) the metadata the
+-- run streams with — the graph's workers wrote its server keys into the graph's ainfo
+-- (run_metadata) — and configurable's node counter (a function: null in JSON).
+local function py_started(kwargs, graph)
+  local kv, order = members(kwargs)
+  local cfg = is_object_text(kv.config) and kv.config or '{}'
+  local conf = with_member(object_member(cfg, 'configurable'), '__pregel_node_finished', 'null')
+  local md = object_member(cfg, 'metadata')
+  local streamed = worker_json(redis.call('HGET', keys.ainfo(graph), 'run_metadata'), true)
+  if streamed then md = merge(md, streamed) end
+  kv.config = merge(cfg, object({ 'configurable', 'metadata' }, { configurable = conf, metadata = md }))
+  return object(order, kv)
+end
+
 local function runs_create(c)
+  body_object(c)
+  -- The assistant's graph, when there is one, says whose server's run this is from the start
+  -- (its default multitask strategy, the words of its errors).
+  local named = c.body.assistant_id
+  if type(named) == 'string' and #named >= 1 and #named <= 128 then
+    local found = find_assistant(named, c.now)
+    if found then c.flavor = graph_flavor(found.graph_id) end
+  end
+  local python = c.flavor == PYTHON
   local r = run_body(c)
   local stateless = c.a.stateless == true
   local tid = path_id(c, 'thread_id')
@@ -837,18 +1065,35 @@ local function runs_create(c)
     http(404, 'no worker serves graph "' .. r.graph_id .. '" of assistant "' .. r.assistant_id .. '"' ..
          (#live == 0 and ' (no worker is running)' or (' (live: ' .. table.concat(live, ', ') .. ')')))
   end
-  -- The assistant's config and context under the run's (as the reference server).
-  r.vals.config = merge_config(asst.config, r.vals.config)
-  r.vals.context = run_context(asst.context, r.vals.context)
-  r.kwargs = object(KWARGS, r.vals)
   local t = thread_record(tid)
-  if not t then
-    if not stateless and r.if_not_exists ~= 'create' then http(404, 'Thread with ID ' .. tid .. ' not found') end
+  if python then
+    -- The Python worker layers the run's config and context itself, as the Python server does
+    -- (the assistant's, the thread's, the request's): it is handed the request's as they came,
+    -- the assistant and the thread (as they are now), and the request's id and start.
+    py_request_config(c) -- (its 400 comes before the thread is looked for)
+    r.vals.assistant = object({ 'config', 'context', 'metadata' }, {
+      config = is_object_text(asst.config) and asst.config or '{}', context = asst.context or '{}',
+      metadata = is_object_text(asst.metadata) and asst.metadata or '{}' })
+    if t then
+      r.vals.thread = object({ 'config', 'metadata' }, { config = t.config or '{}', metadata = t.metadata or '{}' })
+    end
+    r.vals.request_id = type(c.ids.request_id) == 'string' and jstr(c.ids.request_id) or nil
+    r.vals.request_start_ms = c.now
+  else -- The assistant's config and context under the run's (as the JavaScript server).
+    r.vals.config = merge_config(asst.config, r.vals.config)
+    r.vals.context = run_context(asst.context, r.vals.context)
+  end
+  r.kwargs = object(python and WORKER_KWARGS_PY or KWARGS, r.vals)
+  local new = not t
+  if new then
+    if not stateless and r.if_not_exists ~= 'create' then
+      http(404, python and 'Thread or assistant not found.' or ('Thread with ID ' .. tid .. ' not found'))
+    end
     if #tid > 128 or not string.match(tid, ID_PATTERN) then
       http(422, 'thread_id must be 1 to 128 characters of A-Z a-z 0-9 . _ : -')
     end
-    t = new_thread(tid, c.now, nil, nil)
   end
+  if new then t = new_thread(tid, c.now, nil, nil, c.flavor) end
   local tk = keys.rest_thread(tid)
   trim_runs(tid)
 
@@ -856,8 +1101,9 @@ local function runs_create(c)
   if active then
     local strategy = r.multitask_strategy
     if strategy == 'reject' then
-      http(409, 'thread "' .. tid .. '" is busy with run "' .. active.run_id .. '"; multitask_strategy "reject" ' ..
-           'refuses a second run (use "enqueue", "interrupt" or "rollback")')
+      http(409, python and 'Thread is already running a task. Wait for it to finish or choose a different multitask strategy.'
+        or ('thread "' .. tid .. '" is busy with run "' .. active.run_id .. '"; multitask_strategy "reject" ' ..
+            'refuses a second run (use "enqueue", "interrupt" or "rollback")'))
     end
     if redis.call('LLEN', keys.rest_queue(tid)) >= MAX_QUEUE then
       http(409, 'thread "' .. tid .. '" already has ' .. MAX_QUEUE .. ' runs waiting')
@@ -869,6 +1115,11 @@ local function runs_create(c)
   r.after_seq = tostring(after_seq)
   r.temporary = (stateless and r.on_completion ~= 'keep') and '1' or '0'
   r.on_completion = r.on_completion or (stateless and 'delete' or 'keep')
+  local tfields
+  if python then
+    r.language = PYTHON
+    tfields = py_run(c, r, asst, t, new, active)
+  end
   save_run(r, c.now)
 
   if not active then
@@ -876,14 +1127,24 @@ local function runs_create(c)
   elseif r.multitask_strategy == 'enqueue' then
     redis.call('RPUSH', keys.rest_queue(tid), rid)
   else -- interrupt or rollback: the active run stops, this one goes next
-    send_cancel(active, r.multitask_strategy)
+    send_cancel(active, r.multitask_strategy,
+                'superseded by run ' .. rid .. ' (multitask_strategy=' .. r.multitask_strategy .. ')')
     redis.call('LPUSH', keys.rest_queue(tid), rid)
   end
 
-  thread_runs(t, r, c.now)
-  if not active then -- and its config: the assistant's, the thread's, the run's (as the reference server)
-    local cfg = merge_config(merge_config(asst.config, t.config), c.raw.config)
-    if cfg then redis.call('HSET', tk, 'config', cfg) end
+  if python then -- the thread as the Python server's Runs.put leaves it
+    local f = { 'status', 'busy', 'updated_at', c.now, 'language', PYTHON }
+    for _, k in ipairs({ 'metadata', 'config' }) do
+      if tfields[k] then f[#f + 1], f[#f + 2] = k, tfields[k] end
+    end
+    redis.call('HSET', tk, unpack(f))
+  else
+    thread_runs(t, r, c.now)
+    if not active then -- and its config: the assistant's, the thread's, the run's (as the reference server)
+      local cfg = merge_config(merge_config(asst.config, t.config), c.raw.config)
+      if cfg then redis.call('HSET', tk, 'config', cfg) end
+    end
+    if t.language then redis.call('HDEL', tk, 'language') end -- (a JavaScript graph's run: its server's thread)
   end
   if r.temporary == '1' then redis.call('HSET', tk, 'temporary', '1') end
   if t.expires_at then
@@ -904,7 +1165,7 @@ local function runs_list(c)
   if status and not RUN_STATUSES[status] then
     http(422, 'query parameter status must be pending, running, success, error, timeout or interrupted')
   end
-  thread_or_404(tid)
+  thread_or_404(tid, c)
   local out, skipped = {}, 0
   for _, rid in ipairs(redis.call('ZREVRANGE', keys.rest_runs(tid), 0, MAX_RUNS - 1)) do
     local r = run_record(rid)
@@ -922,15 +1183,15 @@ end
 
 local function runs_get(c)
   local tid = path_id(c, 'thread_id')
-  thread_or_404(tid)
-  local r = run_or_404(tid, path_id(c, 'run_id'))
+  thread_or_404(tid, c)
+  local r = run_or_404(tid, path_id(c, 'run_id'), c, 'Not Found')
   return { 200, run_json(r), '{"after_seq":' .. (tonumber(r.after_seq) or 0) .. '}' }
 end
 
 local function runs_delete(c)
   local tid, rid = path_id(c, 'thread_id'), path_id(c, 'run_id')
-  thread_or_404(tid)
-  local r = run_or_404(tid, rid)
+  thread_or_404(tid, c)
+  local r = run_or_404(tid, rid, c, 'Run not found')
   local active = redis.call('GET', keys.rest_active(tid))
   if active == rid and not TERMINAL[r.status] then
     http(409, 'run "' .. rid .. '" is ' .. r.status .. ' on thread "' .. tid .. '"; cancel it first')
@@ -949,6 +1210,9 @@ local function cancel_unstarted(tid, rid, r, action, now)
   end
 end
 
+-- POST …/cancel. The JavaScript server answers the run (202 while a worker stops it); the
+-- Python server answers 202 and nothing (its cancel of a run that is over is a 404), and its
+-- thread's error names the cancel (run.finished).
 local function runs_cancel(c)
   local tid, rid = path_id(c, 'thread_id'), path_id(c, 'run_id')
   local action = query1(c, 'action') or 'interrupt'
@@ -959,13 +1223,25 @@ local function runs_cancel(c)
   if wait and wait ~= '0' and wait ~= '1' and wait ~= 'true' and wait ~= 'false' then
     http(422, 'query parameter wait must be 0, 1, true or false')
   end
-  thread_or_404(tid)
-  local r = run_or_404(tid, rid)
-  if TERMINAL[r.status] then return { 200, run_json(r) } end -- over already: nothing to cancel
+  thread_or_404(tid, c)
+  local r = run_or_404(tid, rid, c, 'No runs found to cancel.')
+  local python = c.flavor == PYTHON
+  local function done(status) -- the answer once the cancel is made
+    if python then return { 202, '' } end
+    return { status, run_json(r) }
+  end
+  if TERMINAL[r.status] then -- over already: nothing to cancel
+    if python then
+      http(404, "No matching runs to cancel. Please verify the thread ID and run IDs are correct, and the runs " ..
+                "haven't been deleted or completed.")
+    end
+    return { 200, run_json(r) }
+  end
+  local reason = python and (action .. ' requested via POST /threads/{thread_id}/runs/{run_id}/cancel') or nil
   local active = redis.call('GET', keys.rest_active(tid))
   if active == rid then
-    send_cancel(r, action) -- the worker stops it and reports run.finished
-    if r.status ~= 'pending' then return { 202, run_json(r) } end
+    send_cancel(r, action, reason) -- the worker stops it and reports run.finished
+    if r.status ~= 'pending' then return done(202) end
     -- Handed over but not started (it waits for its after_seconds or its thread): over now, as
     -- the reference server has it. The worker holding it finds the mark and never runs it; it
     -- appends the run's start and end so that streams of it end too.
@@ -975,12 +1251,12 @@ local function runs_cancel(c)
     local waiting = t and t.interrupts and t.interrupts ~= '{}'
     redis.call('HSET', keys.rest_thread(tid), 'status', waiting and 'interrupted' or 'idle', 'updated_at', c.now)
     if dispatch_next(tid, c.clock) then redis.call('HSET', keys.rest_thread(tid), 'status', 'busy') end
-    return { 200, run_json(r) }
+    return done(200)
   end
   -- Still in the queue: it never reaches a worker.
   redis.call('LREM', keys.rest_queue(tid), 0, rid)
   cancel_unstarted(tid, rid, r, action, c.now)
-  return { 200, run_json(r) }
+  return done(200)
 end
 
 -- The worker's reports take their fields from body (or, failing that, the args themselves).
@@ -1005,6 +1281,10 @@ local function run_started(c)
     r.after_seq = tostring(b.after_seq)
     redis.call('HSET', keys.rest_run(rid), 'after_seq', b.after_seq)
   end
+  if r.language == PYTHON and r.kwargs_py then
+    r.kwargs_py = py_started(r.kwargs_py, r.graph_id)
+    redis.call('HSET', keys.rest_run(rid), 'kwargs_py', r.kwargs_py)
+  end
   if thread_record(r.thread_id) then
     redis.call('HSET', keys.rest_thread(r.thread_id), 'status', 'busy', 'updated_at', c.now)
   end
@@ -1028,11 +1308,16 @@ local function run_adopted(c)
   local t = thread_record(tid)
   if not t then return { 200, 'null' } end
   trim_runs(tid)
+  local python = graph_flavor(b.graph_id) == PYTHON -- (its record answers as the Python server's runs)
   local r = { run_id = rid, thread_id = tid, assistant_id = b.assistant_id, graph_id = b.graph_id, status = 'running',
               created_at = tostring(c.now), updated_at = tostring(c.now), metadata = '{}',
-              kwargs = absent(b.kwargs) and '{}' or raw.kwargs, multitask_strategy = 'reject',
+              kwargs = absent(b.kwargs) and '{}' or raw.kwargs, multitask_strategy = python and 'enqueue' or 'reject',
               after_seq = tostring(b.after_seq), on_completion = 'keep', temporary = '0', after_seconds = 0 }
   save_run(r, c.now)
+  if python then
+    r.language = PYTHON
+    redis.call('HSET', keys.rest_run(rid), 'language', PYTHON)
+  end
   thread_runs(t, r, c.now)
   if t.expires_at then
     apply_ttl(tid, t)
@@ -1079,18 +1364,38 @@ local function run_finished(c)
                       (type(b.next) == 'table' and b.next[1] ~= nil)
   local tstatus = (status == 'error' or status == 'timeout') and 'error' or (interrupted and 'interrupted' or 'idle')
   local f = { 'status', tstatus, 'updated_at', c.now }
-  if not rollback then
-    if not absent(b.values) then
-      f[#f + 1], f[#f + 2] = 'values', raw.values
-      f[#f + 1], f[#f + 2] = 'state_updated_at', c.now
+  if r.language == PYTHON then
+    -- As the Python server's set_joint_status: its error always (null, the run's, or the
+    -- cancel's: UserInterrupt / UserRollback with the reason), state_updated_at, and values and
+    -- interrupts when there is a state to take them from.
+    local err = 'null'
+    if r.cancel then
+      err = '{"error":' .. jstr(rollback and 'UserRollback' or 'UserInterrupt') .. ',"message":' ..
+            jstr(r.cancel_reason or (rollback and 'User requested rollback of the run' or 'User interrupted the run')) .. '}'
+    elseif tstatus == 'error' and not absent(b.error) then
+      err = raw.error
     end
-    f[#f + 1], f[#f + 2] = 'interrupts', absent(b.interrupts) and '{}' or raw.interrupts
-  end
-  redis.call('HSET', tk, unpack(f))
-  if tstatus == 'error' and not absent(b.error) then
-    redis.call('HSET', tk, 'error', raw.error)
+    f[#f + 1], f[#f + 2] = 'error', err
+    f[#f + 1], f[#f + 2] = 'state_updated_at', c.now
+    if not rollback then
+      if not absent(b.values) then f[#f + 1], f[#f + 2] = 'values', raw.values end
+      if not absent(b.interrupts) then f[#f + 1], f[#f + 2] = 'interrupts', raw.interrupts end
+    end
+    redis.call('HSET', tk, unpack(f))
   else
-    redis.call('HDEL', tk, 'error')
+    if not rollback then
+      if not absent(b.values) then
+        f[#f + 1], f[#f + 2] = 'values', raw.values
+        f[#f + 1], f[#f + 2] = 'state_updated_at', c.now
+      end
+      f[#f + 1], f[#f + 2] = 'interrupts', absent(b.interrupts) and '{}' or raw.interrupts
+    end
+    redis.call('HSET', tk, unpack(f))
+    if tstatus == 'error' and not absent(b.error) then
+      redis.call('HSET', tk, 'error', raw.error)
+    else
+      redis.call('HDEL', tk, 'error')
+    end
   end
   -- (An adopted run may end while a REST run of the thread is handed over and waits for the lock.)
   local nextr = redis.call('EXISTS', keys.rest_active(tid)) == 0 and dispatch_next(tid, c.clock)
@@ -1147,17 +1452,37 @@ local function assistant_body(c)
 end
 
 -- POST /assistants
+-- The Python server keeps an assistant's config.configurable and its context copies of one
+-- another (one given, the other is made from it; both: 400).
+local function py_mirror(v)
+  local conf = v.config and object_member(v.config, 'configurable') or '{}'
+  local has_conf, has_ctx = not py_falsy(conf), not py_falsy(v.context)
+  if has_conf and has_ctx then http(400, PY_BOTH_GIVEN) end
+  if has_conf then
+    v.context = conf
+  elseif has_ctx then
+    v.config = with_member(v.config or '{}', 'configurable', v.context)
+  end
+end
+
 local function assistants_create(c)
   body_object(c)
   local b = c.body
   if absent(b.graph_id) then http(422, 'graph_id is required') end
   local v = assistant_body(c)
+  local python = graph_flavor(v.graph_id) == PYTHON
+  if python then
+    c.flavor = PYTHON
+    py_mirror(v)
+  end
   local id = body_id(c, 'assistant_id')
   local if_exists = check_enum(b, 'if_exists', { raise = true, do_nothing = true }, 'raise')
   system_assistants(c.now)
   local old = assistant_record(id)
   if old then
-    if if_exists == 'raise' then http(409, 'Assistant already exists') end
+    if if_exists == 'raise' then
+      http(409, python and ('Assistant ' .. id .. ' already exists') or 'Assistant already exists')
+    end
     return { 200, assistant_json(old) }
   end
   -- The reference server's defaults: "Untitled", or the graph id for an empty name.
@@ -1178,6 +1503,11 @@ local function assistants_patch(c)
   if not c.nobody then body_object(c) end
   local v = assistant_body(c)
   local a = assistant_or_404(c)
+  if graph_flavor(v.graph_id or a.graph_id) == PYTHON then -- (an empty config keeps the one there)
+    c.flavor = PYTHON
+    py_mirror(v)
+    if v.config and py_falsy(v.config) then v.config = nil end
+  end
   a.graph_id = v.graph_id or a.graph_id
   a.config = v.config or a.config
   a.context = v.context or a.context
@@ -1426,7 +1756,12 @@ local function rest(KEYS, args)
   local handler = op and REST_OPS[op]
   if not handler then fail('unknown op ' .. tostring(op) .. ' for threadcast_rest') end
   if type(args[2]) ~= 'string' then fail('args-json is required') end
-  return answered(handler, request(args[2]))
+  local c = request(args[2])
+  local res = answered(handler, c)
+  if c.flavor ~= c.given then -- the gateway answers (errors) as this server does
+    res[3] = merge(res[3] or '{}', '{"flavor":' .. jstr(c.flavor) .. '}')
+  end
+  return res
 end
 
 redis.register_function('threadcast_rest', guarded(rest))

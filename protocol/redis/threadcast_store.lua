@@ -13,7 +13,8 @@
 -- The gateway turns each /store request into one call: op is store.put,
 -- store.get, store.delete, store.search or store.namespaces (and
 -- store.truncate, for a test-only route); args-json is
--- {"query": {...strings...}, "body": <parsed JSON body or null>, "now": ms?}.
+-- {"query": {...strings...}, "body": <parsed JSON body or null>, "now": ms?, "flavor":
+-- "python"? (a search's items then carry the Python server's "score": null)}.
 -- The reply is an HTTP status and a JSON body ("" for 204); bad input is a
 -- 422 {"detail": "..."} naming the field. protocol/README.md ("The store:
 -- records in Redis") documents every key. All keys carry the hash tag
@@ -216,11 +217,13 @@ local function set_expiry(member, at)
   redis.call('ZADD', keys.STORE_EXPIRY, at, member)
 end
 
--- Serves a read: the item's JSON, its TTL refreshed when asked.
-local function item_json(member, h, now, refresh)
+-- Serves a read: the item's JSON, its TTL refreshed when asked. scored: a search's item as the
+-- Python server answers it, with its score (null: no query embeds here).
+local function item_json(member, h, now, refresh, scored)
   if refresh and h[6] then set_expiry(member, now + ttl_ms(tonumber(h[6]))) end
   return '{"namespace":' .. h[1] .. ',"key":' .. cjson.encode(h[2]) .. ',"value":' .. h[3] ..
-         ',"created_at":"' .. iso(tonumber(h[4])) .. '","updated_at":"' .. iso(tonumber(h[5])) .. '"}'
+         ',"created_at":"' .. iso(tonumber(h[4])) .. '","updated_at":"' .. iso(tonumber(h[5])) .. '"' ..
+         (scored and ',"score":null}' or '}')
 end
 
 local function body_object(a)
@@ -355,13 +358,14 @@ local function store_search(a, _, now)
   local offset = check_int(body.offset, 'offset', 0, 0)
   if not absent(body.query) and type(body.query) ~= 'string' then invalid('query must be a string or null') end
   local refresh = check_bool(body.refresh_ttl, 'refresh_ttl')
+  local scored = a.flavor == 'python' -- (the gateway's --rest-flavor: the store belongs to no graph)
   store_sweep(now)
   local out, matched, budget = {}, 0, STORE_MAX_SCAN
   local function visit(member)
     local h = store_load(member, now)
     if h and (not filter or filter_holds(filter, h[3])) then
       matched = matched + 1
-      if matched > offset then out[#out + 1] = item_json(member, h, now, refresh) end
+      if matched > offset then out[#out + 1] = item_json(member, h, now, refresh, scored) end
     end
     return #out >= limit
   end

@@ -33,6 +33,7 @@ struct tc_rest *tc__rest_new(struct tc_server *srv, int route, const struct tc_r
 	r->refs = 1;
 	r->route = route;
 	r->op = op;
+	r->python = srv->cfg->rest_python;
 	return r;
 }
 
@@ -180,7 +181,7 @@ static void answer(struct tc_rest *r, unsigned status, bool text, const char *bo
 
 void tc__rest_answer(struct tc_rest *r, unsigned status, const char *body, size_t len)
 {
-	if (status >= 400) { /* {"detail": "<message>"} and nothing else: the message */
+	if (status >= 400 && !r->python) { /* {"detail": "<message>"} and nothing else: the message */
 		cJSON *o = cJSON_ParseWithLength(body, len);
 		const cJSON *d = cJSON_IsObject(o) && o->child && !o->child->next ? o->child : NULL;
 		bool detail = d && !strcmp(d->string, "detail") && cJSON_IsString(d);
@@ -195,7 +196,16 @@ void tc__rest_answer(struct tc_rest *r, unsigned status, const char *body, size_
 
 void tc__rest_answer_detail(struct tc_rest *r, unsigned status, const char *detail)
 {
-	answer(r, status, true, detail, strlen(detail));
+	if (!r->python) {
+		answer(r, status, true, detail, strlen(detail));
+		return;
+	}
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "detail", detail);
+	char *s = cJSON_PrintUnformatted(o);
+	answer(r, status, false, s, strlen(s));
+	free(s);
+	cJSON_Delete(o);
 }
 
 void tc__rest_answer_json(struct tc_rest *r, unsigned status, const cJSON *body)
@@ -420,9 +430,14 @@ static char *args_json(struct tc_rest *r)
 	cJSON_AddStringToObject(ids, "run_id", r->fresh_run);
 	cJSON_AddStringToObject(ids, "thread_id", r->fresh_thread);
 	cJSON_AddStringToObject(ids, "assistant_id", r->fresh_thread); /* an exchange makes one or the other */
+	char request_id[37]; /* the request's id: a Python graph's run keeps it (langgraph_request_id) */
+	tc_uuid4(request_id);
+	cJSON_AddStringToObject(ids, "request_id", request_id);
 	cJSON_AddNumberToObject(a, "after_seq", (double)r->after_seq);
 	if (stateless)
 		cJSON_AddTrueToObject(a, "stateless");
+	if (r->srv->cfg->rest_python) /* (absent: the JavaScript server's answers) */
+		cJSON_AddStringToObject(a, "flavor", "python");
 	char *s = cJSON_PrintUnformatted(a);
 	cJSON_Delete(a);
 	return s;
@@ -453,6 +468,13 @@ int tc__rest_parse_answer(struct tc_rest *r, redisReply *reply, unsigned *status
 	*status = (unsigned)reply->element[0]->integer;
 	*body = reply->element[1]->str;
 	*len = reply->element[1]->len;
+	if (reply->elements > 2 && reply->element[2]->type == REDIS_REPLY_STRING) {
+		cJSON *x = cJSON_ParseWithLength(reply->element[2]->str, reply->element[2]->len);
+		const cJSON *f = cJSON_GetObjectItemCaseSensitive(x, "flavor");
+		if (cJSON_IsString(f))
+			r->python = !strcmp(f->valuestring, "python");
+		cJSON_Delete(x);
+	}
 	return 0;
 }
 

@@ -72,6 +72,12 @@ struct tc_rest {
 	enum tc_rest_out out;
 	unsigned status;
 	bool text; /**< the answer is an error's message (TC_HTTP_TEXT), not JSON */
+	/**
+	 * The answers are the Python server's, not the JavaScript one's (--rest-flavor, then
+	 * what the REST function said of the graph or record the exchange concerns: its extra's
+	 * "flavor"): errors as {"detail"} JSON, a cancel's wait, a join of a run that is over.
+	 */
+	bool python;
 	char location[320], content_location[320];
 	char pagination_total[24], pagination_next[24]; /**< X-Pagination-Total / -Next, "" when none */
 	struct tc_buf *saved; /**< K_CANCEL / K_COPY: the body to answer once the rest is done */
@@ -114,7 +120,10 @@ int tc__rest_connect(struct tc_rest *r, struct lws *wsi, struct tc_pss *pss);
  * tc__rest_answer_detail's.
  */
 void tc__rest_answer(struct tc_rest *r, unsigned status, const char *body, size_t len);
-/** Answers an error: its message as text, as the LangGraph reference server (its clients match the words). */
+/**
+ * Answers an error as the server the exchange imitates writes them (its clients match the
+ * words): the JavaScript one its message as text, the Python one {"detail": message}.
+ */
 void tc__rest_answer_detail(struct tc_rest *r, unsigned status, const char *detail);
 /** Answers body as JSON. */
 void tc__rest_answer_json(struct tc_rest *r, unsigned status, const cJSON *body);
@@ -139,7 +148,10 @@ void tc__rest_stream_unit(struct tc_rest *r, const char *text, size_t len);
 int tc__rest_call(struct tc_rest *r, tc_rest_reply_fn *fn, const char *const *argv);
 /** Calls the REST records' (or the store's) function with op and the exchange's arguments. */
 void tc__rest_fcall(struct tc_rest *r, const char *op, tc_rest_reply_fn *fn);
-/** The function's {status, body[, extra]}: 0, or -1 having answered (500 or 503). */
+/**
+ * The function's {status, body[, extra]}: 0, or -1 having answered (500 or 503). An extra
+ * naming a "flavor" sets r->python.
+ */
 int tc__rest_parse_answer(struct tc_rest *r, redisReply *reply, unsigned *status, const char **body, size_t *len);
 /** A function's answer is the exchange's. */
 void tc__rest_lua_answered(struct tc_rest *r, redisReply *reply);

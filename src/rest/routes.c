@@ -6,6 +6,7 @@
 #include "rest/rest.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "httpres.h"
@@ -114,13 +115,27 @@ static int start(struct tc_rest *r, struct lws *wsi, struct tc_pss *pss)
 	return 0;
 }
 
+/* An error before an exchange starts, as the server the gateway imitates writes it (rest.h). */
+static int early_error(struct tc_server *srv, struct lws *wsi, unsigned status, const char *js, const char *py)
+{
+	if (!srv->cfg->rest_python)
+		return tc__http_detail(wsi, status, js);
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "detail", py);
+	char *body = cJSON_PrintUnformatted(o);
+	int rc = tc__http_send(wsi, status, "application/json", body);
+	free(body);
+	cJSON_Delete(o);
+	return rc;
+}
+
 int tc__rest_request(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss, int route, unsigned method,
 		     const struct tc_route_match *m, struct tc_rest **pending)
 {
 	const struct tc_rest_op *op = op_of(route, method);
 	*pending = NULL;
 	if (!op)
-		return tc__http_detail(wsi, 405, "this method is not served here");
+		return early_error(srv, wsi, 405, "this method is not served here", "Method Not Allowed");
 	struct tc_rest *r = tc__rest_new(srv, route, op);
 	r->path = cJSON_CreateObject();
 	for (size_t i = 0; i < m->nparams; i++) {
@@ -160,7 +175,7 @@ int tc__rest_body(struct tc_server *srv, struct lws *wsi, struct tc_pss *pss, st
 		r->body = cJSON_ParseWithLength(data, len);
 		if (!r->body) {
 			tc__rest_unref(r);
-			return tc__http_detail(wsi, 422, "the body is not valid JSON");
+			return early_error(srv, wsi, 422, "the body is not valid JSON", "Invalid JSON in request body");
 		}
 	}
 	return start(r, wsi, pss);

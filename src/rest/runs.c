@@ -320,6 +320,55 @@ static void head_for_join(struct tc_rest *r, redisReply *reply)
 	join(r, true);
 }
 
+/*
+ * The Python server's join of a run that is over: it listens from now on, hears nothing of
+ * the run, and answers what the thread holds (its api/runs.py's fallback) — the thread's
+ * error, else its interrupts, else its values ({} when none). So a run joined after a later
+ * run ended answers that run's values.
+ */
+static void thread_result(struct tc_rest *r, redisReply *reply)
+{
+	unsigned status;
+	const char *body;
+	size_t len;
+	if (tc__rest_parse_answer(r, reply, &status, &body, &len))
+		return;
+	if (status != 200) {
+		tc__rest_answer(r, status, body, len);
+		return;
+	}
+	cJSON *t = cJSON_ParseWithLength(body, len);
+	const char *tstatus = tc_run_str(t, "status");
+	const cJSON *values = cJSON_GetObjectItemCaseSensitive(t, "values");
+	cJSON *out = NULL;
+	if (tstatus && !strcmp(tstatus, "error")) {
+		out = cJSON_CreateObject();
+		const cJSON *e = cJSON_GetObjectItemCaseSensitive(t, "error");
+		cJSON_AddItemToObject(out, "__error__", e ? cJSON_Duplicate(e, true) : cJSON_CreateNull());
+	} else if (tstatus && !strcmp(tstatus, "interrupted")) {
+		cJSON *all = cJSON_CreateArray();
+		const cJSON *list;
+		cJSON_ArrayForEach(list, cJSON_GetObjectItemCaseSensitive(t, "interrupts"))
+		{
+			const cJSON *i;
+			if (cJSON_IsArray(list))
+				cJSON_ArrayForEach(i, list) cJSON_AddItemToArray(all, cJSON_Duplicate(i, true));
+		}
+		if (cJSON_GetArraySize(all) > 0) {
+			out = cJSON_CreateObject();
+			cJSON_AddItemToObject(out, "__interrupt__", all);
+		} else {
+			cJSON_Delete(all);
+		}
+	}
+	if (!out)
+		out = (cJSON_IsObject(values) || cJSON_IsArray(values)) && values->child ? cJSON_Duplicate(values, true)
+											 : cJSON_CreateObject();
+	tc__rest_answer_json(r, 200, out);
+	cJSON_Delete(out);
+	cJSON_Delete(t);
+}
+
 /* The run's record (thread_id, after_seq, kwargs, status): a stream or a wait of it. */
 static void run_read(struct tc_rest *r, redisReply *reply)
 {
@@ -334,9 +383,16 @@ static void run_read(struct tc_rest *r, redisReply *reply)
 			run_ended(r);
 			return;
 		}
+		if (r->python && r->op->out == OUT_WAIT) { /* the Python server's join: the error its stream had */
+			static const char gone[] =
+				"{\"__error__\":{\"error\":\"HTTPException\",\"message\":\"404: Run not found\"}}";
+			tc__rest_answer(r, 200, gone, sizeof(gone) - 1);
+			return;
+		}
 		tc__rest_answer_detail(r, 404, "Run not found");
 		return;
 	}
+	r->python = run.python;
 	r->after_seq = run.after_seq;
 	free(r->kwargs);
 	r->kwargs = run.kwargs ? tc_xstrndup(run.kwargs, run.kwargs_len) : NULL;
@@ -353,6 +409,10 @@ static void run_read(struct tc_rest *r, redisReply *reply)
 		cJSON_AddStringToObject(o, "status", live ? "active" : run.failed ? "failed" : "ended");
 		tc__rest_answer_json(r, 200, o);
 		cJSON_Delete(o);
+		return;
+	}
+	if (r->python && !live && !r->saved && r->op->out == OUT_WAIT) {
+		tc__rest_fcall(r, "threads.get", thread_result);
 		return;
 	}
 	/*
@@ -397,8 +457,10 @@ static void cancelled(struct tc_rest *r, redisReply *reply)
 		tc__rest_answer(r, status, body, len);
 		return;
 	}
-	r->saved = tc_buf_copy("", 0); /* 204 once the run has ended, as the reference server answers */
-	r->saved_status = 204;
+	/* Once the run has ended: the JavaScript server's 204; the Python server's {} (what its wait
+	 * heard of the run from the cancel on: nothing). */
+	r->saved = r->python ? tc_buf_copy("{}", 2) : tc_buf_copy("", 0);
+	r->saved_status = r->python ? 200 : 204;
 	tc__rest_run_read(r);
 }
 

@@ -996,3 +996,106 @@ test('internal.truncate: threads with their runs, runs alone, assistants but the
   assert.equal((await call('assistants.get', { path: { assistant_id: g } })).status, 200, 'the system assistants stay');
   await refused('internal.truncate', { body: { threads: 'yes' } }, 422, /^threads must be true or false$/);
 });
+
+// ---- a Python graph's records: the Python server's (protocol/README.md, "Two servers") ----
+
+test('a Python graph (language python in its ainfo): its run as the Python server records it, its worker handed the request', async () => {
+  const g = uid('pygraph');
+  await register(g);
+  await rc.cmd('HSET', `${K}:ainfo:${g}`, 'language', 'python', 'run_metadata', '{"run_attempt":1,"langgraph_plan":"developer"}',
+    'config', '{"configurable":{"model":"fake"},"tags":["sys"]}', 'context', '{"model":"fake"}');
+  const sys = systemAssistantId(g);
+  // No flavor from the gateway (the JavaScript default): the graph decides, and the reply says so.
+  const t = await createThread({ metadata: { owner: 'me' } });
+  const body = { assistant_id: g, input: { q: 1 }, config: { tags: ['run'] }, context: { persona: 'poet' }, metadata: { m: 1 }, checkpoint_id: 'cp-1' };
+  const c = await call('runs.create', { path: { thread_id: t.thread_id }, query: {}, body,
+    ids: { run_id: 'py-r1', thread_id: 'x', request_id: 'req-1' }, after_seq: 0, now: 1732400000000 });
+  assert.equal(c.status, 200, JSON.stringify(c.body));
+  assert.deepEqual(c.extra, { flavor: 'python' });
+  const metadata = { created_by: 'system', owner: 'me', graph_id: g, assistant_id: sys, m: 1 };
+  assert.deepEqual(c.body, {
+    run_id: 'py-r1', thread_id: t.thread_id, assistant_id: sys, created_at: '2024-11-23T22:13:20.000Z', updated_at: '2024-11-23T22:13:20.000Z',
+    status: 'pending', metadata, multitask_strategy: 'enqueue', langsmith_session_name: null,
+    kwargs: {
+      input: { q: 1 }, command: null,
+      config: {
+        configurable: {
+          model: 'fake', persona: 'poet', __context_provided__: true, checkpoint_id: 'cp-1', langgraph_auth_user: null,
+          langgraph_auth_user_id: '', langgraph_auth_permissions: [], langgraph_request_id: 'req-1',
+          __request_start_time_ms__: 1732400000000, __after_seconds__: 0, run_id: 'py-r1', thread_id: t.thread_id, graph_id: g,
+          assistant_id: sys, user_id: '',
+        },
+        tags: ['run'], metadata,
+      },
+      context: { model: 'fake', persona: 'poet' }, stream_mode: ['values'], interrupt_before: null, interrupt_after: null, webhook: null,
+      feedback_keys: null, temporary: false, subgraphs: false, resumable: false, checkpoint_during: true, durability: 'async',
+    },
+  });
+  // The worker gets the request as it came, the assistant and the thread to layer it with, the request's id and start.
+  const [e] = await forRun(`${K}:a:${g}`, 'py-r1', 'rest.run');
+  assert.deepEqual(e.params, {
+    run_id: 'py-r1', thread_id: t.thread_id, assistant_id: sys, graph_id: g, metadata, on_completion: 'keep', temporary: false, after_seconds: 0,
+    input: { q: 1 }, config: { tags: ['run'] }, context: { persona: 'poet' }, stream_mode: ['values'], checkpoint_id: 'cp-1',
+    assistant: { config: { configurable: { model: 'fake' }, tags: ['sys'] }, context: { model: 'fake' }, metadata: { created_by: 'system' } },
+    thread: { config: {}, metadata: { owner: 'me' } }, request_id: 'req-1', request_start_ms: 1732400000000,
+  });
+  const h = await hash(`${K}:r:py-r1`);
+  assert.equal(h.language, 'python');
+  // The thread: its config the assistant's, the thread's and the request's, with their configurables only.
+  const th = (await call('threads.get', { path: { thread_id: t.thread_id } })).body;
+  assert.deepEqual(th.config, { configurable: { model: 'fake' }, tags: ['run'] });
+  assert.equal(th.status, 'busy');
+
+  // Both configurable and context: the Python server's 400, nothing made.
+  await refused('runs.create', { path: { thread_id: t.thread_id }, body: { assistant_id: g, config: { configurable: { a: 1 } }, context: { b: 2 } },
+    ids: { run_id: 'py-r0' } }, 400, /^Cannot specify both configurable and context\./);
+  assert.equal(await rc.cmd('EXISTS', `${K}:r:py-r0`), 0);
+
+  // Started: the metadata the run streams with and the node counter, as langgraph dev's records show them.
+  const s = await started('py-r1');
+  assert.deepEqual(s.body.kwargs.config.metadata, { ...metadata, run_attempt: 1, langgraph_plan: 'developer' });
+  assert.ok('__pregel_node_finished' in s.body.kwargs.config.configurable);
+  // Cancelled: the thread's error names the cancel.
+  const cancel = await call('runs.cancel', { path: { thread_id: t.thread_id, run_id: 'py-r1' }, query: { action: 'interrupt' } });
+  assert.deepEqual([cancel.status, cancel.body], [202, null]);
+  await finished('py-r1', { status: 'interrupted', values: { q: 2 }, interrupts: {}, next: ['n'] });
+  const after = (await call('threads.get', { path: { thread_id: t.thread_id } })).body;
+  assert.deepEqual([after.status, after.values, after.error, after.interrupts],
+    ['interrupted', { q: 2 }, { error: 'UserInterrupt', message: 'interrupt requested via POST /threads/{thread_id}/runs/{run_id}/cancel' }, {}]);
+  await refused('runs.cancel', { path: { thread_id: t.thread_id, run_id: 'py-r1' }, query: {} }, 404, /^No matching runs to cancel\./);
+  await refused('runs.get', { path: { thread_id: t.thread_id, run_id: 'nope' }, query: {} }, 404, /^Not Found$/);
+});
+
+test('a Python graph\'s multitask: the reject words, the superseded run\'s error; the gateway\'s flavor makes new threads and copies', async () => {
+  const g = uid('pygraph');
+  await register(g);
+  await rc.cmd('HSET', `${K}:ainfo:${g}`, 'language', 'python');
+  const tid = uid('pt');
+  const t = await call('threads.create', { body: { thread_id: tid }, ids: { thread_id: 'unused' }, flavor: 'python' });
+  assert.deepEqual(t.body, { thread_id: tid, created_at: t.body.created_at, updated_at: t.body.updated_at, state_updated_at: t.body.updated_at,
+    metadata: {}, status: 'idle', config: {}, values: null });
+  assert.equal(t.extra, undefined, 'the gateway said python: no need to say it again');
+  await refused('threads.create', { body: { thread_id: tid }, ids: {}, flavor: 'python' }, 409, new RegExp(`^Thread with ID ${tid} already exists$`));
+  const a = await createRun(tid, { assistant_id: g }, { flavor: 'python' });
+  assert.equal(a.body.multitask_strategy, 'enqueue');
+  await refused('runs.create', { path: { thread_id: tid }, body: { assistant_id: g, multitask_strategy: 'reject' }, ids: { run_id: uid('r') } }, 409,
+    /^Thread is already running a task\. Wait for it to finish or choose a different multitask strategy\.$/);
+  const b = await createRun(tid, { assistant_id: g, multitask_strategy: 'rollback' });
+  assert.equal(b.status, 200);
+  const run = await hash(`${K}:r:${a.body.run_id}`);
+  assert.deepEqual([run.cancel, run.cancel_reason], ['rollback', `superseded by run ${b.body.run_id} (multitask_strategy=rollback)`]);
+  await finished(a.body.run_id, { status: 'interrupted' });
+  const mid = (await call('threads.get', { path: { thread_id: tid } })).body;
+  assert.deepEqual([mid.status, mid.values, mid.error],
+    ['busy', null, { error: 'UserRollback', message: `superseded by run ${b.body.run_id} (multitask_strategy=rollback)` }]);
+  assert.equal(await rc.cmd('EXISTS', `${K}:r:${a.body.run_id}`), 0, 'rolled back: deleted');
+  await started(b.body.run_id);
+  await finished(b.body.run_id, { values: { done: true }, interrupts: {} });
+  // A copy, as the Python server copies: the metadata, no values, no config.
+  const copy = await call('threads.copy', { path: { thread_id: tid }, ids: { thread_id: uid('copy') } });
+  assert.deepEqual(Object.keys(copy.body), ['thread_id', 'created_at', 'updated_at', 'state_updated_at', 'metadata', 'status', 'config']);
+  assert.deepEqual([copy.body.metadata, copy.body.config], [{ graph_id: g, assistant_id: systemAssistantId(g) }, {}]);
+  // Without a flavor and on a graph of no language, the JavaScript server's, as always.
+  const js = await createThread();
+  assert.deepEqual(Object.keys(js), ['thread_id', 'created_at', 'updated_at', 'state_updated_at', 'metadata', 'status', 'values', 'interrupts', 'config']);
+});

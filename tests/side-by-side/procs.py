@@ -208,7 +208,12 @@ def gateway_bin() -> Path:
 
 
 def start_gateway(logdir: Path, redis_url: str) -> tuple[Proc, str]:
-    """threadcast's gateway with --port 0, auth off; returns it and its base URL once /readyz."""
+    """threadcast's gateway with --port 0, auth off; returns it and its base URL once /readyz.
+
+    ``--rest-flavor python``: the project's graphs are all Python, so the REST API answers as
+    LangGraph's Python server also where no graph decides (new threads, the store, errors of
+    routes of no graph), as ``scripts/run --config`` sets it for such a project.
+    """
     env = {
         **os.environ,
         "THREADCAST_DRAIN_GRACE": "0",
@@ -226,6 +231,8 @@ def start_gateway(logdir: Path, redis_url: str) -> tuple[Proc, str]:
             "off",
             "--redis-url",
             redis_url,
+            "--rest-flavor",
+            "python",
         ],
         logdir,
         env=env,

@@ -24,6 +24,7 @@ static const char *const env_names[] = {
 	"THREADCAST_REDIS_TLS_CA",
 	"THREADCAST_REDIS_TLS_CERT",
 	"THREADCAST_REDIS_TLS_KEY",
+	"THREADCAST_REST_FLAVOR",
 };
 
 static int clear_env(void **state)
@@ -85,6 +86,28 @@ static void defaults(void **state)
 	assert_string_equal(cfg.redis.host, "127.0.0.1");
 	assert_int_equal(cfg.redis.port, 6379);
 	assert_null(cfg.redis.password);
+	tc_config_free(&cfg);
+}
+
+static void rest_flavor(void **state)
+{
+	struct tc_config cfg;
+	char err[256];
+	assert_int_equal(load(&cfg, err, 0), TC_CONFIG_OK);
+	assert_string_equal(cfg.rest_flavor, "javascript"); /* the JavaScript server's answers by default */
+	assert_false(cfg.rest_python);
+	tc_config_free(&cfg);
+	setenv("THREADCAST_REST_FLAVOR", "python", 1);
+	assert_int_equal(load(&cfg, err, 0), TC_CONFIG_OK);
+	assert_true(cfg.rest_python);
+	tc_config_free(&cfg);
+	assert_int_equal(load(&cfg, err, 1, "--rest-flavor=javascript"), TC_CONFIG_OK);
+	assert_false(cfg.rest_python);
+	tc_config_free(&cfg);
+	unsetenv("THREADCAST_REST_FLAVOR");
+	assert_int_equal(load(&cfg, err, 1, "--rest-flavor=ruby"), TC_CONFIG_ERROR);
+	assert_non_null(strstr(err, "--rest-flavor"));
+	assert_non_null(strstr(err, "javascript or python"));
 	tc_config_free(&cfg);
 }
 
@@ -384,6 +407,7 @@ int main(void)
 	tc_cjson_init();
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup(defaults, clear_env),
+		cmocka_unit_test_setup(rest_flavor, clear_env),
 		cmocka_unit_test_setup(env_then_flag_precedence, clear_env),
 		cmocka_unit_test_setup(bad_values_name_the_setting, clear_env),
 		cmocka_unit_test(redis_urls),

@@ -88,8 +88,9 @@ static void command_builders(void **state)
 	tc_store_read_route(&c, "t1");
 	assert_string_equal(words(&c), "HMGET tc:{t1}:meta seq epoch assistant_id");
 	tc_store_read_rest_run(&c, "r-1");
-	assert_string_equal(words(&c),
-			    "HMGET {tc:commands}:r:r-1 thread_id after_seq kwargs status assistant_id graph_id");
+	assert_string_equal(
+		words(&c),
+		"HMGET {tc:commands}:r:r-1 thread_id after_seq kwargs status assistant_id graph_id language");
 	tc_store_rest_call(&c, false, "runs.get", "{}");
 	assert_string_equal(words(&c), "FCALL threadcast_rest 1 {tc:commands} runs.get {}");
 	tc_store_rest_call(&c, true, "store.get", "{}");
@@ -182,8 +183,8 @@ static void replies(void **state)
 
 	/* A REST run's record, by name. */
 	struct tc_store_rest_run run;
-	r = rarr(6, (redisReply *[]){ rstr("t1"), rstr("42"), rstr("{\"input\":null}"), rstr("running"), rstr("a-1"),
-				      rstr("agent") });
+	r = rarr(7, (redisReply *[]){ rstr("t1"), rstr("42"), rstr("{\"input\":null}"), rstr("running"), rstr("a-1"),
+				      rstr("agent"), rstr("python") });
 	assert_int_equal(tc_store_rest_run_parse(r, &run), 0);
 	assert_string_equal(run.thread_id, "t1");
 	assert_int_equal(run.thread_id_len, 2);
@@ -196,6 +197,7 @@ static void replies(void **state)
 	assert_string_equal(run.assistant_id, "a-1");
 	assert_string_equal(run.graph_id, "agent");
 	assert_int_equal(run.graph_id_len, 5);
+	assert_true(run.python);
 	freeReplyObject(r);
 	const char *status[][3] = { { "pending", "1", "0" },
 				    { "success", "0", "0" },
@@ -203,27 +205,28 @@ static void replies(void **state)
 				    { "timeout", "0", "1" },
 				    { "interrupted", "0", "0" } };
 	for (size_t i = 0; i < sizeof(status) / sizeof(status[0]); i++) {
-		r = rarr(6, (redisReply *[]){ rstr("t1"), rstr("x"), rstr("{}"), rstr(status[i][0]), rstr("a"),
-					      rstr("g") });
+		r = rarr(7, (redisReply *[]){ rstr("t1"), rstr("x"), rstr("{}"), rstr(status[i][0]), rstr("a"),
+					      rstr("g"), rstr("javascript") });
 		assert_int_equal(tc_store_rest_run_parse(r, &run), 0);
+		assert_false(run.python);
 		assert_int_equal(run.active, status[i][1][0] == '1');
 		assert_int_equal(run.failed, status[i][2][0] == '1');
 		assert_int_equal(run.after_seq, 0); /* not a number */
 		freeReplyObject(r);
 	}
-	redisReply *nils[6];
-	for (size_t i = 0; i < 6; i++) {
+	redisReply *nils[7];
+	for (size_t i = 0; i < 7; i++) {
 		nils[i] = tc_xcalloc(1, sizeof(*nils[i]));
 		nils[i]->type = REDIS_REPLY_NIL;
 	}
-	r = rarr(6, nils); /* no such run */
+	r = rarr(7, nils); /* no such run */
 	assert_int_equal(tc_store_rest_run_parse(r, &run), 0);
 	assert_null(run.thread_id);
 	assert_null(run.kwargs);
 	assert_null(run.assistant_id);
 	assert_null(run.graph_id);
 	assert_string_equal(run.status, "");
-	assert_false(run.active || run.failed);
+	assert_false(run.active || run.failed || run.python);
 	freeReplyObject(r);
 	r = rarr(4, (redisReply *[]){ rstr("t1"), rstr("1"), rstr("{}"), rstr("running") });
 	assert_int_equal(tc_store_rest_run_parse(r, &run), -1);

@@ -25,6 +25,7 @@ from urllib.parse import unquote, urlsplit
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
+from threadcast_worker import config as run_configs
 from threadcast_worker import keys, serde
 from threadcast_worker.answers import KEEP
 from threadcast_worker.functions import function_source
@@ -94,6 +95,11 @@ async def describe(w: Worker) -> None:
         context = defaults.pop("context", None)
         info: dict[str, Any] = {
             "name": graph_id,
+            # The REST API answers a Python graph's routes as LangGraph's Python server does
+            # (protocol/README.md, "Two servers"); run_metadata: what a run's record shows of
+            # the metadata it streams with, as langgraph dev's in-memory records show it.
+            "language": "python",
+            "run_metadata": serde.dumps(run_configs.stream_metadata({})),
             "graph": "{}",
             "schemas": serde.dumps(
                 {
