@@ -3,7 +3,7 @@
 // commands by id. Every process started here is stopped by stopAll(), which
 // the tests call from `after()`, so nothing outlives a failing test.
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -313,6 +313,36 @@ export async function startWorker(redisUrl, { name, args = [], env = {}, readyMs
   const ready = await waitUntil(() => worker.logs.find((l) => l.msg === 'worker ready') || (p.exitCode !== null && 'exited'),
     readyMs, 'the LangGraph worker to start');
   if (ready === 'exited') throw new Error(`the worker exited: ${worker.stderr}`);
+  worker.name = ready.name;
+  worker.kill = async (signal = 'SIGKILL') => { p.kill(signal); await exited(p); };
+  return worker;
+}
+
+/**
+ * The Python worker's command (src/worker-python), from the venv scripts/lib.sh's
+ * `tc_python_env dev` makes; THREADCAST_WORKER_PYTHON names another.
+ */
+export const pythonWorkerBin = process.env.THREADCAST_WORKER_PYTHON
+  || path.join(repoRoot, 'build-py/venv-dev/bin/threadcast-worker-python');
+
+/** The example Python project (src/worker-python/example): src/worker/graphs/agent.js's twin. */
+export const pythonExampleConfig = path.join(repoRoot, 'src/worker-python/example/langgraph.json');
+
+/**
+ * Starts the Python worker serving the Python graphs of the project config (a langgraph.json;
+ * default the example Python project); resolves, as startWorker does, once it is registered and
+ * reading. Its JSON log lines are the JavaScript worker's ("worker ready", "taking over a run").
+ */
+export async function startPythonWorker(redisUrl, { name, config = pythonExampleConfig, args = [], env = {}, readyMs = 60000, bin = pythonWorkerBin } = {}) {
+  if (!existsSync(bin)) throw new Error(`no ${bin}: make the venv first (source scripts/lib.sh; tc_python_env dev)`);
+  const p = track(spawn(bin, ['--config', config, '--redis-url', redisUrl, ...(name ? ['--name', name] : []), ...args],
+    { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, THREADCAST_FAKE_TOKEN_MS: '5', ...env } }));
+  const worker = { proc: p, stderr: '', logs: [], name };
+  collectLogs(p.stderr, worker);
+  // Its imports (langgraph, langchain_core) take seconds on a busy machine.
+  const ready = await waitUntil(() => worker.logs.find((l) => l.msg === 'worker ready') || (p.exitCode !== null && 'exited'),
+    readyMs, 'the Python worker to start');
+  if (ready === 'exited') throw new Error(`the Python worker exited (${p.exitCode}): ${worker.stderr}`);
   worker.name = ready.name;
   worker.kill = async (signal = 'SIGKILL') => { p.kill(signal); await exited(p); };
   return worker;
