@@ -1,20 +1,29 @@
 #!/usr/bin/env node
-// The REST runs' chaos test (issue 27): SDK users stream runs of the example
+// The REST runs' chaos test (issues 27 and 37): SDK users stream runs of the example
 // LangGraph graph through HAProxy in front of three gateways and two workers
 // while gateways are SIGKILLed and SIGTERMed, workers SIGKILLed and Redis
 // SIGSTOPped and restarted; then every stream is checked against the run's
 // final state and against a full replay of the run, and the figures printed.
 //
-//   node tests/chaos/rest-chaos.mjs [--seconds 60] [--users 30] [--runs 1]
-//        [--fault-every 5] [--token-ms 30] [--drain-grace 10000] [--bin PATH] [--json FILE]
+//   node tests/chaos/rest-chaos.mjs [--workers js|python|mixed] [--seconds 60] [--users 30]
+//        [--runs 1] [--fault-every 5] [--token-ms 30] [--drain-grace 10000] [--bin PATH]
+//        [--json FILE] [--logs DIR]
 //
 // Stack (loopback, everything started here and stopped by PID): redis-server
 // (appendonly yes: a restart keeps the data) on a fixed port and dir, three
 // gateways on fixed ports (a restarted one comes back on its port behind
-// HAProxy), two LangGraph workers serving src/worker/graphs/agent.js (a
-// restarted one gets a new name, as a new pod would), and HAProxy with
-// deploy/haproxy.cfg given a third server and an X-Served-By header (which
-// gateway a stream is on).
+// HAProxy), the workers (a restarted one gets a new name, as a new pod would),
+// and HAProxy with deploy/haproxy.cfg given a third server and an X-Served-By
+// header (which gateway a stream is on). The workers, by --workers:
+// - js (the default): two JavaScript LangGraph workers (src/worker) serving
+//   src/worker/graphs/agent.js as assistant "agent";
+// - python: two Python workers (src/worker-python) serving its twin, the
+//   example Python project (src/worker-python/example), as "agent";
+// - mixed: one project holding both (tests/chaos/mixed/langgraph.json: the
+//   JavaScript graph as "agent", the Python one as "agent_py"), served by two
+//   JavaScript and two Python workers — two of each, so that a killed worker
+//   of either language has a peer to take its runs over; users alternate
+//   between the two assistants in fours (users 0–3 "agent", 4–7 "agent_py", …).
 //
 // Users: each a loop with its own @langchain/langgraph-sdk Client on HAProxy:
 // a thread, one run (every third user two on the same thread), with
@@ -27,7 +36,9 @@
 // a second later on its port), SIGTERM a gateway (it drains for
 // --drain-grace; restarted once it has exited), SIGKILL a worker (restarted),
 // SIGSTOP Redis for 2 s, restart Redis (SIGTERM, then again on its port and
-// dir). Gateway faults leave at least one gateway up, worker faults one worker.
+// dir). Gateway faults leave at least one gateway up, worker faults one worker
+// of the language they kill (a language with fewer than two up is not killed;
+// mixed: the worker kills alternate between the languages).
 //
 // Checked, per run (a violation each, with details): the run ends terminal;
 // event ids are integers, strictly increasing per stream; what the client
@@ -42,14 +53,25 @@
 // message the dead worker was streaming (messages-tuple has nowhere to put
 // its worker_lost mark), or a message it had finished, whole, under an id
 // the final state does not have (counted) —, and a failed run shows its
-// error event. Errors the client got are allowed and
-// counted. Sanitizer reports from the gateways are violations.
+// error event. Errors the client got are allowed and counted; a run that
+// ended in error is not (run-failed: the example graph fails no run of its
+// own, so a fault lost it). Sanitizer reports from the gateways are violations.
+// The chunks are read as each graph's language renders them: a JavaScript
+// graph's as @langchain/langgraph-api does (an AI chunk's `type` "ai"), a
+// Python graph's as LangGraph's Python server does (protocol/README.md, "Run
+// streams", rendered runs: a streamed chunk "AIMessageChunk" with its
+// `tool_call_chunks` and `usage_metadata`, a whole message "ai", a tool's
+// result "tool" with its `status`; the metadata the Python server's, with the
+// run's `graph_id`); every `messages` event is `[chunk, metadata]` with the
+// run's own `run_id` and `thread_id` (message-shape, a violation otherwise).
 //
 // Figures: runs, streams, runs by status, clients with errors (which), HTTP
 // 5xx answers, violations, and per fault kind the time from the fault to the
 // next event each affected client received (p50/p99/max) against the
 // issue's targets: p99 ≤ 3 s for gateway faults, ≤ 5 s for a worker kill. A
 // gateway SIGTERM's time counts from the moment the drain cut the stream.
+// With --workers mixed the figures are also given per language (the graph the
+// client ran), and a target is missed when either language's p99 misses it.
 // Exits 1 on any violation or missed target, 2 on a broken stack.
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
@@ -61,7 +83,8 @@ import { parseArgs, isDeepStrictEqual } from 'node:util';
 import { randomUUID } from 'node:crypto';
 import { createInterface } from 'node:readline';
 import {
-  repoRoot, freePort, sleep, waitUntil, startRedis, startThreadcast, startWorker, stopAll,
+  repoRoot, freePort, sleep, waitUntil, startRedis, startThreadcast, startWorker, startPythonWorker,
+  pythonExampleConfig, redisClient, storedEvents, stopAll,
 } from '../integration/lib/harness.mjs';
 import { question, textOf } from '../integration/lib/rest.mjs';
 
@@ -72,6 +95,7 @@ const { Client } = await import(pathToFileURL(sdkPath).href);
 
 const { values: opt } = parseArgs({
   options: {
+    workers: { type: 'string', default: 'js' },
     seconds: { type: 'string', default: '60' },
     users: { type: 'string', default: '30' },
     runs: { type: 'string', default: '1' },
@@ -80,18 +104,37 @@ const { values: opt } = parseArgs({
     'drain-grace': { type: 'string', default: '10000' },
     bin: { type: 'string', default: path.join(repoRoot, 'build-asan', 'threadcast') },
     json: { type: 'string' },
+    logs: { type: 'string' },
     help: { type: 'boolean', short: 'h' },
   },
 });
 if (opt.help) {
-  console.log(readFileSync(fileURLToPath(import.meta.url), 'utf8').split('\n').slice(1, 9).map((l) => l.replace(/^\/\/ ?/, '')).join('\n'));
+  console.log(readFileSync(fileURLToPath(import.meta.url), 'utf8').split('\n').slice(1, 10).map((l) => l.replace(/^\/\/ ?/, '')).join('\n'));
   process.exit(0);
 }
 const cfg = {
   seconds: Number(opt.seconds), users: Number(opt.users), runs: Number(opt.runs),
   faultEveryMs: Number(opt['fault-every']) * 1000, tokenMs: Number(opt['token-ms']),
-  drainGraceMs: Number(opt['drain-grace']), bin: opt.bin,
+  drainGraceMs: Number(opt['drain-grace']), bin: opt.bin, workers: opt.workers, logs: opt.logs ?? null,
 };
+/**
+ * The workers of each --workers mode ([slot, language]), the project they serve (none: each
+ * language's example), and the assistant each language's users run.
+ */
+const PLANS = {
+  js: { workers: [['w1', 'js'], ['w2', 'js']], graphs: { js: 'agent' } },
+  python: { workers: [['w1', 'python'], ['w2', 'python']], graphs: { python: 'agent' } },
+  mixed: { workers: [['j1', 'js'], ['j2', 'js'], ['p1', 'python'], ['p2', 'python']],
+    graphs: { js: 'agent', python: 'agent_py' }, config: path.join(here, 'mixed', 'langgraph.json') },
+};
+const plan = PLANS[cfg.workers];
+if (!plan) {
+  console.error(`rest-chaos: --workers must be js, python or mixed, not ${JSON.stringify(cfg.workers)}`);
+  process.exit(2);
+}
+const LANGS = Object.keys(plan.graphs);
+/** User i's language: in fours when there are two (each four holds a joining and a two-run user). */
+const langOf = (i) => LANGS[Math.floor(i / 4) % LANGS.length];
 for (const [k, v] of Object.entries(cfg)) {
   if (typeof v === 'number' && !(v > 0 || (k === 'drainGraceMs' && v === 0))) {
     console.error(`rest-chaos: --${k} must be a positive number`);
@@ -155,7 +198,9 @@ async function startStack() {
   st.redisUrl = st.redis.r.url;
   for (const name of ['tc1', 'tc2', 'tc3']) st.gateways.push({ name, port: await freePort(), state: 'down', tc: null });
   await Promise.all(st.gateways.map((g) => startGateway(st, g)));
-  for (const name of ['w1', 'w2']) st.workers.push({ name, gen: 0, state: 'down', w: null });
+  st.workerKills = 0;
+  st.startFailures = [];
+  for (const [name, lang] of plan.workers) st.workers.push({ name, lang, gen: 0, state: 'down', w: null });
   await Promise.all(st.workers.map((w) => startOneWorker(st, w)));
 
   const file = haproxyConfig(dir);
@@ -199,10 +244,30 @@ async function startGateway(st, g) {
   }
 }
 
+/**
+ * Starts worker slot w (a new name each time, as a new pod). One that exits while starting (Redis
+ * stalled or restarted under its start-up) is started again, as its supervisor would, up to
+ * four times; each such exit is kept in st.startFailures (a figure, not a violation).
+ */
 async function startOneWorker(st, w) {
-  w.gen++;
-  w.w = await startWorker(st.redisUrl, { name: `chaos-${w.name}-${w.gen}`, readyMs: 60000,
-    env: { THREADCAST_FAKE_TOKEN_MS: String(cfg.tokenMs) } });
+  const env = { THREADCAST_FAKE_TOKEN_MS: String(cfg.tokenMs) };
+  for (let attempt = 1; ; attempt++) {
+    w.gen++;
+    const name = `chaos-${w.name}-${w.gen}`;
+    try {
+      w.w = w.lang === 'python'
+        ? await startPythonWorker(st.redisUrl, { name, config: plan.config ?? pythonExampleConfig, env, readyMs: 60000 })
+        : await startWorker(st.redisUrl, { name, readyMs: 60000, env, args: plan.config ? ['--config', plan.config] : [] });
+      break;
+    } catch (e) {
+      const lines = String(e.message).split('\n').filter((l) => l.trim());
+      st.startFailures.push({ t: Date.now(), worker: name, lang: w.lang, error: short(lines.find((l) => /^[\w.]+(Error|Exception): /.test(l.trim())) ?? lines.at(-1) ?? '', 300) });
+      log(`worker ${name} did not start (${short(lines.at(-1) ?? '', 120)})${attempt < 4 ? ': again' : ''}`);
+      if (attempt >= 4) throw e;
+      await sleep(500);
+    }
+  }
+  w.w.lang = w.lang;
   st.allWorkers.push(w.w);
   w.state = 'up';
 }
@@ -261,9 +326,14 @@ async function fault(st, kind, faults) {
       await startGateway(st, g);
       f.tRecovered = Date.now();
     } else if (kind === 'worker-sigkill') {
-      const up = st.workers.filter((w) => w.state === 'up');
-      if (up.length < 2) return skipped(f, faults, 'fewer than two workers up');
-      const w = pick(up);
+      // A killed worker's runs need a live peer serving the same graphs: the language killed
+      // has two workers up. Mixed: the kills alternate between the languages.
+      const up = (lang) => st.workers.filter((w) => w.state === 'up' && w.lang === lang);
+      const lang = LANGS.map((_, j) => LANGS[(st.workerKills + j) % LANGS.length]).find((l) => up(l).length >= 2);
+      if (!lang) return skipped(f, faults, LANGS.length > 1 ? 'fewer than two workers of either language up' : 'fewer than two workers up');
+      st.workerKills++;
+      const w = pick(up(lang));
+      f.lang = lang;
       begin(w.w.name, w, 'down');
       await w.w.kill('SIGKILL');
       await sleep(1000);
@@ -382,7 +452,7 @@ async function tries(world, u, what, op) {
 
 async function oneRun(world, u, client, thread, k) {
   const q = `question ${u.i}.${k}: tell me about ${TOPICS[(u.i + k) % TOPICS.length]}`;
-  const rec = { user: u.i, thread, k, mode: u.i % 4 === 3 ? 'join' : 'stream', q, runId: null, parts: [], conns: [],
+  const rec = { user: u.i, thread, k, mode: u.i % 4 === 3 ? 'join' : 'stream', lang: u.lang, assistant: u.assistant, q, runId: null, parts: [], conns: [],
     error: null, after: [], status: null, before: null, final: null, tStart: Date.now(), tEnd: null };
   world.recs.push(rec);
   u.cur = rec;
@@ -398,10 +468,10 @@ async function oneRun(world, u, client, thread, k) {
   try {
     let gen;
     if (rec.mode === 'stream') {
-      gen = client.runs.stream(thread, 'agent', { input: question(q), streamMode: STREAM_MODE, signal: ac.signal,
+      gen = client.runs.stream(thread, u.assistant, { input: question(q), streamMode: STREAM_MODE, signal: ac.signal,
         onRunCreated: (m) => { rec.runId ??= m.run_id; } });
     } else {
-      const run = await client.runs.create(thread, 'agent', { input: question(q), streamMode: STREAM_MODE });
+      const run = await client.runs.create(thread, u.assistant, { input: question(q), streamMode: STREAM_MODE });
       rec.runId = run.run_id;
       gen = client.runs.joinStream(thread, rec.runId, { lastEventId: '-1', signal: ac.signal });
     }
@@ -441,7 +511,8 @@ async function readAfter(rec, what, read) {
 }
 
 async function user(world, i) {
-  const u = { i, cur: null };
+  const u = { i, cur: null, lang: langOf(i) };
+  u.assistant = plan.graphs[u.lang];
   const client = new Client({ apiUrl: world.apiUrl, apiKey: null, callerOptions: { fetch: tracedFetch(u, world) } });
   while (Date.now() < world.endAt) {
     const thread = randomUUID();
@@ -451,6 +522,7 @@ async function user(world, i) {
       continue;
     }
     world.threads.push(thread);
+    world.threadLang.set(thread, u.lang);
     for (let k = 0; k < (i % 3 === 0 ? 2 : 1) && Date.now() < world.endAt; k++) {
       const rec = await oneRun(world, u, client, thread, k);
       if (rec.error || !TERMINAL.includes(rec.status)) break;
@@ -484,10 +556,48 @@ function assembled(parts) {
 
 const isHuman = (m) => m.type === 'human' || m.role === 'user';
 
+const isObj = (x) => x !== null && typeof x === 'object' && !Array.isArray(x);
+const has = (o, ...keys) => keys.every((k) => Object.hasOwn(o, k));
+
+/**
+ * What is wrong with a `messages` event's data for a graph of lang, or null: [chunk, metadata]
+ * as that language's server renders it (the JavaScript server: @langchain/core's chunk, type
+ * "ai"; the Python server: langchain_core's model_dump, "AIMessageChunk" for a streamed chunk,
+ * "ai" for a whole message), the metadata naming this run and thread (and, from the Python
+ * server, this graph).
+ */
+function shapeProblem(data, rec) {
+  if (!Array.isArray(data) || data.length !== 2 || !isObj(data[0]) || !isObj(data[1])) return 'not [chunk, metadata]';
+  const [c, meta] = data;
+  if (typeof c.id !== 'string' || !c.id) return `chunk id ${JSON.stringify(c.id)}`;
+  if (typeof c.content !== 'string' && !Array.isArray(c.content)) return `chunk ${c.id}: content ${JSON.stringify(c.content)}`;
+  if (typeof meta.langgraph_node !== 'string') return `chunk ${c.id}: metadata without langgraph_node`;
+  if (meta.thread_id !== rec.thread) return `chunk ${c.id}: metadata thread_id ${meta.thread_id}`;
+  if (rec.runId && meta.run_id !== rec.runId) return `chunk ${c.id}: metadata run_id ${meta.run_id}`;
+  if (rec.lang === 'js') {
+    if (c.type !== 'ai' && c.type !== 'tool') return `chunk ${c.id}: type ${c.type} (the JavaScript server's: ai, tool)`;
+    if (c.type === 'ai' && !Array.isArray(c.tool_call_chunks) && !Array.isArray(c.tool_calls)) return `chunk ${c.id}: ai without tool_call_chunks or tool_calls`;
+    return null;
+  }
+  if (c.type === 'AIMessageChunk') {
+    if (!Array.isArray(c.tool_call_chunks) || !has(c, 'usage_metadata', 'tool_calls', 'invalid_tool_calls')) return `chunk ${c.id}: AIMessageChunk without the Python server's fields (${Object.keys(c).join(',')})`;
+  } else if (c.type === 'ai') {
+    if (has(c, 'tool_call_chunks') || !has(c, 'usage_metadata', 'tool_calls', 'invalid_tool_calls')) return `chunk ${c.id}: ai not as the Python server renders a whole message (${Object.keys(c).join(',')})`;
+  } else if (c.type === 'tool') {
+    if (!has(c, 'tool_call_id', 'status', 'artifact')) return `chunk ${c.id}: tool without the Python server's fields (${Object.keys(c).join(',')})`;
+  } else {
+    return `chunk ${c.id}: type ${c.type} (the Python server's: AIMessageChunk, ai, tool)`;
+  }
+  if (meta.graph_id !== rec.assistant) return `chunk ${c.id}: metadata graph_id ${meta.graph_id}, the run's graph ${rec.assistant}`;
+  return null;
+}
+
 function checkRun(rec, takenOver, violate) {
-  const where = { user: rec.user, thread: rec.thread, run: rec.runId, mode: rec.mode };
+  const where = { user: rec.user, thread: rec.thread, run: rec.runId, mode: rec.mode, lang: rec.lang };
   const v = (kind, detail) => violate({ kind, ...where, detail });
   if (rec.hung) v('stream-hung', `no end in ${RUN_TIMEOUT_MS} ms`);
+  const shapes = rec.parts.filter((p) => p.event === 'messages').map((p) => [p, shapeProblem(p.data, rec)]).filter(([, x]) => x);
+  if (shapes.length) v('message-shape', `${shapes.length} messages events, the first ${shapes[0][0].id}: ${shapes[0][1]}`);
   const ids = rec.parts.map((p) => p.id);
   for (let i = 0; i < ids.length; i++) {
     if (!/^\d+$/.test(String(ids[i]))) { v('id-not-integer', `part ${i} (${rec.parts[i].event}): ${ids[i]}`); break; }
@@ -538,7 +648,7 @@ function checkRun(rec, takenOver, violate) {
 
 /** What the client got against a full replay of the run: same event at every id, no hole, the end reached. */
 function checkReplay(rec, replay, violate) {
-  const where = { user: rec.user, thread: rec.thread, run: rec.runId, mode: rec.mode };
+  const where = { user: rec.user, thread: rec.thread, run: rec.runId, mode: rec.mode, lang: rec.lang };
   const v = (kind, detail) => violate({ kind, ...where, detail });
   const byId = new Map(replay.map((p) => [String(p.id), p]));
   let differs = 0, first = null;
@@ -568,7 +678,7 @@ async function pool(items, n, fn) {
 async function chaosRun(no) {
   log(`run ${no}: starting the stack (${cfg.bin})`);
   const st = await startStack();
-  const world = { apiUrl: st.apiUrl, endAt: 0, recs: [], threads: [], requestErrors: [], http5xx: [], requests: [], requestNo: 0, lbLog: st.lbLog,
+  const world = { apiUrl: st.apiUrl, endAt: 0, recs: [], threads: [], threadLang: new Map(), requestErrors: [], http5xx: [], requests: [], requestNo: 0, lbLog: st.lbLog,
     // What a gateway (every process that ran in its slot) logged between two times, at most 30 lines.
     gatewayLog: (slot, from, to) => st.allGateways.filter((tc) => tc.slot === slot).flatMap((tc) => tc.logs)
       .filter((l) => { const t = Date.parse(l.ts); return t >= from && t <= to; }).slice(0, 30) };
@@ -605,11 +715,19 @@ async function chaosRun(no) {
       }, Math.max(0, checksEnd - CHECKS_MS / 2 - Date.now()), 'the thread\'s runs to end');
     } catch (e) { /* reported below from runStatus */ }
   });
-  for (const [run, { thread, status }] of runStatus) if (!TERMINAL.includes(status)) violate({ kind: 'run-not-terminal', thread, run, detail: status });
+  for (const [run, { thread, status }] of runStatus) if (!TERMINAL.includes(status)) violate({ kind: 'run-not-terminal', thread, run, lang: world.threadLang.get(thread), detail: status });
   for (const rec of world.recs) if (rec.runId && runStatus.has(rec.runId)) rec.status = runStatus.get(rec.runId).status;
+  // The example graph fails no run of its own: a run that ended in error was lost to a fault.
+  for (const [run, { thread, status }] of runStatus) {
+    if (status !== 'error') continue;
+    const rec = world.recs.find((r) => r.runId === run);
+    const shown = rec?.parts.findLast((p) => p.event === 'error')?.data;
+    violate({ kind: 'run-failed', user: rec?.user, thread, run, mode: rec?.mode, lang: rec?.lang ?? world.threadLang.get(thread),
+      detail: shown ? short(JSON.stringify(shown), 300) : 'status error (no error event seen)' });
+  }
 
   // Runs a worker took over (the workers' own words).
-  const takeovers = st.allWorkers.flatMap((w) => w.logs.filter((l) => l.msg === 'taking over a run').map((l) => ({ run: l.run_id, thread: l.thread, t: Date.parse(l.ts), from: l.from })));
+  const takeovers = st.allWorkers.flatMap((w) => w.logs.filter((l) => l.msg === 'taking over a run').map((l) => ({ run: l.run_id, thread: l.thread, t: Date.parse(l.ts), from: l.from, lang: w.lang, worker: w.name })));
   const takenOver = new Set(takeovers.map((x) => x.run));
   for (const rec of world.recs) checkRun(rec, takenOver, violate);
   let replaysSkipped = 0;
@@ -626,7 +744,10 @@ async function chaosRun(no) {
 
   // Fault → the next event of each client it affected.
   const perKind = {};
-  for (const kind of FAULT_KINDS) perKind[kind] = { faults: 0, skipped: 0, affected: 0, noNext: 0, ms: [], afterRecoveryMs: [], slowest: null };
+  for (const kind of FAULT_KINDS) {
+    perKind[kind] = { faults: 0, skipped: 0, affected: 0, noNext: 0, ms: [], afterRecoveryMs: [], slowest: null,
+      byLang: Object.fromEntries(LANGS.map((l) => [l, { affected: 0, noNext: 0, ms: [] }])) };
+  }
   const nextAfter = (rec, t) => rec.parts.find((p) => p.t > t);
   for (const f of faults) {
     const k = perKind[f.kind];
@@ -652,12 +773,15 @@ async function chaosRun(no) {
     f.affected = samples.length;
     for (const [rec, from] of samples) {
       k.affected++;
+      const kl = k.byLang[rec.lang];
+      kl.affected++;
       const p = nextAfter(rec, from);
-      if (!p) { k.noNext++; continue; }
+      if (!p) { k.noNext++; kl.noNext++; continue; }
       k.ms.push(p.t - from);
+      kl.ms.push(p.t - from);
       if (f.tRecovered) k.afterRecoveryMs.push(Math.max(0, p.t - f.tRecovered));
       if (!k.slowest || p.t - from > k.slowest.ms) { // what the slowest client went through, to explain it
-        k.slowest = { ms: p.t - from, user: rec.user, run: rec.runId, fault: f.target, faultAt: f.t - t0, nextEventAt: p.t - t0,
+        k.slowest = { ms: p.t - from, user: rec.user, lang: rec.lang, run: rec.runId, fault: f.target, faultAt: f.t - t0, nextEventAt: p.t - t0,
           conns: rec.conns.filter((c) => c.tOpen >= from - 60000).map((c) => ({ served: c.served, asked: c.tAsked - t0, open: c.tOpen - t0, end: c.tEnd === null ? null : c.tEnd - t0, how: c.how })),
           // Every request of that user between the fault and the next event, answered or not (status 0: no answer).
           requests: world.requests.filter((q) => q.user === rec.user && (q.tAnswer ?? Infinity) >= from && q.t <= p.t)
@@ -675,9 +799,18 @@ async function chaosRun(no) {
     latency[kind] = { faults: k.faults, skipped: k.skipped, affected: k.affected, noNextEvent: k.noNext,
       p50: percentile(s, 50), p99: percentile(s, 99), max: s.at(-1) ?? null,
       afterRecovery: { p50: percentile(r, 50), p99: percentile(r, 99), max: r.at(-1) ?? null }, slowest: k.slowest };
+    if (LANGS.length > 1) {
+      latency[kind].byLanguage = Object.fromEntries(Object.entries(k.byLang).map(([lang, x]) => {
+        const ls = [...x.ms].sort((a, b) => a - b);
+        return [lang, { affected: x.affected, noNextEvent: x.noNext, p50: percentile(ls, 50), p99: percentile(ls, 99), max: ls.at(-1) ?? null }];
+      }));
+    }
     if (TARGETS[kind] !== undefined) {
       latency[kind].targetP99 = TARGETS[kind];
-      latency[kind].meetsTarget = s.length ? percentile(s, 99) <= TARGETS[kind] : null;
+      // Mixed: each language's clients meet it (a few slow ones of one language would hide in the other's many).
+      const p99s = [s, ...(LANGS.length > 1 ? Object.values(k.byLang).map((x) => [...x.ms].sort((a, b) => a - b)) : [])]
+        .filter((x) => x.length).map((x) => percentile(x, 99));
+      latency[kind].meetsTarget = p99s.length ? p99s.every((x) => x <= TARGETS[kind]) : null;
       if (latency[kind].meetsTarget === false) missedTargets++;
     }
   }
@@ -692,38 +825,88 @@ async function chaosRun(no) {
   const sanitizer = st.allGateways.flatMap((tc) => tc.sanitizerReports().length
     ? [{ gateway: tc.slot, report: tc.stderr.split('\n').filter((l) => /ERROR: AddressSanitizer|runtime error|SUMMARY|^\s+#\d/.test(l)).slice(0, 30).join('\n') }] : []);
   for (const s of sanitizer) violate({ kind: 'sanitizer', detail: `${s.gateway}: ${short(s.report, 2000)}` });
-  const workerErrors = st.allWorkers.flatMap((w) => w.logs.filter((l) => l.level === 'error').map((l) => ({ worker: w.name, msg: l.msg, error: short(String(l.error ?? ''), 300) })));
+  const workerErrors = st.allWorkers.flatMap((w) => w.logs.filter((l) => l.level === 'error').map((l) => ({ worker: w.name, lang: w.lang, msg: l.msg, error: short(String(l.error ?? ''), 300) })));
 
   const byStatus = {};
   for (const { status } of runStatus.values()) byStatus[status] = (byStatus[status] ?? 0) + 1;
   const clientErrors = world.recs.filter((r) => r.error).map((r) => ({ user: r.user, thread: r.thread, run: r.runId, ...r.error, t: r.error.t - t0 }));
   const byKind = {};
   for (const v of violations) byKind[v.kind] = (byKind[v.kind] ?? 0) + 1;
+  // Per language (the graph the client ran): what each served, and what went wrong with it.
+  const recsOf = (lang) => world.recs.filter((r) => r.lang === lang);
+  const byLanguage = Object.fromEntries(LANGS.map((lang) => [lang, {
+    assistant: plan.graphs[lang], workers: plan.workers.filter(([, l]) => l === lang).length,
+    runs: [...runStatus.values()].filter((x) => world.threadLang.get(x.thread) === lang).length,
+    streams: recsOf(lang).filter((r) => r.parts.length || r.conns.length || r.error).length,
+    runsTakenOver: new Set(takeovers.filter((x) => x.lang === lang).map((x) => x.run)).size,
+    workerKills: faults.filter((f) => f.kind === 'worker-sigkill' && !f.skipped && f.lang === lang).length,
+    cutMessages: recsOf(lang).reduce((n, r) => n + (r.cut ?? 0), 0),
+    finishedStreamedAgain: recsOf(lang).reduce((n, r) => n + (r.again ?? 0), 0),
+    clientsWithErrors: recsOf(lang).filter((r) => r.error).length,
+    violations: violations.filter((v) => v.lang === lang).length,
+  }]));
   const figures = {
-    run: no, startedAt: new Date(t0).toISOString(), seconds: cfg.seconds, users: cfg.users, faultEverySeconds: cfg.faultEveryMs / 1000, tokenMs: cfg.tokenMs,
+    run: no, workers: cfg.workers, startedAt: new Date(t0).toISOString(), seconds: cfg.seconds, users: cfg.users, faultEverySeconds: cfg.faultEveryMs / 1000, tokenMs: cfg.tokenMs,
     drainGraceMs: cfg.drainGraceMs, bin: cfg.bin, wallSeconds: Math.round((Date.now() - t0) / 1000),
     drainedSeconds: Math.round((tUsers - world.endAt) / 1000),
     runs: runStatus.size, streams: world.recs.filter((r) => r.parts.length || r.conns.length || r.error).length,
     streamConnections: world.recs.reduce((n, r) => n + r.conns.length, 0),
     reconnects: world.recs.reduce((n, r) => n + Math.max(0, r.conns.length - 1), 0),
     runsTerminal: [...runStatus.values()].filter((x) => TERMINAL.includes(x.status)).length, runsByStatus: byStatus,
-    runsTakenOver: takenOver.size, replaysSkipped, cutMessages: world.recs.reduce((n, r) => n + (r.cut ?? 0), 0),
+    runsTakenOver: takenOver.size, byLanguage, replaysSkipped, cutMessages: world.recs.reduce((n, r) => n + (r.cut ?? 0), 0),
     finishedStreamedAgain: world.recs.reduce((n, r) => n + (r.again ?? 0), 0),
     clientsWithErrors: clientErrors.length, clientErrors,
     otherRequestErrors: world.requestErrors.length + world.recs.reduce((n, r) => n + r.after.length, 0),
     requestErrors: [...world.requestErrors, ...world.recs.flatMap((r) => r.after.map((a) => ({ user: r.user, ...a })))].map((e) => ({ ...e, t: e.t - t0 })),
     http5xx: { count: world.http5xx.length, byStatus: countBy(world.http5xx, (x) => x.status), draining503: draining503.length,
       sample: world.http5xx.slice(0, 10).map((x) => ({ ...x, t: x.t - t0 })) },
-    faults: faults.map((f) => ({ kind: f.kind, target: f.target, at: f.t - t0, recoveredMs: f.tRecovered ? f.tRecovered - f.t : null,
+    faults: faults.map((f) => ({ kind: f.kind, target: f.target, ...(f.lang ? { lang: f.lang } : {}), at: f.t - t0, recoveredMs: f.tRecovered ? f.tRecovered - f.t : null,
       affected: f.affected ?? 0, ...(f.skipped ? { skipped: f.skipped } : {}), ...(f.exit ? { exit: f.exit } : {}), ...(f.notes.length ? { notes: f.notes } : {}) })),
     latency, missedTargets,
     violations: violations.length, violationsByKind: byKind, violationList: violations.slice(0, 200),
     evidence: [...new Set(violations.map((v) => v.run).filter(Boolean))].slice(0, 25)
       .map((run) => world.recs.find((r) => r.runId === run)).filter(Boolean).map((r) => evidence(r, t0, takeovers)),
     workerErrors,
+    workerStartFailures: st.startFailures.map((x) => ({ ...x, t: x.t - t0 })),
   };
+  if (cfg.logs) await keepLogs(no, st, world, violations);
   await stopStack(st);
+  if (cfg.logs) writeLogs(no, st);
   return figures;
+}
+
+/**
+ * --logs DIR: the stored events of the threads of runs with violations (up to 25), read before
+ * the stack stops, as DIR/run<no>/thread-<id>.jsonl (one event a line, with its seq).
+ */
+async function keepLogs(no, st, world, violations) {
+  const dir = path.join(cfg.logs, `run${no}`);
+  mkdirSync(dir, { recursive: true });
+  const threads = [...new Set(violations.map((v) => v.thread).filter(Boolean))].slice(0, 25);
+  const rc = redisClient(st.redis.port);
+  try {
+    for (const t of threads) {
+      const evs = await storedEvents(rc, t);
+      writeFileSync(path.join(dir, `thread-${t}.jsonl`), evs.map((e) => JSON.stringify(e)).join('\n') + '\n');
+    }
+  } catch (e) {
+    log(`--logs: the threads' events could not be read: ${e.message}`);
+  } finally {
+    rc.close();
+  }
+}
+
+/** --logs DIR: every worker's and gateway's stderr (their JSON log lines), as DIR/run<no>/<name>.log. */
+function writeLogs(no, st) {
+  const dir = path.join(cfg.logs, `run${no}`);
+  mkdirSync(dir, { recursive: true });
+  for (const w of st.allWorkers) writeFileSync(path.join(dir, `worker-${w.lang}-${w.name}.log`), w.stderr);
+  const seen = {};
+  for (const tc of st.allGateways) {
+    seen[tc.slot] = (seen[tc.slot] ?? 0) + 1;
+    writeFileSync(path.join(dir, `gateway-${tc.slot}-${seen[tc.slot]}.log`), tc.stderr);
+  }
+  log(`run ${no}: logs in ${dir}`);
 }
 
 /** A run's story, for a violation's diagnosis: its streams, its parts in short, its takeovers. */
@@ -752,7 +935,7 @@ function countBy(list, key) {
 function summary(f) {
   const ms = (x) => (x === null || x === undefined ? '—' : `${(x / 1000).toFixed(2)} s`);
   const lines = [
-    `chaos run ${f.run}: ${f.seconds} s, ${f.users} users, a fault every ~${f.faultEverySeconds} s (${f.wallSeconds} s in all)`,
+    `chaos run ${f.run} (${f.workers} workers): ${f.seconds} s, ${f.users} users, a fault every ~${f.faultEverySeconds} s (${f.wallSeconds} s in all)`,
     `  runs ${f.runs}, terminal ${f.runsTerminal} ${JSON.stringify(f.runsByStatus)}; streams ${f.streams}, stream connections ${f.streamConnections} (${f.reconnects} reconnects); runs taken over ${f.runsTakenOver}, cut messages ${f.cutMessages}, finished ones streamed again ${f.finishedStreamedAgain}`,
     `  clients with errors ${f.clientsWithErrors}${f.clientErrors.length ? `: ${Object.entries(countBy(f.clientErrors, (e) => `${e.what}: ${short(e.message, 90)}`)).map(([k, n]) => `${n}× ${k}`).join('; ')}` : ''}`,
     `  other request errors ${f.otherRequestErrors}; HTTP 5xx answers (0: none, the connection failed) ${f.http5xx.count} ${JSON.stringify(f.http5xx.byStatus)} (503 draining: ${f.http5xx.draining503})`,
@@ -761,8 +944,17 @@ function summary(f) {
   for (const [kind, l] of Object.entries(f.latency)) {
     lines.push(`  ${kind.padEnd(19)} ${String(l.faults).padStart(6)} ${String(l.affected).padStart(8)}  ${ms(l.p50).padEnd(7)} ${ms(l.p99).padEnd(7)} ${ms(l.max).padEnd(7)} (${ms(l.afterRecovery.p99)})${' '.repeat(12)}${l.targetP99 ? `${l.meetsTarget === false ? 'MISSED' : l.meetsTarget ? 'met' : 'no sample'} (≤ ${l.targetP99 / 1000} s)` : ''}`);
   }
+  if (Object.keys(f.byLanguage).length > 1) {
+    for (const [lang, x] of Object.entries(f.byLanguage)) {
+      const lat = Object.entries(f.latency).filter(([, l]) => l.byLanguage?.[lang]?.affected)
+        .map(([kind, l]) => `${kind} ${ms(l.byLanguage[lang].p50)}/${ms(l.byLanguage[lang].p99)}`).join(', ');
+      lines.push(`  ${lang} ("${x.assistant}", ${x.workers} workers): runs ${x.runs}, streams ${x.streams}, worker kills ${x.workerKills}, runs taken over ${x.runsTakenOver}, cut ${x.cutMessages}, again ${x.finishedStreamedAgain}, clients with errors ${x.clientsWithErrors}, violations ${x.violations}`);
+      if (lat) lines.push(`    p50/p99: ${lat}`);
+    }
+  }
   lines.push(`  violations ${f.violations}${f.violations ? ` ${JSON.stringify(f.violationsByKind)}` : ''}`);
-  for (const v of f.violationList.slice(0, 15)) lines.push(`    ${v.kind} user ${v.user ?? '-'} thread ${v.thread ?? '-'} run ${v.run ?? '-'}: ${v.detail}`);
+  for (const v of f.violationList.slice(0, 15)) lines.push(`    ${v.kind}${v.lang ? ` (${v.lang})` : ''} user ${v.user ?? '-'} thread ${v.thread ?? '-'} run ${v.run ?? '-'}: ${v.detail}`);
+  if (f.workerStartFailures.length) lines.push(`  workers that exited while starting (started again) ${f.workerStartFailures.length}: ${short(JSON.stringify(f.workerStartFailures[0]), 200)}`);
   if (f.workerErrors.length) lines.push(`  worker error lines ${f.workerErrors.length}: ${short(JSON.stringify(f.workerErrors[0]), 200)}`);
   return lines.join('\n');
 }

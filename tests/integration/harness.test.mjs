@@ -1,14 +1,15 @@
 // The harness itself: a test file the runner stops (past its --test-timeout
 // the runner sends SIGTERM, and the file's after() hooks never run) still
 // stops the servers it started, by PID; and a Redis connection the server
-// closes fails the command waiting on it instead of leaving it unsettled.
+// closes fails the command waiting on it instead of leaving it unsettled; and
+// the Python worker starts (startPythonWorker) as the chaos test starts it.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { startRedis, redisClient, stopAll, waitUntil } from './lib/harness.mjs';
+import { startRedis, startPythonWorker, redisClient, stopAll, waitUntil } from './lib/harness.mjs';
 
 const harness = path.join(path.dirname(fileURLToPath(import.meta.url)), 'lib/harness.mjs');
 
@@ -54,6 +55,26 @@ test('a command waiting on a connection the server closes fails instead of waiti
     await waiting;
     await assert.rejects(rc.cmd('PING'), /closed|reset/);
     killer.close();
+  } finally {
+    await stopAll();
+    await r.cleanup();
+  }
+});
+
+test('startPythonWorker: the Python worker registered for the example project\'s graph, then killed; no venv is named', async () => {
+  const r = await startRedis();
+  try {
+    const w = await startPythonWorker(r.url, { name: 'harness-py' });
+    assert.equal(w.name, 'harness-py');
+    assert.deepEqual(w.logs.find((l) => l.msg === 'worker ready').assistants, ['agent']);
+    // Registered for its assistant: what the gateway routes by and peers check liveness with.
+    const rc = redisClient(r.port);
+    const until = Number(await rc.cmd('ZSCORE', '{tc:commands}:w:agent', 'harness-py'));
+    assert.ok(until > Number((await rc.cmd('TIME'))[0]) * 1000, `live until ${until}`);
+    rc.close();
+    await w.kill('SIGKILL');
+    assert.equal(w.proc.signalCode, 'SIGKILL');
+    await assert.rejects(startPythonWorker(r.url, { bin: '/nonexistent/threadcast-worker-python' }), /tc_python_env dev/);
   } finally {
     await stopAll();
     await r.cleanup();

@@ -318,24 +318,33 @@ export async function startWorker(redisUrl, { name, args = [], env = {}, readyMs
   return worker;
 }
 
-export const pythonWorkerBin = process.env.TC_PYTHON_WORKER
+/**
+ * The Python worker's command (src/worker-python), from the venv scripts/lib.sh's
+ * `tc_python_env dev` makes; THREADCAST_WORKER_PYTHON (or TC_PYTHON_WORKER) names another.
+ */
+export const pythonWorkerBin = process.env.THREADCAST_WORKER_PYTHON || process.env.TC_PYTHON_WORKER
   || path.join(repoRoot, 'build-py/venv-dev/bin/threadcast-worker-python');
-export const pythonExample = path.join(repoRoot, 'src/worker-python/example/langgraph.json');
+
+/** The example Python project (src/worker-python/example): src/worker/graphs/agent.js's twin. */
+export const pythonExampleConfig = path.join(repoRoot, 'src/worker-python/example/langgraph.json');
+export const pythonExample = pythonExampleConfig;
 
 /**
- * Starts the Python worker (src/worker-python, from the venv tc_python_env dev makes) serving
- * the project config names (default: the example project); resolves once it is registered and
- * reading, as startWorker does. env THREADCAST_FAKE_TOKEN_MS paces the example's fake model.
+ * Starts the Python worker serving the Python graphs of the project config (a langgraph.json;
+ * default the example Python project); resolves, as startWorker does, once it is registered and
+ * reading. Its JSON log lines are the JavaScript worker's ("worker ready", "taking over a run").
+ * env THREADCAST_FAKE_TOKEN_MS paces the example's fake model (5 ms here).
  */
-export async function startPythonWorker(redisUrl, { config = pythonExample, name, args = [], env = {}, readyMs = 60000 } = {}) {
-  if (!existsSync(pythonWorkerBin)) throw new Error(`no ${pythonWorkerBin}: make it with \`source scripts/lib.sh && tc_python_env dev\``);
-  const p = track(spawn(pythonWorkerBin, ['--config', config, '--redis-url', redisUrl, ...(name ? ['--name', name] : []), ...args],
+export async function startPythonWorker(redisUrl, { name, config = pythonExampleConfig, args = [], env = {}, readyMs = 60000, bin = pythonWorkerBin } = {}) {
+  if (!existsSync(bin)) throw new Error(`no ${bin}: make the venv first (source scripts/lib.sh; tc_python_env dev)`);
+  const p = track(spawn(bin, ['--config', config, '--redis-url', redisUrl, ...(name ? ['--name', name] : []), ...args],
     { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, THREADCAST_FAKE_TOKEN_MS: '5', ...env } }));
   const worker = { proc: p, stderr: '', logs: [], name };
   collectLogs(p.stderr, worker);
+  // Its imports (langgraph, langchain_core) take seconds on a busy machine.
   const ready = await waitUntil(() => worker.logs.find((l) => l.msg === 'worker ready') || (p.exitCode !== null && 'exited'),
     readyMs, 'the Python worker to start');
-  if (ready === 'exited') throw new Error(`the Python worker exited: ${worker.stderr}`);
+  if (ready === 'exited') throw new Error(`the Python worker exited (${p.exitCode}): ${worker.stderr}`);
   worker.name = ready.name;
   worker.kill = async (signal = 'SIGKILL') => { p.kill(signal); await exited(p); };
   return worker;
