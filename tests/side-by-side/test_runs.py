@@ -275,6 +275,7 @@ async def test_cancel_interrupt(servers: list[Server]) -> None:
             Exempt("thread.values.trail", progress),
             Exempt("state.next", progress),
             Exempt("state.tasks.*.name", progress),
+            Exempt("state.tasks.*.path", progress),
             Exempt("state.metadata.step", progress),
         ],
     )

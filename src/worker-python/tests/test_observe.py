@@ -308,6 +308,22 @@ async def test_a_run_the_server_streams_late_is_rendered_late(modes: list[str], 
     assert [list(u) for u in rendered(events, "updates")] == [["model"], ["tools"], ["model"]]
 
 
+async def test_an_events_run_shows_a_tools_message_under_the_id_the_state_keeps() -> None:
+    """As the server's events (written behind the graph, once the reducer named it) show it."""
+    events = await run(compiled(), said("lookup otters"), thread="e", rest=rest("events"))
+    evs = rendered(events, "events")
+    (ended,) = [e["data"]["output"] for e in evs if e["event"] == "on_tool_end"]
+    final = of(events, "values")[-1]["params"]["data"]["messages"]
+    (tool,) = [m for m in final if m["type"] == "tool"]
+    assert ended["id"] is not None and ended["id"] == tool["id"]
+    streamed = [
+        e["data"]["chunk"]["messages"][0]["id"]
+        for e in evs
+        if e["event"] == "on_chain_stream" and e["name"] == "tools"
+    ]
+    assert streamed == [tool["id"]]
+
+
 async def test_a_quiet_run_gives_a_message_a_node_returns_once() -> None:
     """A node's own message (approve's, after the resume) comes whole, once, at its node; the
     messages the node was given are not given again."""

@@ -78,24 +78,6 @@ def _kept(value: Any) -> Any:
     return value
 
 
-def _unnamed(value: Any) -> Any:
-    """A callback event with its tool messages' ids hidden.
-
-    Kept difference: a ToolNode returns its messages without ids, and the state's reducer names
-    them (in place) when the step's writes are applied. An `events` run's graph runs in a task
-    of its own while the server writes its events, so whether an event that holds such a
-    message (`on_tool_end`, the tools node's `on_chain_stream` / `on_chain_end`) shows null or
-    the name depends on how far the graph got meanwhile; the worker writes each event at once.
-    (The other modes' chunks are written when the server writes them: observe.writes_late.)"""
-    if isinstance(value, dict):
-        if value.get("type") == "tool" and "tool_call_id" in value:
-            return {**value, "id": "<named by the messages handler>"}
-        return {k: _unnamed(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_unnamed(v) for v in value]
-    return value
-
-
 def _saver_metadata(name: str, data: Any) -> Any:
     """A checkpoint's metadata with its keys sorted, without `thread_id` and `langgraph_api_url`.
 
@@ -131,8 +113,6 @@ def normalise(events: list[tuple[str, Any]]) -> list[tuple[str, str]]:
 
     out = []
     for name, data in events:
-        if name == "events":
-            data = _unnamed(data)
         data = _saver_metadata(name, data)
         text = orjson.dumps(_kept(data)).decode()
         name = _UUID.sub(uid, name)

@@ -85,7 +85,13 @@ from langgraph.stream import LifecycleTransformer
 from langgraph.types import Interrupt
 
 from threadcast_worker import serde
-from threadcast_worker.render import Renderer, RootMessages, error_event, messages_in
+from threadcast_worker.render import (
+    Renderer,
+    RootMessages,
+    error_event,
+    messages_in,
+    output_messages,
+)
 
 SIDE = "custom:threadcast.modes"
 """The method of side events (a named custom channel: nobody subscribed to ``custom`` gets them)."""
@@ -596,6 +602,8 @@ class _Run:
     def event(self, event: Mapping[str, Any]) -> list[dict[str, Any]]:
         if self.renderer is None:
             return []
+        if event["event"] == "on_tool_end":
+            _name_tool_output(event["data"].get("output"))
         return [sse_event(ns, name, data) for ns, name, data in self.renderer.event(event)]
 
     def end(self) -> list[dict[str, Any]]:
@@ -636,6 +644,20 @@ class _Run:
         self.lifecycle.fail(exc)
         out.extend(self.lifecycle.take())
         return out
+
+
+def _name_tool_output(output: Any) -> None:
+    """Names (in place) the id-less messages a tool returned, as the state's reducer will.
+
+    An ``events`` run's graph runs in a task of its own while the Python server writes its
+    events, and the server's writer is behind it: by the time it writes a tool's ``on_tool_end``
+    (and the tools node's stream and end events) the node's writes were applied and the reducer
+    had named the tool's message, so the server's events show the id the state keeps. The worker
+    writes each event at once; naming the message here (the reducer keeps an id it finds) shows
+    the same: the id the state will hold, in every event that holds the message."""
+    for message in output_messages(output):
+        if message.id is None:
+            message.id = str(uuid4())
 
 
 def _with_callback(callbacks: Any, handler: BaseCallbackHandler) -> Any:
