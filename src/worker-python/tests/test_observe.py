@@ -245,6 +245,38 @@ def without_message_deltas(events: list[dict[str, Any]]) -> list[tuple[str, Any]
     ]
 
 
+def writes(state: Outer) -> dict[str, Any]:
+    return {"messages": [AIMessage("made here")]}  # no id: the reducer names it
+
+
+def echoes(state: Outer) -> dict[str, Any]:
+    return {"messages": state["messages"]}  # the same messages, named by now
+
+
+echo = (
+    StateGraph(Outer)
+    .add_node("writes", writes)
+    .add_node("echoes", echoes)
+    .add_edge(START, "writes")
+    .add_edge("writes", "echoes")
+    .compile()
+)
+
+
+async def test_a_quiet_run_gives_an_id_less_message_once() -> None:
+    """A node returns an id-less message, the next returns it again (named by the reducer since):
+    its protocol clients get it once, from the node that made it."""
+    events = await run(compiled(echo), said("hi"), thread="n", rest=rest("values"))
+    (writes_update,) = [u["writes"] for u in of_updates(events) if "writes" in u]
+    assert writes_update["messages"][0]["id"] is None  # written before the reducer named it
+    msgs = messages_by_id(events)
+    assert len(msgs) == 1
+    (evs,) = msgs.values()
+    assert {e["params"]["node"] for e in evs} == {"writes"}
+    texts = [e["params"]["data"]["delta"]["text"] for e in evs if "delta" in e["params"]["data"]]
+    assert texts == ["made here"]
+
+
 async def test_a_rest_run_streams_its_models_only_when_it_asked_for_messages() -> None:
     """As the Python server: models stream (LangChain names their messages lc_run--<id>) only
     for a REST run asking for messages, messages-tuple or events; another's are invoked

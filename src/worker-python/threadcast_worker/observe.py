@@ -397,6 +397,8 @@ class WholeMessages(BaseCallbackHandler):
     def __init__(self) -> None:
         self.models: dict[UUID, dict[str, Any]] = {}
         self.seen: set[str] = set()
+        self.unnamed: set[int] = set()  # identities of the id-less messages given
+        self.kept: list[BaseMessage] = []
         # LangGraph's private handler (no public API makes its events): fed its callbacks from
         # here, it is no handler of the run's, so the models do not see a streaming handler.
         self.tools = StreamToolCallHandler(_relay, True)
@@ -461,12 +463,15 @@ class WholeMessages(BaseCallbackHandler):
 
     def returned(self, values: Any) -> list[BaseMessage]:
         """The messages of a node's update nobody gave before (each given once; an id-less one
-        as a copy under an id of its own: the state's reducer names the original later)."""
+        as a copy under an id of its own — the state's reducer names the original later, and
+        the original, met again under that name, is known by its identity)."""
         out: list[BaseMessage] = []
         for m in messages_in(values):
-            if isinstance(m, ToolMessage):
-                continue  # the tools channel's
+            if isinstance(m, ToolMessage) or id(m) in self.unnamed:
+                continue  # the tools channel's; given already
             if m.id is None:
+                self.unnamed.add(id(m))
+                self.kept.append(m)  # alive, so its identity is not another's
                 out.append(m.model_copy(update={"id": str(uuid4())}))
             elif m.id not in self.seen:
                 self.seen.add(m.id)
