@@ -94,6 +94,32 @@ def test_user_id_from_the_first_layer_that_has_one() -> None:
     assert config["configurable"]["user_id"] == "from-thread"
 
 
+def test_the_request_a_run_came_from(monkeypatch: pytest.MonkeyPatch) -> None:
+    """langgraph_request_id and __request_start_time_ms__, as the server puts them in every run's
+    configurable: the caller's when it knows them; else an id named after the run (the same on
+    every attempt and every worker) and the time the run is planned."""
+    layers = ({"config": {}, "metadata": {}}, None)
+    given = {**IDS, "request_id": "req-1", "request_start_ms": 1700000000000}
+    config, _ = cfg.merge_run(*layers, {}, given)
+    c = config["configurable"]
+    assert (c["langgraph_request_id"], c["__request_start_time_ms__"]) == ("req-1", 1700000000000)
+
+    monkeypatch.setattr(cfg.time, "time", lambda: 1800000000.5)
+    config, _ = cfg.merge_run(*layers, {}, IDS)
+    again, _ = cfg.merge_run(*layers, {}, dict(IDS))
+    named = config["configurable"]["langgraph_request_id"]
+    assert uuid.UUID(named) == uuid.uuid5(cfg.REQUEST_NAMESPACE, "r1")
+    assert again["configurable"]["langgraph_request_id"] == named
+    other, _ = cfg.merge_run(*layers, {}, {**IDS, "run_id": "r2"})
+    assert other["configurable"]["langgraph_request_id"] != named
+    assert config["configurable"]["__request_start_time_ms__"] == 1800000000500
+    # A request id the run's own configurable gives wins, as on the server.
+    mine, _ = cfg.merge_run(
+        *layers, {"config": {"configurable": {"langgraph_request_id": "x"}}}, given
+    )
+    assert mine["configurable"]["langgraph_request_id"] == "x"
+
+
 def test_filter_context() -> None:
     schema = {"properties": {"keep": {"type": "string"}}}
     configurable = {"keep": "k", "drop": "d", "other": 1}
@@ -119,6 +145,8 @@ def test_stream_metadata(monkeypatch: pytest.MonkeyPatch) -> None:
         "langgraph_api_url",
     ]
     assert out["run_attempt"] == 2 and out["langgraph_api_url"] == "http://gw"
+    # What `langgraph dev` (and a licensed Python server) says: every feature is on.
+    assert (out["langgraph_plan"], out["langgraph_host"]) == ("enterprise", "self-hosted")
     monkeypatch.delenv("LANGGRAPH_API_URL")
     assert cfg.stream_metadata({})["langgraph_api_url"] is None
     run_id = str(uuid.uuid4())

@@ -234,6 +234,149 @@ async def test_whole_messages_with_their_role() -> None:
     assert texts == ["You said: hello", "a note"]
 
 
+def rest(*modes: str) -> RestStream:
+    return RestStream(
+        stream_mode=list(modes), subgraphs=False, run_id="00000000-0000-4000-8000-0000000000aa"
+    )
+
+
+def without_message_deltas(events: list[dict[str, Any]]) -> list[tuple[str, Any]]:
+    """Each event's method and namespace, a message's events as its start alone."""
+    return [
+        (e["method"], e["params"]["namespace"], e["params"].get("node"))
+        for e in events
+        if e["method"] != SIDE
+        and (e["method"] != "messages" or e["params"]["data"]["event"] == "message-start")
+    ]
+
+
+def writes(state: Outer) -> dict[str, Any]:
+    return {"messages": [AIMessage("made here")]}  # no id: the reducer names it
+
+
+def echoes(state: Outer) -> dict[str, Any]:
+    return {"messages": state["messages"]}  # the same messages, named by now
+
+
+echo = (
+    StateGraph(Outer)
+    .add_node("writes", writes)
+    .add_node("echoes", echoes)
+    .add_edge(START, "writes")
+    .add_edge("writes", "echoes")
+    .compile()
+)
+
+
+async def test_a_quiet_run_gives_an_id_less_message_once() -> None:
+    """A node returns an id-less message, the next returns it again (named by the reducer since):
+    its protocol clients get it once, from the node that made it."""
+    events = await run(compiled(echo), said("hi"), thread="n", rest=rest("values"))
+    (writes_update,) = [u["writes"] for u in of_updates(events) if "writes" in u]
+    assert writes_update["messages"][0]["id"] is None  # written before the reducer named it
+    msgs = messages_by_id(events)
+    assert len(msgs) == 1
+    (evs,) = msgs.values()
+    assert {e["params"]["node"] for e in evs} == {"writes"}
+    texts = [e["params"]["data"]["delta"]["text"] for e in evs if "delta" in e["params"]["data"]]
+    assert texts == ["made here"]
+
+
+async def test_a_rest_run_streams_its_models_only_when_it_asked_for_messages() -> None:
+    """As the Python server: models stream (LangChain names their messages lc_run--<id>) only
+    for a REST run asking for messages, messages-tuple or events; another's are invoked
+    (lc_run--<id>-0), and its protocol clients get the same events with each message whole."""
+    quiet = await run(compiled(), said("lookup otters"), thread="q", rest=rest("values"))
+    loud = await run(compiled(), said("lookup otters"), thread="l", rest=rest("messages-tuple"))
+    protocol = await run(compiled(), said("lookup otters"), thread="p")
+
+    def ai_ids(events: list[dict[str, Any]]) -> list[str]:
+        final = of(events, "values")[-1]["params"]["data"]["messages"]
+        return [m["id"] for m in final if m["type"] == "ai"]
+
+    assert all(i.startswith("lc_run--") and i.endswith("-0") for i in ai_ids(quiet))
+    for streamed in (loud, protocol):
+        assert all(i.startswith("lc_run--") and not i.endswith("-0") for i in ai_ids(streamed))
+    # One message a model call, under the state's id, whole: its text in one delta.
+    msgs = messages_by_id(quiet)
+    assert list(msgs) == ai_ids(quiet)
+    for evs in msgs.values():
+        deltas = [e for e in evs if e["params"]["data"]["event"] == "content-block-delta"]
+        assert len([d for d in deltas if d["params"]["data"]["delta"]["type"] == "text-delta"]) == 1
+        assert {e["params"]["node"] for e in evs} == {"model"}
+    # The same events in the same places as when the models stream, tools' included.
+    assert without_message_deltas(quiet) == without_message_deltas(protocol)
+    assert [t["params"]["data"]["event"] for t in of(quiet, "tools")] == [
+        "tool-started",
+        "tool-finished",
+    ]
+    # The tool's message has no id in its node's update (the state's reducer names it later):
+    # only LangGraph's messages handler, on when messages stream, names it as the node returns it.
+    (quiet_tools,) = [u["tools"] for u in of_updates(quiet) if "tools" in u]
+    assert quiet_tools["messages"][0]["id"] is None
+    (loud_tools,) = [u["tools"] for u in of_updates(loud) if "tools" in u]
+    assert loud_tools["messages"][0]["id"] is not None
+
+
+def of_updates(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{e["params"]["node"]: e["params"]["data"]["values"]} for e in of(events, "updates")]
+
+
+def rendered(events: list[dict[str, Any]], name: str) -> list[Any]:
+    """The data of a REST run's rendered SSE events of that name."""
+    sse = [e["params"]["data"]["data"] for e in of(events, SIDE)]
+    return [r["data"] for r in sse if r["event"] == name]
+
+
+@pytest.mark.parametrize(
+    "modes,late",
+    [(["updates"], True), (["updates", "debug"], True), (["updates", "custom"], False)],
+)
+async def test_a_run_the_server_streams_late_is_rendered_late(modes: list[str], late: bool) -> None:
+    """The Python server writes a run's step once the step's writes were applied unless its
+    stream is eager (subgraphs, messages, custom): its tool messages then show the name the
+    state's reducer gave them, an eager stream's show null. Nothing else moves: the same events
+    in the same order, the protocol's written at once."""
+    events = await run(compiled(), said("lookup otters"), thread="w", rest=rest(*modes))
+    (tools,) = [u["tools"] for u in rendered(events, "updates") if "tools" in u]
+    assert (tools["messages"][0]["id"] is not None) is late
+    (protocol,) = [u["tools"] for u in of_updates(events) if "tools" in u]
+    assert protocol["messages"][0]["id"] is None
+    assert [list(u) for u in rendered(events, "updates")] == [["model"], ["tools"], ["model"]]
+
+
+async def test_an_events_run_shows_a_tools_message_under_the_id_the_state_keeps() -> None:
+    """As the server's events (written behind the graph, once the reducer named it) show it."""
+    events = await run(compiled(), said("lookup otters"), thread="e", rest=rest("events"))
+    evs = rendered(events, "events")
+    (ended,) = [e["data"]["output"] for e in evs if e["event"] == "on_tool_end"]
+    final = of(events, "values")[-1]["params"]["data"]["messages"]
+    (tool,) = [m for m in final if m["type"] == "tool"]
+    assert ended["id"] is not None and ended["id"] == tool["id"]
+    streamed = [
+        e["data"]["chunk"]["messages"][0]["id"]
+        for e in evs
+        if e["event"] == "on_chain_stream" and e["name"] == "tools"
+    ]
+    assert streamed == [tool["id"]]
+
+
+async def test_a_quiet_run_gives_a_message_a_node_returns_once() -> None:
+    """A node's own message (approve's, after the resume) comes whole, once, at its node; the
+    messages the node was given are not given again."""
+    graph = compiled()
+    await run(graph, said("interrupt me"), thread="i", rest=rest("values"))
+    after = await run(graph, Command(resume="yes"), thread="i", rest=rest("updates"))
+    msgs = messages_by_id(after)
+    assert list(msgs) == ["approved"]
+    (evs,) = msgs.values()
+    assert [e["params"]["node"] for e in evs] == ["approve"] * len(evs)
+    assert evs[0]["params"]["data"]["role"] == "ai"
+    start = after.index(evs[0])
+    update = next(e for e in of(after, "updates") if e["params"]["node"] == "approve")
+    assert start < after.index(update)
+
+
 async def test_failure_raises_after_its_events() -> None:
     seen: list[dict[str, Any]] = []
     with pytest.raises(agent.CustomError):

@@ -36,19 +36,11 @@ GRAPH_ID = "agent"
 
 # Differences kept, each with its reason (applied to both streams' metadata dicts).
 KEPT = {
-    # `langgraph dev` turns its "plus" features on (plan "enterprise"); a self-hosted server
-    # without a license, which threadcast stands for, says "developer".
-    "langgraph_plan": "<plan>",
     # `langgraph dev` sets LANGGRAPH_API_URL to its own address; threadcast's is another.
     "langgraph_api_url": "<api url>",
     # When each request started: another time on each side.
     "__request_start_time_ms__": "<ms>",
 }
-
-# threadcast always streams the model (its protocol clients get every token) where the server
-# streams it only for a run asking for `messages`; LangChain names the message of a call that did
-# not stream `lc_run--<run id>-0`, of one that did `lc_run--<run id>`.
-_GENERATION = re.compile(r"(lc_run--<id \d+>)-0")
 
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _HEX32 = re.compile(r"(?<![0-9a-f-])[0-9a-f]{32}(?![0-9a-f-])")
@@ -83,24 +75,6 @@ def _kept(value: Any) -> Any:
         return dict(_in_seed_order(items))
     if isinstance(value, list):
         return [_kept(v) for v in value]
-    return value
-
-
-def _unnamed(value: Any) -> Any:
-    """A node's output with its tool messages' ids hidden.
-
-    Kept difference: threadcast always has LangGraph's messages handler on, and that handler
-    names a node's id-less messages (a ToolNode's results) as the node returns them; without it
-    the server shows them `"id": null` in updates, tasks and debug task results until the state's
-    reducer names them (with another uuid, which values then show). In callback events the id
-    the server shows depends on timing: it writes each event in a worker thread while the graph
-    goes on, so an event may already show the name the reducer gave the message since."""
-    if isinstance(value, dict):
-        if value.get("type") == "tool" and "tool_call_id" in value:
-            return {**value, "id": "<named by the messages handler>"}
-        return {k: _unnamed(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_unnamed(v) for v in value]
     return value
 
 
@@ -139,13 +113,10 @@ def normalise(events: list[tuple[str, Any]]) -> list[tuple[str, str]]:
 
     out = []
     for name, data in events:
-        if name.split("|")[0] in ("updates", "tasks", "debug", "events"):
-            data = _unnamed(data)
         data = _saver_metadata(name, data)
         text = orjson.dumps(_kept(data)).decode()
         name = _UUID.sub(uid, name)
         text = _TIME.sub("<time>", _HEX32.sub(iid, _UUID.sub(uid, text)))
-        text = _GENERATION.sub(r"\1", text)
         out.append((name, text))
     return out
 

@@ -19,7 +19,7 @@ The Python server (``langgraph-api``: ``models/run.py`` ``create_valid_run``, th
    and metadata above;
 5. context = the assistant's context ∪ the run's (step 1);
 6. the stream's metadata adds ``run_attempt``, ``langgraph_version``, ``langgraph_api_version``,
-   ``langgraph_plan`` (``"developer"``), ``langgraph_host`` (``"self-hosted"``) and
+   ``langgraph_plan`` (``"enterprise"``), ``langgraph_host`` (``"self-hosted"``) and
    ``langgraph_api_url`` (``$LANGGRAPH_API_URL`` or ``None``), in that order, and the run's
    ``run_id`` is the root run id of its callbacks.
 
@@ -31,15 +31,21 @@ leaves ``langgraph_api_url`` out when unset (Python writes ``null``); and Python
 holds ``graph_id`` and ``assistant_id`` (from the thread's), JS's only what the layers hold.
 From the request the server also puts in ``configurable``: the auth context of its (absent)
 auth (``langgraph_auth_user`` None, ``langgraph_auth_user_id`` "", ``langgraph_auth_permissions``
-[], and so ``user_id`` "" when no layer gives one), ``langgraph_request_id`` (the request's id)
-and ``__request_start_time_ms__``; ``merge_run`` takes those two from ``ids`` (``request_id``,
-``request_start_ms``). The request's headers (``x-*``, ``user-agent``) threadcast does not pass.
+[], and so ``user_id`` "" when no layer gives one), ``langgraph_request_id`` (the id of the request
+that created the run) and ``__request_start_time_ms__`` (when that request came). ``merge_run``
+takes those two from ``ids`` (``request_id``, ``request_start_ms``) when the caller knows them (a
+``langgraph_request_id`` the run's own ``configurable`` gives wins, as on the server); without
+them the request id is named after the run (``request_id()``: the same on every attempt and on
+every worker that takes the run over, as the server's stays in its run's kwargs) and the start is
+the time the run is planned. The request's headers (``x-*``, ``user-agent``) threadcast does not
+pass.
 """
 
 from __future__ import annotations
 
 import copy
 import os
+import time
 import uuid
 from collections.abc import Mapping
 from importlib import metadata as _dist
@@ -48,10 +54,17 @@ from typing import Any
 # The reference's namespace for a graph's system assistant id (uuid5 of the graph id in it).
 SYSTEM_ASSISTANT_NAMESPACE = uuid.UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8")
 
+# threadcast's namespace for the request id of a run whose request id nobody gave (uuid5 of the
+# run id in it): any uuid would do, this one keeps it the same across attempts and takeovers.
+REQUEST_NAMESPACE = uuid.UUID("5f0c8a52-3c1e-4d8e-9a39-6f1b2c7d4e90")
+
 # The langgraph-api version whose behaviour this worker follows (its stream metadata says it).
 LANGGRAPH_API_VERSION = "0.16.7"
 
-PLAN = "developer"
+# `langgraph dev` and every licensed deployment of the Python server say "enterprise" (their plus
+# features on); threadcast has no tiers, every feature is on, so it says what they say. (Only an
+# unlicensed self-hosted Python server says "developer".)
+PLAN = "enterprise"
 HOST = "self-hosted"
 
 
@@ -62,6 +75,18 @@ class ConfigError(ValueError):
 def system_assistant_id(graph_id: str) -> str:
     """The reference's id of a graph's own (system) assistant."""
     return str(uuid.uuid5(SYSTEM_ASSISTANT_NAMESPACE, graph_id))
+
+
+def request_id(ids: Mapping[str, Any]) -> str:
+    """The request id of a run: ``ids["request_id"]`` when given, else one named after the run."""
+    given = ids.get("request_id")
+    if given:
+        return str(given)
+    return str(uuid.uuid5(REQUEST_NAMESPACE, str(ids["run_id"])))
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 def _obj(value: Any) -> dict[str, Any]:
@@ -110,7 +135,8 @@ def merge_run(
     assistant: ``{config, context, metadata}`` (see ``assistant_layer``); thread: ``{config,
     metadata}`` or None; run: ``{config, context, metadata, checkpoint_id?, after_seconds?}`` as
     the REST request gave them; ids: ``{run_id, thread_id, graph_id, assistant_id}`` and, when
-    known, the request's ``request_id`` and ``request_start_ms``. Raises
+    known, the id of the request that created the run (``request_id``) and its time
+    (``request_start_ms``, the run's creation time; see the module's doc for without). Raises
     ConfigError for a run giving both ``configurable`` and ``context``, as the server does."""
     run_config = copy.deepcopy(_obj(run.get("config")))
     run_context = run.get("context") or {}
@@ -132,9 +158,8 @@ def merge_run(
     run_configurable["langgraph_auth_user_id"] = ""
     run_configurable["langgraph_auth_permissions"] = []
     if not run_configurable.get("langgraph_request_id"):
-        run_configurable["langgraph_request_id"] = ids.get("request_id")
-    if ids.get("request_start_ms"):
-        run_configurable["__request_start_time_ms__"] = ids["request_start_ms"]
+        run_configurable["langgraph_request_id"] = request_id(ids)
+    run_configurable["__request_start_time_ms__"] = ids.get("request_start_ms") or _now_ms()
     run_configurable["__after_seconds__"] = run.get("after_seconds") or 0
     run_config["configurable"] = run_configurable
 

@@ -14,6 +14,18 @@ through the content-block event generator, and the model's answer then reaches t
 as content blocks (``[{"type": "text", "text": "…", "index": 0}]`` where ``invoke()``, the
 Python server's REST runs and this stream leave ``"…"``).
 
+Whether the models stream is the Python server's rule (``streams_models``): a chat model streams
+when a streaming callback handler is on its call, and the server puts one there only for a REST
+run asking for ``messages``, ``messages-tuple`` or ``events``. Such a run, and every run started
+over the protocol (whose clients want each token), is observed with LangGraph's ``messages`` and
+``tools`` modes (both streaming handlers). Any other REST run is observed without them, so its
+models are called as the server calls them — not streamed, their messages named
+``lc_run--<id>-0`` as there, what the graph does and the state it ends in the same —; a handler
+that does not stream (``WholeMessages``) gives its protocol clients the same events but whole:
+each model call's message when the call ends, each message a node returns when the node does,
+and the tool events, at the place among the graph's chunks where LangGraph's handlers would have
+put them (relayed through the run's custom stream writer, which feeds the same queue).
+
 What the protocol events are (the JavaScript worker's shapes, ``src/worker/observe.js`` and
 ``relay.js``, in 0.0.21's snake_case; ``type`` and ``seq`` are left to threadcast):
 - ``messages``: each model call is one message — ``message-start`` (``role: "ai"``, id: the
@@ -46,8 +58,9 @@ its node runs in (a root model node's messages are at ``[]``; the JavaScript wor
 ``["model:<task id>"]``), with ``node`` naming the node.
 
 What observe adds to the run: its ``config["run_id"]`` (a REST run's id: the root run id of its
-callbacks, as the server gives it) and, for a REST run streaming messages without subgraphs, a
-callback handler (``render.RootMessages``) that sees the root nodes' inputs and outputs.
+callbacks, as the server gives it), for a REST run streaming messages without subgraphs a
+callback handler (``render.RootMessages``) that sees the root nodes' inputs and outputs, and for
+a REST run whose models do not stream ``WholeMessages``.
 Cancelling the task that iterates ``observe()`` (or closing it) stops the graph: LangGraph's stream
 is closed, its tasks cancelled. Events hold the graph's own objects: write each (``serde.dumps``)
 before asking for the next, as the server writes each chunk before it reads the next.
@@ -61,22 +74,40 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
-from uuid import UUID
+from uuid import UUID, uuid4
 
-from langchain_core.callbacks import BaseCallbackManager
+from langchain_core.callbacks import BaseCallbackHandler, BaseCallbackManager
 from langchain_core.language_models._compat_bridge import achunks_to_events, message_to_events
 from langchain_core.messages import AIMessageChunk, BaseMessage, ToolMessage
+from langchain_core.outputs import ChatGeneration, LLMResult
+from langgraph.config import get_stream_writer
+from langgraph.constants import TAG_HIDDEN, TAG_NOSTREAM
+from langgraph.pregel._messages import graph_namespace
+from langgraph.pregel._tools import StreamToolCallHandler
 from langgraph.stream import LifecycleTransformer
 from langgraph.types import Interrupt
 
 from threadcast_worker import serde
-from threadcast_worker.render import Renderer, RootMessages, error_event
+from threadcast_worker.render import (
+    Renderer,
+    RootMessages,
+    error_event,
+    messages_in,
+    output_messages,
+)
 
 SIDE = "custom:threadcast.modes"
 """The method of side events (a named custom channel: nobody subscribed to ``custom`` gets them)."""
 
-# The modes every run is observed with; a REST run asking for `debug` adds it.
+# The modes every run is observed with; a REST run asking for `debug` adds it, one whose models do
+# not stream leaves STREAMING out.
 MODES = ("values", "updates", "messages", "custom", "tasks", "checkpoints", "tools")
+
+# LangGraph's modes whose callback handlers are streaming ones (a model streams under them).
+STREAMING = frozenset({"messages", "tools"})
+
+# The REST stream modes for which the Python server has a streaming handler on a run.
+STREAMED_FOR = frozenset({"messages", "messages-tuple", "events"})
 
 INTERRUPT = "__interrupt__"
 
@@ -88,6 +119,25 @@ class RestStream:
     stream_mode: list[str] = field(default_factory=lambda: ["values"])
     subgraphs: bool = False
     run_id: str = ""
+
+
+def streams_models(rest: RestStream | None) -> bool:
+    """Whether a run's chat models stream: a REST run's only when it asked for a mode the Python
+    server streams them for (``STREAMED_FOR``), a run over the protocol always."""
+    return rest is None or not STREAMED_FOR.isdisjoint(rest.stream_mode)
+
+
+def writes_late(graph: Any, rest: RestStream | None) -> bool:
+    """Whether the Python server writes a REST run's chunks late: LangGraph streams eagerly (each
+    chunk as it is made) only for a run with subgraphs, ``messages`` or ``custom`` (or a graph
+    compiled ``stream_eager``); otherwise a step's chunks reach the server once the step is over,
+    after its writes were applied to the state — so a message a reducer names in place then (a
+    ToolNode's id-less results) shows its name in the node's update, task result and debug
+    chunk, where an eager stream shows ``null``. ``events`` runs stream through
+    ``astream_events`` as they come (their tokens live)."""
+    if rest is None or rest.subgraphs or getattr(graph, "stream_eager", False):
+        return False
+    return STREAMED_FOR.isdisjoint(rest.stream_mode) and "custom" not in rest.stream_mode
 
 
 def now_ms() -> int:
@@ -378,11 +428,138 @@ class _Slots:
         self.owner.clear()
 
 
+class _Relayed:
+    """A chunk ``(namespace, mode, payload)`` a callback hands to the run's stream through
+    LangGraph's custom stream writer: it takes its place among the graph's own chunks, as the
+    chunks of LangGraph's streaming handlers do (they feed the same queue)."""
+
+    __slots__ = ("chunk",)
+
+    def __init__(self, chunk: tuple[tuple[str, ...], str, Any]) -> None:
+        self.chunk = chunk
+
+
+def _relay(chunk: tuple[tuple[str, ...], str, Any]) -> None:
+    try:
+        writer = get_stream_writer()
+    except (RuntimeError, KeyError):
+        return  # called outside a graph's task: no stream to put it in
+    writer(_Relayed(chunk))
+
+
+class WholeMessages(BaseCallbackHandler):
+    """What LangGraph's ``messages`` and ``tools`` handlers give of a run whose models do not
+    stream, from a handler that is not a streaming one (its presence leaves the models as they
+    are): each model call's message, whole, when the call ends (``on_llm_end``, as LangGraph's
+    messages handler gives a call that did not stream) and the tool events (LangGraph's own
+    ``StreamToolCallHandler``, driven from here: its shapes, and ``tool-output-delta`` from the
+    tools that emit it), both relayed into the run's stream; and the ids of the messages the
+    nodes were given, so that ``_Run`` gives the messages a node returns (from its update) only
+    when nobody gave them before, as LangGraph's messages handler does."""
+
+    run_inline = True
+    ignore_retriever = True
+    ignore_custom_event = True
+
+    def __init__(self) -> None:
+        self.models: dict[UUID, dict[str, Any]] = {}
+        self.seen: set[str] = set()
+        self.unnamed: set[int] = set()  # identities of the id-less messages given
+        self.kept: list[BaseMessage] = []
+        # LangGraph's private handler (no public API makes its events): fed its callbacks from
+        # here, it is no handler of the run's, so the models do not see a streaming handler.
+        self.tools = StreamToolCallHandler(_relay, True)
+
+    def on_chat_model_start(
+        self,
+        serialized: dict[str, Any] | None,
+        messages: Any,
+        *,
+        run_id: UUID,
+        tags: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if not metadata or "langgraph_checkpoint_ns" not in metadata:
+            return
+        if tags and TAG_NOSTREAM in tags:
+            return
+        self.models[run_id] = metadata
+
+    def on_llm_end(self, response: LLMResult, *, run_id: UUID, **kwargs: Any) -> None:
+        meta = self.models.pop(run_id, None)
+        if meta is None or not response.generations or not response.generations[0]:
+            return
+        gen = response.generations[0][0]
+        if not isinstance(gen, ChatGeneration):
+            return
+        message = gen.message
+        if message.id is not None:
+            if message.id in self.seen:
+                return
+            self.seen.add(message.id)
+        _relay((graph_namespace(meta), "messages", (message, meta)))
+
+    def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        self.models.pop(run_id, None)
+
+    def on_chain_start(
+        self,
+        serialized: dict[str, Any] | None,
+        inputs: Any,
+        *,
+        run_id: UUID,
+        tags: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if not metadata or kwargs.get("name") != metadata.get("langgraph_node"):
+            return
+        if tags and TAG_HIDDEN in tags:
+            return
+        self.seen.update(m.id for m in messages_in(inputs) if m.id is not None)
+
+    def on_tool_start(self, serialized: dict[str, Any], input_str: str, **kwargs: Any) -> None:
+        self.tools.on_tool_start(serialized, input_str, **kwargs)
+
+    def on_tool_end(self, output: Any, **kwargs: Any) -> None:
+        self.tools.on_tool_end(output, **kwargs)
+
+    def on_tool_error(self, error: BaseException, **kwargs: Any) -> None:
+        self.tools.on_tool_error(error, **kwargs)
+
+    def returned(self, values: Any) -> list[BaseMessage]:
+        """The messages of a node's update nobody gave before (each given once; an id-less one
+        as a copy under an id of its own — the state's reducer names the original later, and
+        the original, met again under that name, is known by its identity)."""
+        out: list[BaseMessage] = []
+        for m in messages_in(values):
+            if isinstance(m, ToolMessage) or id(m) in self.unnamed:
+                continue  # the tools channel's; given already
+            if m.id is None:
+                self.unnamed.add(id(m))
+                self.kept.append(m)  # alive, so its identity is not another's
+                out.append(m.model_copy(update={"id": str(uuid4())}))
+            elif m.id not in self.seen:
+                self.seen.add(m.id)
+                out.append(m)
+        return out
+
+
 class _Run:
     """The conversion of one run's raw chunks into the events to append."""
 
-    def __init__(self, rest: RestStream | None, root: RootMessages | None) -> None:
+    def __init__(
+        self,
+        rest: RestStream | None,
+        root: RootMessages | None,
+        whole: WholeMessages | None = None,
+        late: bool = False,
+    ) -> None:
         self.rest = rest
+        self.whole = whole
+        self.late = late
+        self.held_sse: list[dict[str, Any]] = []  # a late run's rendered events of this step
         self.renderer = (
             Renderer(rest.stream_mode, rest.subgraphs, root) if rest is not None else None
         )
@@ -396,6 +573,8 @@ class _Run:
         self.held_ns: tuple[str, ...] = ()
 
     def chunk(self, ns: tuple[str, ...], mode: str, payload: Any) -> list[dict[str, Any]]:
+        if mode == "custom" and isinstance(payload, _Relayed):
+            ns, mode, payload = payload.chunk
         out: list[dict[str, Any]] = []
         if self.held is not None and not (mode == "checkpoints" and ns == self.held_ns):
             out.append(self.held)
@@ -407,8 +586,17 @@ class _Run:
         if convert is not None:
             convert(out, ns, payload)
         if self.renderer is not None:
-            for rns, name, data in self.renderer.chunk(ns, mode, payload):
-                out.append(sse_event(rns, name, data))
+            rendered = [sse_event(r, n, d) for r, n, d in self.renderer.chunk(ns, mode, payload)]
+            if not self.late:
+                out.extend(rendered)
+            elif not ns and mode in ("values", "checkpoints"):
+                # Made once the step's writes were applied: what it held is as the server
+                # would write it now.
+                out.extend(self.held_sse)
+                self.held_sse.clear()
+                out.extend(rendered)
+            else:
+                self.held_sse.extend(rendered)
         return out
 
     def _messages(self, out: list[dict[str, Any]], ns: tuple[str, ...], payload: Any) -> None:
@@ -446,6 +634,10 @@ class _Run:
                 out.append(side_event(ns, "updates", {INTERRUPT: values}))
                 self.pending_interrupts.extend((ns, it) for it in values)
                 continue
+            if self.whole is not None:
+                for message in self.whole.returned(values):
+                    for data in whole_message(message):
+                        out.append(_event("messages", ns, data, node))
             data = {
                 "node": node,
                 "values": values if isinstance(values, dict) else {"value": values},
@@ -485,6 +677,8 @@ class _Run:
     def event(self, event: Mapping[str, Any]) -> list[dict[str, Any]]:
         if self.renderer is None:
             return []
+        if event["event"] == "on_tool_end":
+            _name_tool_output(event["data"].get("output"))
         return [sse_event(ns, name, data) for ns, name, data in self.renderer.event(event)]
 
     def end(self) -> list[dict[str, Any]]:
@@ -508,6 +702,8 @@ class _Run:
         self.lifecycle.finalize()
         out.extend(self.lifecycle.take())
         if self.renderer is not None:
+            out.extend(self.held_sse)
+            self.held_sse.clear()
             out.extend(sse_event(ns, name, data) for ns, name, data in self.renderer.end())
         return out
 
@@ -521,12 +717,28 @@ class _Run:
             feed.abandon()  # the caller closes the run's open messages
         self.feeds.clear()
         self.slots.drop()
+        out.extend(self.held_sse)  # the server writes a failed step's output before its error
+        self.held_sse.clear()
         self.lifecycle.fail(exc)
         out.extend(self.lifecycle.take())
         return out
 
 
-def _with_callback(callbacks: Any, handler: RootMessages) -> Any:
+def _name_tool_output(output: Any) -> None:
+    """Names (in place) the id-less messages a tool returned, as the state's reducer will.
+
+    An ``events`` run's graph runs in a task of its own while the Python server writes its
+    events, and the server's writer is behind it: by the time it writes a tool's ``on_tool_end``
+    (and the tools node's stream and end events) the node's writes were applied and the reducer
+    had named the tool's message, so the server's events show the id the state keeps. The worker
+    writes each event at once; naming the message here (the reducer keeps an id it finds) shows
+    the same: the id the state will hold, in every event that holds the message."""
+    for message in output_messages(output):
+        if message.id is None:
+            message.id = str(uuid4())
+
+
+def _with_callback(callbacks: Any, handler: BaseCallbackHandler) -> Any:
     if callbacks is None:
         return [handler]
     if isinstance(callbacks, BaseCallbackManager):
@@ -555,6 +767,11 @@ async def observe(
     config = dict(config)
     modes = list(MODES)
     root: RootMessages | None = None
+    whole: WholeMessages | None = None
+    if not streams_models(rest):
+        modes = [m for m in modes if m not in STREAMING]
+        whole = WholeMessages()
+        config["callbacks"] = _with_callback(config.get("callbacks"), whole)
     if rest is not None:
         if "debug" in rest.stream_mode:
             modes.append("debug")
@@ -564,7 +781,7 @@ async def observe(
         if not rest.subgraphs and asked & {"messages", "messages-tuple"}:
             root = RootMessages()
             config["callbacks"] = _with_callback(config.get("callbacks"), root)
-    run = _Run(rest, root)
+    run = _Run(rest, root, whole, writes_late(graph, rest))
     options: dict[str, Any] = {
         "stream_mode": modes,
         "subgraphs": True,

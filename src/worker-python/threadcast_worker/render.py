@@ -112,7 +112,7 @@ def _values_of(obj: Any) -> Sequence[Any]:
     return ()
 
 
-def _messages_in(value: Any) -> Iterable[BaseMessage]:
+def messages_in(value: Any) -> Iterable[BaseMessage]:
     """The messages a node's output holds where the server's messages handler looks for them."""
     if isinstance(value, BaseMessage):
         yield value
@@ -130,14 +130,15 @@ def _messages_in(value: Any) -> Iterable[BaseMessage]:
                         yield item
 
 
-def _output_messages(response: Any) -> Iterable[BaseMessage]:
+def output_messages(response: Any) -> Iterable[BaseMessage]:
+    """The messages a node returned (a ``Command``'s update, a list of them, or its output)."""
     if isinstance(response, Command):
-        yield from _messages_in(response.update)
+        yield from messages_in(response.update)
     elif isinstance(response, Sequence) and any(isinstance(v, Command) for v in response):
         for v in response:
-            yield from _messages_in(v.update if isinstance(v, Command) else v)
+            yield from messages_in(v.update if isinstance(v, Command) else v)
     else:
-        yield from _messages_in(response)
+        yield from messages_in(response)
 
 
 class RootMessages(BaseCallbackHandler):
@@ -175,12 +176,12 @@ class RootMessages(BaseCallbackHandler):
         if "|" in str(metadata.get("langgraph_checkpoint_ns", "")):
             return  # a subgraph's node
         self.nodes[run_id] = metadata
-        self.inputs.extend(_messages_in(inputs))
+        self.inputs.extend(messages_in(inputs))
 
     def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
         meta = self.nodes.pop(run_id, None)
         if meta is not None:
-            self.returned.extend((meta, m) for m in _output_messages(outputs))
+            self.returned.extend((meta, m) for m in output_messages(outputs))
 
     def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         self.nodes.pop(run_id, None)
