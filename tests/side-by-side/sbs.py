@@ -65,6 +65,10 @@ class Normaliser:
     differs, and an id one side lacks renames no other. ISO times, and numbers under a key that
     says ``time`` (LangGraph's ``__request_start_time_ms__``), become ``<time>``; the server's own
     address ``<server>``; channel versions keep their counter and lose their random fraction.
+    ``langgraph_request_id`` becomes ``<request id>``: it names the HTTP request a run came
+    from, and which request's id a queued run, its checkpoints and its record carry is each
+    server's own business (the reference's in-memory queue gives a queued run's checkpoints
+    another request's id than its record; threadcast one per run).
     """
 
     def __init__(self, server: Server) -> None:
@@ -91,6 +95,9 @@ class Normaliser:
                 name = self.text(k, f"{where}[key]")
                 v = value[k]
                 here = f"{where}.{name}" if where else name
+                if k == "langgraph_request_id" and isinstance(v, str):
+                    out[name] = "<request id>"
+                    continue
                 out[name] = (
                     "<time>" if "time" in k and isinstance(v, int | float) else self(v, here)
                 )
