@@ -318,6 +318,42 @@ export async function startWorker(redisUrl, { name, args = [], env = {}, readyMs
   return worker;
 }
 
+/**
+ * The Python worker (src/worker-python), as `tc_python_env dev` installs it (scripts/lib.sh):
+ * build-py/venv-dev/bin/threadcast-worker-python, or the file TC_PY_WORKER names.
+ */
+export const pythonWorkerBin = process.env.TC_PY_WORKER ||
+  path.join(repoRoot, 'build-py/venv-dev/bin/threadcast-worker-python');
+
+/**
+ * Starts the Python worker serving the project of config (a langgraph.json); resolves once it
+ * is registered and reading ("worker ready"). env THREADCAST_FAKE_TOKEN_MS paces the example
+ * graph's fake model (5 ms here). worker.kill(signal) signals it by PID and waits for its exit;
+ * worker.exit resolves {code, signal} when it exits.
+ */
+export async function startPythonWorker(redisUrl, { config, name, args = [], env = {}, readyMs = 60000 } = {}) {
+  assert.ok(config, 'startPythonWorker needs the project\'s langgraph.json');
+  const p = track(spawn(pythonWorkerBin, ['--config', config, '--redis-url', redisUrl, ...(name ? ['--name', name] : []), ...args],
+    { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, THREADCAST_FAKE_TOKEN_MS: '5', PYTHONUNBUFFERED: '1', ...env } }));
+  const worker = { proc: p, stderr: '', logs: [], name, exitCode: null, signal: null };
+  collectLogs(p.stderr, worker);
+  worker.exit = new Promise((r) => p.once('exit', (code, signal) => {
+    worker.exitCode = code;
+    worker.signal = signal;
+    r({ code, signal });
+  }));
+  const ready = await waitUntil(() => worker.logs.find((l) => l.msg === 'worker ready') || (worker.exitCode !== null && 'exited'),
+    readyMs, 'the Python worker to start');
+  if (ready === 'exited') throw new Error(`the Python worker exited (${worker.exitCode}): ${worker.stderr}`);
+  worker.name = ready.name;
+  worker.waitLog = (pred, ms = 5000) => waitUntil(() => worker.logs.find(pred), ms, 'a log line of the Python worker');
+  worker.kill = async (signal = 'SIGKILL') => {
+    if (p.exitCode === null && p.signalCode === null) p.kill(signal);
+    return worker.exit;
+  };
+  return worker;
+}
+
 /** Starts a reference agent; resolves once it is connected. */
 export async function startAgent(redisUrl, { name, args = [] } = {}) {
   const p = track(spawn(agentBin, ['--redis-url', redisUrl, '--token-delay-ms', '1',

@@ -1,0 +1,368 @@
+// The Python worker (src/worker-python, issue 37) behind threadcast, end to end with real
+// processes: redis-server, the gateway (the sanitizer build) and two Python workers
+// (build-py/venv-dev/bin/threadcast-worker-python) serving the example graph
+// (src/worker-python/example/agent.py) and the small graphs of tests/integration/python/.
+// What langgraph.test.mjs, rest-worker.test.mjs and graph-large-events.test.mjs hold the
+// JavaScript worker to, for the Python one: the protocol's runtime commands over WebSocket
+// (run.start, interrupts answered, the HITL approval, input.inject, run.cancel, state.get,
+// state.listCheckpoints, state.fork and their errors, a run adopted by the thread's REST record),
+// the REST runs (cancel with interrupt and rollback, every multitask strategy, after_seconds,
+// stateless runs, runs.wait, events of 16 MiB), and graphs that cannot run (a file that does not
+// import, an attribute that is no graph, a factory that raises, a node that raises, a state that
+// is not JSON). python-worker-faults.test.mjs has the faults (workers killed, stopped, closed;
+// Redis restarted).
+import { test, describe, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import { randomUUID } from 'node:crypto';
+import { Client } from '@langchain/langgraph-sdk';
+import { startRedis, startThreadcast, startPythonWorker, connect, stopAll, waitUntil, storedEvents, redisClient,
+  repoRoot, sleep } from './lib/harness.mjs';
+import { openSse } from './lib/rest.mjs';
+
+after(stopAll);
+
+const project = path.join(repoRoot, 'tests/integration/python/langgraph.json');
+
+/** What the example graph's fake model says (src/worker-python/example/agent.py, Lines). */
+const lines = {
+  searching: 'Let me search for that. ',
+  answer: (q) => `Here is what I found about "${q}".`,
+  summary: 'Summary: the search found three sources.',
+};
+const transcriptOf = (q) => [q, lines.searching, lines.answer(q), lines.summary];
+const question = (q) => ({ messages: [{ role: 'user', content: q }] });
+
+/** The graphs langgraph.json names that cannot be served, and why the worker says so at start. */
+const unservable = {
+  not_a_graph: /graph "not_a_graph" is a int, not a graph, a StateGraph or a graph factory/,
+  broken_import: /graph "broken_import": .*broken_import\.py does not import: ModuleNotFoundError: No module named 'threadcast_test_graphs_nowhere'/,
+};
+
+/**
+ * Redis, one gateway, two Python workers on the test project. The workers' error lines must be
+ * the two graphs that cannot be served (checked in done()).
+ */
+async function stack({ tokenMs = 20 } = {}) {
+  const redis = await startRedis();
+  const gw = await startThreadcast({ redisUrl: redis.url });
+  await gw.ready();
+  const workers = await Promise.all(['py1', 'py2'].map((name) =>
+    startPythonWorker(redis.url, { config: project, name, env: { THREADCAST_FAKE_TOKEN_MS: String(tokenMs) } })));
+  const rc = redisClient(redis.port);
+  const apiUrl = `http://127.0.0.1:${gw.port}`;
+  return {
+    redis, gw, workers, rc, apiUrl,
+    client: () => new Client({ apiUrl, apiKey: null }),
+    ws: (thread) => connect(`ws://127.0.0.1:${gw.port}/threads/${thread}/stream/events`),
+    async done() {
+      const reports = gw.sanitizerReports();
+      rc.close();
+      for (const w of workers) await w.kill('SIGTERM');
+      await gw.stop();
+      await redis.cleanup();
+      assert.deepEqual(reports, [], gw.stderr);
+      for (const w of workers) {
+        const errors = w.logs.filter((l) => l.level === 'error');
+        assert.deepEqual(errors.map((l) => l.graph).sort(), Object.keys(unservable).sort(), JSON.stringify(errors));
+      }
+    },
+  };
+}
+
+let corr = 100;
+/** Sends a command on client c; resolves with its reply. */
+const command = (c, method, params = {}) => c.request({ id: ++corr, method, params });
+
+/** A command that must succeed: its result. */
+async function ok(c, method, params) {
+  const r = await command(c, method, params);
+  assert.equal(r.type, 'success', `${method}: ${JSON.stringify(r)}`);
+  return r.result;
+}
+
+const ALL = ['values', 'updates', 'messages', 'tools', 'lifecycle', 'input', 'checkpoints', 'tasks', 'custom'];
+const isRoot = (e) => e.method === 'lifecycle' && e.params.namespace.length === 0;
+const rootEvents = (events) => events.filter(isRoot).map((e) => e.params.data.event);
+
+/** Waits until c has seen the end of n runs (root lifecycle events other than started). */
+function ended(c, n = 1, ms = 30000) {
+  return waitUntil(() => {
+    const ends = c.events.filter((e) => isRoot(e) && e.params.data.event !== 'started');
+    return ends.length >= n && ends[n - 1];
+  }, ms, `the end of run ${n}`);
+}
+
+/**
+ * The messages of a stream of protocol events, assembled as a client assembles them: per
+ * namespace and node, message-start opens one (its id), text deltas add to it, message-finish
+ * closes it, an error event cuts it (its code kept). [{id, role, ns, node, text, done, error}]
+ */
+function assemble(events) {
+  const out = [];
+  const open = new Map();
+  for (const e of events) {
+    if (e.method !== 'messages') continue;
+    const key = `${e.params.namespace.join('|')} ${e.params.node ?? ''}`;
+    const d = e.params.data;
+    if (d.event === 'message-start') {
+      const m = { id: d.id, role: d.role, ns: e.params.namespace, node: e.params.node, text: '', done: false, error: null };
+      out.push(m);
+      open.set(key, m);
+    } else if (d.event === 'content-block-delta' && d.delta.type === 'text-delta') {
+      open.get(key).text += d.delta.text;
+    } else if (d.event === 'message-finish') {
+      open.get(key).done = true;
+      open.delete(key);
+    } else if (d.event === 'error') {
+      const m = open.get(key);
+      assert.ok(m, `an error event closes an open message: ${JSON.stringify(e.params)}`);
+      m.error = d.code;
+      open.delete(key);
+    }
+  }
+  return out;
+}
+
+const textOf = (m) => (typeof m.content === 'string' ? m.content
+  : m.content.filter((b) => b.type === 'text').map((b) => b.text).join(''));
+
+describe('the Python worker over the protocol (WebSocket /threads/:id/stream/events)', () => {
+  let s;
+  before(async () => { s = await stack(); });
+  after(async () => { await s?.done(); });
+
+  test('run.start streams the run: its lifecycle, the messages with their deltas, the tool, the subgraph, values; state as the graph has it', async () => {
+    const thread = 'py-run';
+    const q = 'tell me about otters';
+    const c = await s.ws(thread);
+    await ok(c, 'subscription.subscribe', { channels: ALL });
+    const run = await ok(c, 'run.start', { assistant_id: 'agent', input: question(q) });
+    assert.match(run.run_id, /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    const end = await ended(c);
+    assert.deepEqual(end.params.data, { event: 'completed', graph_name: 'agent' });
+    const events = c.events;
+    // Every event of the thread, in order, once.
+    assert.deepEqual(events.map((e) => e.seq), Array.from({ length: events.length }, (_, i) => i + 1));
+    assert.deepEqual(events.map((e) => e.seq), (await storedEvents(s.rc, thread)).map((e) => e.seq));
+    assert.deepEqual(rootEvents(events), ['started', 'completed']);
+    assert.deepEqual(events[0].params.data, { event: 'started', graph_name: 'agent' });
+
+    // The messages: the question shown whole, then what the model streamed, token by token.
+    const msgs = assemble(events);
+    assert.deepEqual(msgs.map((m) => [m.role, m.text, m.done]),
+      [['human', q, true], ['ai', lines.searching, true], ['ai', lines.answer(q), true], ['ai', lines.summary, true]]);
+    const deltas = (m) => events.filter((e) => e.method === 'messages' && e.params.data.event === 'content-block-delta' &&
+      e.params.node === m.node && e.params.namespace.join() === m.ns.join());
+    assert.ok(deltas(msgs[2]).length >= lines.answer(q).length, 'the answer streams one character a delta');
+    assert.deepEqual(msgs.slice(1).map((m) => m.node), ['model', 'model', 'summarize']);
+    // The tool call, in the model's message and on the tools channel.
+    const finish = events.find((e) => e.method === 'messages' && e.params.data.content?.type === 'tool_call');
+    assert.deepEqual(finish.params.data.content, { type: 'tool_call', id: 'call_1', name: 'search', args: { query: q } });
+    const tools = events.filter((e) => e.method === 'tools').map((e) => e.params.data);
+    assert.deepEqual(tools.map((t) => t.event), ['tool-started', 'tool-finished']);
+    assert.deepEqual([tools[0].tool_call_id, tools[0].tool_name, tools[0].input], ['call_1', 'search', { query: q }]);
+    assert.match(JSON.stringify(tools[1].output), /3 results for \\"tell me about otters\\"/);
+    // The subgraph: its lifecycle at its namespace, its message there.
+    const sub = events.filter((e) => e.method === 'lifecycle' && e.params.namespace.length === 1);
+    assert.deepEqual(sub.map((e) => e.params.data), [{ event: 'started', graph_name: 'researcher' }, { event: 'completed', graph_name: 'researcher' }]);
+    assert.match(sub[0].params.namespace[0], /^researcher:[0-9a-f-]{36}$/);
+    assert.deepEqual(msgs[3].ns, sub[0].params.namespace);
+
+    // state.get is the last root values event, and holds the messages streamed, ids and texts.
+    const state = await ok(c, 'state.get', { namespace: [] });
+    const lastValues = events.filter((e) => e.method === 'values' && e.params.namespace.length === 0).at(-1);
+    assert.deepEqual(state.values, lastValues.params.data);
+    const kept = state.values.messages.filter((m) => m.type !== 'tool');
+    assert.deepEqual(kept.map((m) => m.id), msgs.map((m) => m.id));
+    assert.deepEqual(kept.map(textOf), transcriptOf(q));
+    // The subgraph's own state; a namespace the thread lacks.
+    assert.equal((await ok(c, 'state.get', { namespace: sub[0].params.namespace })).values.notes, 'reviewed');
+    const nowhere = await command(c, 'state.get', { namespace: ['nowhere:1'] });
+    assert.deepEqual([nowhere.error, nowhere.message], ['no_such_namespace', 'thread "py-run" has no state at namespace ["nowhere:1"]']);
+    // The checkpoints, newest first, each with the node that made it.
+    const { checkpoints } = await ok(c, 'state.listCheckpoints', {});
+    assert.equal(checkpoints[0].id, state.checkpoint.id);
+    assert.deepEqual(checkpoints.map((cp) => cp.node_name), ['approve', 'researcher', 'model', 'tools', 'model', '__start__', '__input__']);
+    assert.deepEqual(checkpoints.map((cp) => cp.id), events.filter((e) => e.method === 'checkpoints' && !e.params.namespace.length)
+      .map((e) => e.params.data.id).reverse());
+    assert.deepEqual((await ok(c, 'state.listCheckpoints', { limit: 2 })).checkpoints, checkpoints.slice(0, 2));
+    const { tree } = await ok(c, 'agent.getTree', {});
+    assert.deepEqual([tree.status, tree.graph_name, tree.children.map((k) => k.graph_name)], ['completed', 'agent', ['researcher']]);
+    await c.close();
+  });
+
+  test('interrupt() is input.requested; input.respond answers it (input.answered), the run goes on; an unknown interrupt id is no_such_interrupt', async () => {
+    const thread = 'py-interrupt';
+    const c = await s.ws(thread);
+    await ok(c, 'subscription.subscribe', { channels: ALL });
+    const first = await ok(c, 'run.start', { assistant_id: 'agent', input: question('look it up, then interrupt me') });
+    const stop = await ended(c);
+    assert.deepEqual(stop.params.data, { event: 'interrupted', graph_name: 'agent' });
+    const asked = c.events.filter((e) => e.method === 'input.requested');
+    assert.equal(asked.length, 1);
+    assert.deepEqual(asked[0].params.namespace, []);
+    assert.deepEqual(asked[0].params.data.payload, { question: 'Approve the answer?', options: ['yes', 'no'] });
+    const id = asked[0].params.data.interrupt_id;
+    assert.match(id, /^[0-9a-f]{32}$/, 'LangGraph\'s interrupt id');
+    assert.equal(await s.rc.cmd('HGET', `tc:{${thread}}:meta`, 'run_status'), 'interrupted');
+    const state = await ok(c, 'state.get', { namespace: [] });
+    assert.equal(state.values.approved, undefined);
+
+    const wrong = await command(c, 'input.respond', { namespace: [], interrupt_id: 'nope', response: 'yes' });
+    assert.deepEqual([wrong.error, wrong.message], ['no_such_interrupt', 'no interrupt "nope" is waiting for an answer on thread "py-interrupt"']);
+    const seen = c.events.length;
+    assert.deepEqual(await ok(c, 'input.respond', { namespace: [], interrupt_id: id, response: 'yes' }), {});
+    const end = await ended(c, 2);
+    assert.deepEqual(end.params.data, { event: 'completed', graph_name: 'agent' });
+    const resumed = c.events.slice(seen);
+    assert.deepEqual(resumed.slice(0, 2).map((e) => [e.method, e.params.data]), [
+      ['lifecycle', { event: 'started', graph_name: 'agent' }],
+      ['input.answered', { interrupt_ids: [id] }],
+    ]);
+    assert.ok(!resumed.some((e) => e.method === 'messages'), 'nothing runs again but approve');
+    assert.equal((await ok(c, 'state.get', { namespace: [] })).values.approved, 'yes');
+    // Answered: it waits no more.
+    const again = await command(c, 'input.respond', { namespace: [], interrupt_id: id, response: 'no' });
+    assert.equal(again.error, 'no_such_interrupt');
+    assert.notEqual(first.run_id, undefined);
+    await c.close();
+  });
+
+  test('the HITL approval: the request LangChain\'s chat UI answers with Approve; the decision resumes the run', async () => {
+    const thread = 'py-approval';
+    const q = 'send it after my approval';
+    const c = await s.ws(thread);
+    await ok(c, 'subscription.subscribe', { channels: ['lifecycle', 'input'] });
+    await ok(c, 'run.start', { assistant_id: 'agent', input: question(q) });
+    await ended(c);
+    const [asked] = c.events.filter((e) => e.method === 'input.requested');
+    assert.deepEqual(asked.params.data.payload, {
+      action_requests: [{ name: 'send_answer', args: { question: q }, description: 'Send this answer?' }],
+      review_configs: [{ action_name: 'send_answer', allowed_decisions: ['approve', 'reject'] }],
+    });
+    const decision = { decisions: [{ type: 'approve' }] };
+    await ok(c, 'input.respond', { namespace: [], interrupt_id: asked.params.data.interrupt_id, response: decision });
+    assert.equal((await ended(c, 2)).params.data.event, 'completed');
+    const state = await ok(c, 'state.get', { namespace: [] });
+    assert.deepEqual(state.values.approved, decision);
+    assert.deepEqual(state.values.messages.filter((m) => m.type !== 'tool').map(textOf), transcriptOf(q));
+    await c.close();
+  });
+
+  test('input.inject into a running run: shown whole at once, in the state from the next step on; run.start on a running thread injects too', async () => {
+    const thread = 'py-inject';
+    const c = await s.ws(thread);
+    await ok(c, 'subscription.subscribe', { channels: ['lifecycle', 'messages', 'tools'] });
+    const run = await ok(c, 'run.start', { assistant_id: 'agent', input: question('a question to add to') });
+    // In the model's second turn (after the tool), with steps left to run.
+    await waitUntil(() => c.events.some((e) => e.method === 'tools' && e.params.data.event === 'tool-finished') &&
+      c.events.filter((e) => e.method === 'messages' && e.params.data.event === 'content-block-delta').length > 10, 20000, 'the answer streaming');
+    assert.deepEqual(await ok(c, 'input.inject', { namespace: [], message: { role: 'user', content: 'also: be brief' } }), {});
+    assert.deepEqual(await ok(c, 'run.start', { assistant_id: 'agent', input: question('and cite sources') }), { run_id: run.run_id });
+    const end = await ended(c);
+    assert.deepEqual(end.params.data, { event: 'completed', graph_name: 'agent' });
+    assert.deepEqual(rootEvents(c.events), ['started', 'completed'], 'one run');
+    const shown = assemble(c.events).filter((m) => m.node === 'input');
+    assert.deepEqual(shown.map((m) => [m.role, m.text, m.done]), [['human', 'also: be brief', true], ['human', 'and cite sources', true]]);
+    const state = await ok(c, 'state.get', { namespace: [] });
+    const texts = state.values.messages.map(textOf);
+    for (const m of shown) {
+      const at = state.values.messages.findIndex((x) => x.id === m.id);
+      assert.ok(at > 0, `${m.text} is in the state under the id it was shown with`);
+      assert.equal(state.values.messages[at].type, 'human');
+    }
+    // Applied at a step boundary: after the answer that was streaming, before the summary.
+    const answerAt = texts.indexOf(lines.answer('a question to add to'));
+    assert.ok(answerAt > 0 && texts.indexOf('also: be brief') > answerAt, texts.join(' | '));
+    await c.close();
+  });
+
+  test('run.cancel ends the running run failed (cancelled), its open message closed; run.cancel and input.inject with no run are no_such_run', async () => {
+    const thread = 'py-cancel';
+    const c = await s.ws(thread);
+    await ok(c, 'subscription.subscribe', { channels: ['lifecycle', 'messages'] });
+    await ok(c, 'run.start', { assistant_id: 'agent', input: question('cancel me mid-sentence') });
+    // Mid-answer: text deltas of the model's second message.
+    await waitUntil(() => assemble(c.events)[2]?.text.length > 3, 20000, 'the answer streaming');
+    assert.deepEqual(await ok(c, 'run.cancel', {}), {});
+    const end = await ended(c);
+    assert.deepEqual(end.params.data, { event: 'failed', graph_name: 'agent', error: 'cancelled', cancelled: true });
+    const cut = assemble(c.events).filter((m) => !m.done);
+    assert.deepEqual(cut.map((m) => m.error), ['cancelled']);
+    assert.equal(await s.rc.cmd('GET', `tc:{${thread}}:lg:lock`), null, 'the thread is free');
+    const again = await command(c, 'run.cancel', {});
+    assert.deepEqual([again.error, again.message], ['no_such_run', 'no run is active on thread "py-cancel"']);
+    const inject = await command(c, 'input.inject', { namespace: [], message: { role: 'user', content: 'anyone?' } });
+    assert.equal(inject.error, 'no_such_run');
+    // The thread goes on: a new run from where the cancelled one stopped.
+    await ok(c, 'run.start', { assistant_id: 'agent', input: question('no tools, just answer') });
+    assert.equal((await ended(c, 2)).params.data.event, 'completed');
+    await c.close();
+  });
+
+  test('state.fork from a listed checkpoint; run.start from a checkpoint; unknown checkpoints are no_such_checkpoint', async () => {
+    const thread = 'py-fork';
+    const c = await s.ws(thread);
+    await ok(c, 'subscription.subscribe', { channels: ['lifecycle', 'input', 'checkpoints'] });
+    await ok(c, 'run.start', { assistant_id: 'agent', input: question('a deep interrupt please') });
+    await ended(c);
+    const [asked] = c.events.filter((e) => e.method === 'input.requested');
+    assert.match(asked.params.namespace[0], /^researcher:/, 'asked inside the subgraph');
+    assert.deepEqual(asked.params.data.payload, { question: 'Keep the summary?', from: 'researcher' });
+    await ok(c, 'input.respond', { namespace: asked.params.namespace, interrupt_id: asked.params.data.interrupt_id, response: 'keep' });
+    assert.equal((await ended(c, 2)).params.data.event, 'completed');
+    const done = await ok(c, 'state.get', { namespace: [] });
+    assert.equal(done.values.messages.length, 5);
+
+    const { checkpoints } = await ok(c, 'state.listCheckpoints', { limit: 50 });
+    const afterTools = checkpoints.find((cp) => cp.node_name === 'tools');
+    const seen = c.events.length;
+    const fork = await ok(c, 'state.fork', { checkpoint_id: afterTools.id });
+    assert.deepEqual(Object.keys(fork).sort(), ['run_id', 'thread_id']);
+    assert.equal(fork.thread_id, thread);
+    // From there the model answers again, and the subgraph asks again.
+    assert.equal((await ended(c, 3)).params.data.event, 'interrupted');
+    const forked = await ok(c, 'state.get', { namespace: [] });
+    assert.equal(forked.values.messages.length, 4, 'the subgraph has not returned: its summary is in its own state');
+    // The fork's branch is the thread's head: its first checkpoint's parent is the one forked.
+    const branch = c.events.slice(seen).filter((e) => e.method === 'checkpoints' && !e.params.namespace.length).map((e) => e.params.data);
+    assert.deepEqual([branch[0].parent_id, branch[0].source], [afterTools.id, 'fork']);
+    for (let i = 1; i < branch.length; i++) assert.equal(branch[i].parent_id, branch[i - 1].id);
+    const head = (await ok(c, 'state.listCheckpoints', { limit: 1 })).checkpoints[0];
+    assert.equal(head.id, branch.at(-1).id);
+
+    const missing = await command(c, 'state.fork', { checkpoint_id: 'nope' });
+    assert.deepEqual([missing.error, missing.message], ['no_such_checkpoint', 'thread "py-fork" has no checkpoint "nope"']);
+    const missingStart = await command(c, 'run.start', { assistant_id: 'agent', input: null, config: { configurable: { checkpoint_id: 'nope' } } });
+    assert.equal(missingStart.error, 'no_such_checkpoint');
+    // run.start with config.configurable.checkpoint_id starts there too.
+    await ok(c, 'run.start', { assistant_id: 'agent', input: null, config: { configurable: { checkpoint_id: afterTools.id } } });
+    assert.equal((await ended(c, 4)).params.data.event, 'interrupted');
+    assert.equal((await ok(c, 'state.get', { namespace: [] })).values.messages.length, 4);
+    assert.equal(await s.rc.cmd('GET', `tc:{${thread}}:lg:lock`), null);
+    await c.close();
+  });
+
+  test('a run started over the protocol on a thread the REST API knows is one of its runs: runs.get, runs.list, runs.join see it', async () => {
+    const client = s.client();
+    const { thread_id: thread } = await client.threads.create();
+    const q = 'adopt me';
+    const c = await s.ws(thread);
+    await ok(c, 'subscription.subscribe', { channels: ['lifecycle'] });
+    const { run_id: runId } = await ok(c, 'run.start', { assistant_id: 'agent', input: question(q) });
+    const started = await waitUntil(() => c.events[0], 5000, 'the run\'s start');
+    assert.deepEqual(started.params.data, { event: 'started', graph_name: 'agent', run_id: runId }, 'the root started names the run');
+    const run = await client.runs.get(thread, runId);
+    assert.ok(['pending', 'running', 'success'].includes(run.status), run.status);
+    assert.deepEqual((await client.runs.list(thread)).map((r) => r.run_id), [runId]);
+    const values = await client.runs.join(thread, runId);
+    assert.deepEqual(values.messages.filter((m) => m.type !== 'tool').map(textOf), transcriptOf(q));
+    assert.equal((await client.runs.get(thread, runId)).status, 'success');
+    const t = await client.threads.get(thread);
+    assert.equal(t.status, 'idle');
+    assert.deepEqual(t.values, values);
+    await ended(c);
+    await c.close();
+  });
+});
