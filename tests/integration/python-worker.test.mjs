@@ -127,10 +127,12 @@ function assemble(events) {
 const textOf = (m) => (typeof m.content === 'string' ? m.content
   : m.content.filter((b) => b.type === 'text').map((b) => b.text).join(''));
 
+// One stack for the whole file: every test's thread is its own.
+let s;
+before(async () => { s = await stack(); });
+after(async () => { await s?.done(); });
+
 describe('the Python worker over the protocol (WebSocket /threads/:id/stream/events)', () => {
-  let s;
-  before(async () => { s = await stack(); });
-  after(async () => { await s?.done(); });
 
   test('run.start streams the run: its lifecycle, the messages with their deltas, the tool, the subgraph, values; state as the graph has it', async () => {
     const thread = 'py-run';
@@ -364,5 +366,235 @@ describe('the Python worker over the protocol (WebSocket /threads/:id/stream/eve
     assert.deepEqual(t.values, values);
     await ended(c);
     await c.close();
+  });
+});
+
+/** A REST run's status once it is one of statuses. */
+function runReaches(client, thread, runId, statuses, ms = 20000) {
+  const want = [].concat(statuses);
+  return waitUntil(async () => {
+    const run = await client.runs.get(thread, runId);
+    return want.includes(run.status) && run;
+  }, ms, `run ${runId} to be ${want.join('|')}`);
+}
+
+/** Resolves once the thread's state has a log line matching re (the run has got that far). */
+const logged = (client, thread, re, ms = 20000) => waitUntil(async () =>
+  ((await client.threads.getState(thread)).values.log ?? []).some((l) => re.test(l)), ms, `${re} in the state`);
+
+/** Asserts an SDK call fails with HTTP status. */
+async function rejects(promise, status) {
+  const err = await promise.then(() => null, (e) => e);
+  assert.ok(err, `expected HTTP ${status}, the call succeeded`);
+  assert.equal(err.status, status, err.message);
+  return err;
+}
+
+const checkpointKeys = (thread) => Promise.all(['idx', 'cp', 'blobs', 'widx', 'w'].map((k) =>
+  s.rc.cmd(k.endsWith('idx') ? 'ZCARD' : 'HLEN', `tc:{${thread}}:lg:${k}`)));
+
+describe('REST runs of Python graphs', () => {
+  test('cancel with interrupt keeps what the run did; with rollback the state and history are exactly as before the run', async () => {
+    const client = s.client();
+    const { thread_id: t1 } = await client.threads.create();
+    const a = await client.runs.create(t1, 'steps', { input: { text: 'slow please', pause: 0.8 } });
+    await logged(client, t1, /^first saw slow please$/);
+    await client.runs.cancel(t1, a.run_id, true, 'interrupt');
+    assert.equal((await client.runs.get(t1, a.run_id)).status, 'interrupted');
+    assert.deepEqual((await client.threads.getState(t1)).values.log, ['first saw slow please']);
+    // Stopped before `second`: the thread has a node to run, so it is "interrupted", as the
+    // Python server sets it (the checkpoint a cancelled run leaves has `next`).
+    assert.equal((await client.threads.get(t1)).status, 'interrupted');
+    await waitUntil(async () => (await s.rc.cmd('GET', `tc:{${t1}}:lg:lock`)) === null, 5000, 'the thread released');
+    const end = (await storedEvents(s.rc, t1)).filter(isRoot).at(-1);
+    assert.deepEqual(end.params.data, { event: 'interrupted', graph_name: 'steps', cancelled: true, action: 'interrupt' });
+
+    const { thread_id: t2 } = await client.threads.create();
+    await client.runs.wait(t2, 'steps', { input: { text: 'before' } });
+    const stateBefore = await client.threads.getState(t2);
+    const historyBefore = await client.threads.getHistory(t2, { limit: 100 });
+    const keysBefore = await checkpointKeys(t2);
+    const b = await client.runs.create(t2, 'steps', { input: { text: 'slow and doomed', pause: 0.8 } });
+    await logged(client, t2, /^first saw slow and doomed$/);
+    await client.runs.cancel(t2, b.run_id, true, 'rollback');
+    await rejects(client.runs.get(t2, b.run_id), 404);
+    assert.deepEqual(await client.threads.getState(t2), stateBefore);
+    assert.deepEqual(await client.threads.getHistory(t2, { limit: 100 }), historyBefore);
+    assert.deepEqual(await checkpointKeys(t2), keysBefore, 'nothing the run wrote is left');
+    assert.equal(await s.rc.cmd('EXISTS', `tc:{${t2}}:lg:undo`), 0, 'its undo journal is gone');
+    assert.deepEqual((await client.threads.get(t2)).values, stateBefore.values);
+    // The thread goes on from there.
+    const after = await client.runs.wait(t2, 'steps', { input: { text: 'after' } });
+    assert.deepEqual(after.log, ['first saw before', 'second done', 'first saw after', 'second done']);
+  });
+
+  test('multitask_strategy: reject is 409, enqueue runs after, interrupt stops the first, rollback takes it back', async () => {
+    const client = s.client();
+    const two = async (strategy) => {
+      const { thread_id: thread } = await client.threads.create();
+      const a = await client.runs.create(thread, 'steps', { input: { text: `slow first (${strategy})`, pause: 0.8 } });
+      await logged(client, thread, /^first saw slow first/);
+      const b = client.runs.create(thread, 'steps', { input: { text: `second (${strategy})` }, multitaskStrategy: strategy });
+      return { thread, a, b: await b.then((r) => r, (e) => e) };
+    };
+    const [rej, enq, int, rb] = await Promise.all(['reject', 'enqueue', 'interrupt', 'rollback'].map(two));
+
+    assert.equal(rej.b.status, 409, rej.b.message);
+    assert.deepEqual((await client.runs.join(rej.thread, rej.a.run_id)).log, ['first saw slow first (reject)', 'second done']);
+    assert.deepEqual((await client.runs.list(rej.thread)).map((r) => r.run_id), [rej.a.run_id]);
+
+    assert.equal(enq.b.status, 'pending');
+    await client.runs.join(enq.thread, enq.a.run_id);
+    assert.deepEqual((await client.runs.join(enq.thread, enq.b.run_id)).log,
+      ['first saw slow first (enqueue)', 'second done', 'first saw second (enqueue)', 'second done']);
+    assert.equal((await client.runs.get(enq.thread, enq.a.run_id)).status, 'success');
+
+    assert.deepEqual((await client.runs.join(int.thread, int.b.run_id)).log,
+      ['first saw slow first (interrupt)', 'first saw second (interrupt)', 'second done']);
+    assert.equal((await client.runs.get(int.thread, int.a.run_id)).status, 'interrupted');
+    assert.equal((await client.runs.get(int.thread, int.b.run_id)).status, 'success');
+
+    assert.deepEqual((await client.runs.join(rb.thread, rb.b.run_id)).log, ['first saw second (rollback)', 'second done']);
+    await rejects(client.runs.get(rb.thread, rb.a.run_id), 404);
+    assert.deepEqual((await client.runs.list(rb.thread)).map((r) => r.run_id), [rb.b.run_id]);
+  });
+
+  test('after_seconds: the run waits that long after it was created, then runs', async () => {
+    const client = s.client();
+    const { thread_id: thread } = await client.threads.create();
+    const t0 = Date.now();
+    const run = await client.runs.create(thread, 'steps', { input: { text: 'later' }, afterSeconds: 1.5 });
+    assert.equal(run.status, 'pending');
+    await sleep(800);
+    assert.equal((await client.runs.get(thread, run.run_id)).status, 'pending');
+    assert.deepEqual((await client.threads.getState(thread)).values, {}, 'nothing ran yet');
+    assert.deepEqual((await client.runs.join(thread, run.run_id)).log, ['first saw later', 'second done']);
+    assert.ok(Date.now() - t0 >= 1400, `ran after ${Date.now() - t0} ms`);
+    const started = (await storedEvents(s.rc, thread)).find(isRoot);
+    assert.ok(started.params.timestamp - t0 >= 1400, `started ${started.params.timestamp - t0} ms after it was created`);
+  });
+
+  test('a stateless run (POST /runs/stream) streams, and its thread is gone after; runs.wait answers the state', async () => {
+    const { res, sse } = await openSse(`${s.apiUrl}/runs/stream`, { method: 'POST',
+      json: { assistant_id: 'steps', input: { text: 'no thread' }, stream_mode: ['values', 'updates'] } });
+    assert.equal(res.status, 200);
+    const m = /^\/threads\/([0-9a-f-]{36})\/runs\/([0-9a-f-]{36})$/.exec(res.headers.get('content-location') ?? '');
+    assert.ok(m, res.headers.get('content-location'));
+    await sse.done;
+    assert.deepEqual(sse.events.map((e) => e.event), ['metadata', 'values', 'updates', 'values', 'updates', 'values']);
+    assert.equal(sse.events[0].data.run_id, m[2]);
+    assert.deepEqual(sse.events.at(-1).data, { text: 'no thread', log: ['first saw no thread', 'second done'] });
+    const client = s.client();
+    await waitUntil(async () => (await client.threads.get(m[1]).then(() => 200, (e) => e.status)) === 404, 10000, 'the thread deleted');
+    assert.equal(await s.rc.cmd('EXISTS', `tc:{${m[1]}}:lg:idx`, `tc:{${m[1]}}:lg:cp`, `tc:{${m[1]}}:lg:run`), 0, 'its checkpoints deleted');
+
+    const values = await client.runs.wait(null, 'steps', { input: { text: 'waited' } });
+    assert.deepEqual(values, { text: 'waited', log: ['first saw waited', 'second done'] });
+    const { thread_id: thread } = await client.threads.create();
+    assert.deepEqual(await client.runs.wait(thread, 'steps', { input: { text: 'one' } }), { text: 'one', log: ['first saw one', 'second done'] });
+    assert.deepEqual((await client.runs.wait(thread, 'steps', { input: { text: 'two' } })).log,
+      ['first saw one', 'second done', 'first saw two', 'second done']);
+    assert.equal((await client.threads.get(thread)).status, 'idle');
+  });
+
+  const MiB = 1024 * 1024;
+  test('an event of 16 MiB - 4 KiB is carried whole to REST and WebSocket clients; one over 16 MiB fails its run with EventTooLargeError', async () => {
+    const client = s.client();
+    const { thread_id: thread } = await client.threads.create();
+    const ws = await s.ws(thread);
+    await ok(ws, 'subscription.subscribe', { channels: ['values'] });
+    const bytes = 16 * MiB - 4096;
+    const parts = [];
+    for await (const p of client.runs.stream(thread, 'big', { input: { bytes }, streamMode: ['values'] })) parts.push(p);
+    const blobOf = (v) => (typeof v?.doc?.blob === 'string' ? v.doc.blob : null);
+    const blobs = parts.filter((p) => p.event === 'values' && blobOf(p.data)).map((p) => blobOf(p.data));
+    assert.equal(blobs.length, 1);
+    assert.ok(blobs[0] === 'x'.repeat(bytes), `REST: ${blobs[0].length} bytes`);
+    const live = await waitUntil(() => ws.events.find((e) => blobOf(e.params.data)), 20000, 'the WebSocket to get it');
+    assert.ok(blobOf(live.params.data) === blobs[0], 'whole over WebSocket');
+    assert.equal((await client.runs.list(thread))[0].status, 'success');
+    await ws.close();
+    const again = await s.ws(thread);
+    await ok(again, 'subscription.subscribe', { channels: ['values'] });
+    const replayed = await waitUntil(() => again.events.find((e) => blobOf(e.params.data)), 20000, 'the replay');
+    assert.ok(blobOf(replayed.params.data) === blobs[0], 'whole in a replay');
+    await again.close();
+
+    const { thread_id: other } = await client.threads.create();
+    const failed = [];
+    for await (const p of client.runs.stream(other, 'big', { input: { bytes: 16 * MiB + 1 }, streamMode: ['values'] })) failed.push(p);
+    const err = failed.find((p) => p.event === 'error');
+    assert.ok(err, `an error event: ${failed.map((p) => p.event).join()}`);
+    assert.match(err.data.message, /^the run's (updates|values) event is \d+ bytes, over threadcast's limit of 16777216 bytes per event; the run cannot be streamed$/);
+    assert.equal((await client.runs.list(other))[0].status, 'error');
+    const t = await client.threads.get(other);
+    assert.equal(t.status, 'error');
+    assert.equal(t.error?.error, 'EventTooLargeError');
+    assert.ok(s.workers.some((w) => w.logs.some((l) => l.msg === 'run failed' && l.thread === other && /EventTooLargeError: .*over threadcast's limit/.test(l.error))));
+  });
+});
+
+describe('graphs that cannot run: a clear error at start or on the run, and the other graphs served on', () => {
+  test('a graph file that does not import and an attribute that is no graph: named at start, and refused', async () => {
+    for (const w of s.workers) {
+      for (const [graph, re] of Object.entries(unservable)) {
+        const line = w.logs.find((l) => l.msg === 'graph not served' && l.graph === graph);
+        assert.ok(line, `${w.name} says ${graph} is not served`);
+        assert.match(line.error, re);
+      }
+      const ready = w.logs.find((l) => l.msg === 'worker ready');
+      assert.deepEqual(ready.assistants.sort(), ['agent', 'big', 'broken_build', 'steps', 'unserializable']);
+    }
+    const c = await s.ws('py-unservable');
+    for (const graph of Object.keys(unservable)) {
+      const r = await command(c, 'run.start', { assistant_id: graph, input: null });
+      assert.equal(r.error, 'invalid_argument');
+      assert.match(r.message, new RegExp(`^no worker serves assistant "${graph}" \\(live: `));
+    }
+    await rejects(s.client().assistants.get(Object.keys(unservable)[0]), 404);
+    await c.close();
+  });
+
+  test('a factory that raises, a node that raises, a state that is not JSON: each run fails with its exception, over the protocol and REST', async () => {
+    const c = await s.ws('py-bad-build');
+    await ok(c, 'subscription.subscribe', { channels: ['lifecycle', 'custom:threadcast.modes'] });
+    await ok(c, 'run.start', { assistant_id: 'broken_build', input: {} });
+    const end = await ended(c);
+    assert.deepEqual(end.params.data, { event: 'failed', graph_name: 'broken_build', error: 'this graph cannot be built: its model is not configured' });
+    const side = c.events.filter((e) => e.method === 'custom:threadcast.modes' && e.params.data.mode === 'error');
+    assert.deepEqual(side.map((e) => e.params.data.data), [{ error: 'GraphBuildError', message: 'this graph cannot be built: its model is not configured' }]);
+    await c.close();
+
+    // Over REST, the error event and the thread's error are the Python server's: the class,
+    // and the message unless the class is one that server shows (TypeError, …); the protocol's
+    // root `failed` and the worker's log keep the message.
+    const client = s.client();
+    const hidden = 'An internal error occurred';
+    const cases = [
+      ['broken_build', {}, 'GraphBuildError', hidden, 'this graph cannot be built: its model is not configured'],
+      ['steps', { text: 'fail now' }, 'StepFailed', hidden, 'the second step failed on purpose'],
+      ['unserializable', { label: 'x' }, 'TypeError', /^Type is not JSON serializable: .*Opaque/, /Opaque/],
+    ];
+    for (const [graph, input, cls, message, said] of cases) {
+      const { thread_id: thread } = await client.threads.create();
+      const parts = [];
+      for await (const p of client.runs.stream(thread, graph, { input, streamMode: ['values'] })) parts.push(p);
+      const err = parts.find((p) => p.event === 'error');
+      assert.ok(err, `${graph}: an error event in ${parts.map((p) => p.event).join()}`);
+      const t = await client.threads.get(thread);
+      assert.equal(t.status, 'error', graph);
+      assert.equal(t.error?.error, cls, `${graph}: ${JSON.stringify(t.error)}`);
+      if (message instanceof RegExp) assert.match(t.error.message, message);
+      else assert.equal(t.error.message, message);
+      assert.deepEqual(err.data, t.error, 'the stream\'s error event is the thread\'s error');
+      assert.equal((await client.runs.list(thread))[0].status, 'error');
+      const last = (await storedEvents(s.rc, thread)).filter(isRoot).at(-1);
+      assert.equal(last.params.data.event, 'failed', graph);
+      assert.match(last.params.data.error, said instanceof RegExp ? said : new RegExp(`^${said}$`));
+      assert.ok(s.workers.some((w) => w.logs.some((l) => l.msg === 'run failed' && l.thread === thread &&
+        l.error.startsWith(`${cls}: `))), `${graph}: the worker's log names ${cls}`);
+    }
+    // Served on: the same workers run the other graphs.
+    assert.deepEqual(await client.runs.wait(null, 'steps', { input: { text: 'still here' } }), { text: 'still here', log: ['first saw still here', 'second done'] });
   });
 });

@@ -9,8 +9,9 @@ bridge)"), as the JavaScript worker's src/worker/loops.js:
 - the read loop: XREADGROUP on the graphs' streams, each entry handled (commands.handle) and
   acknowledged once handled (unless it answered KEEP), never twice at once (``inflight``);
 - the control channel ``tc:worker:<name>``: inject and cancel for runs this worker holds;
-- the heartbeat: stay registered, keep the entries in hand from looking idle, take over what
-  dead workers left (takeover.claim);
+- the heartbeat: take over what dead workers left (takeover.claim); staying registered, keeping
+  the entries in hand from looking idle and the leases of the threads it runs are
+  keepalive.py's, from a thread of its own (a busy loop is not a dead worker);
 - close: stop reading, leave the registry, let the runs in hand finish.
 """
 
@@ -257,14 +258,12 @@ async def _control(w: Worker) -> None:
 
 
 async def _beat(w: Worker) -> None:
-    """Stay registered; keep the entries in hand from looking idle (a long run is not a dead
-    worker); take over what dead workers left."""
+    """Take over what dead workers left, every heartbeat."""
     from threadcast_worker.takeover import claim
 
     while not w.closing:
         t0 = time.monotonic()
         try:
-            await register(w)
             await claim(w, lambda s, i, f, c: dispatch(w, s, i, f, c))
         except Exception as e:  # noqa: BLE001
             w.log("warn", "heartbeat", error=str(e))
@@ -272,7 +271,11 @@ async def _beat(w: Worker) -> None:
 
 
 async def start(w: Worker) -> None:
-    """Starts the control channel, the read loop and the heartbeat."""
+    """Starts the keepalive thread, the control channel, the read loop and the heartbeat."""
+    from threadcast_worker.keepalive import Keepalive
+
+    w.keepalive = Keepalive(w, asyncio.get_running_loop())
+    w.keepalive.start()
     w.pubsub = w.cmd.pubsub()
     await w.pubsub.subscribe(keys.control(w.name))
     w.controlling = w.spawn(_control(w))
@@ -297,6 +300,8 @@ async def close(w: Worker, grace_s: float = 10.0) -> None:
     for t in list(w.tasks):
         t.cancel()
     await asyncio.gather(*w.tasks, return_exceptions=True)
+    if w.keepalive is not None:
+        await asyncio.to_thread(w.keepalive.stop)
     try:
         await w.pubsub.aclose()
     except Exception:  # noqa: BLE001
