@@ -13,119 +13,12 @@
 // Redis restarted).
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import path from 'node:path';
-import { randomUUID } from 'node:crypto';
-import { Client } from '@langchain/langgraph-sdk';
-import { startRedis, startThreadcast, startPythonWorker, connect, stopAll, waitUntil, storedEvents, redisClient,
-  repoRoot, sleep } from './lib/harness.mjs';
+import { stopAll, waitUntil, storedEvents, sleep } from './lib/harness.mjs';
 import { openSse } from './lib/rest.mjs';
+import { stack, lines, transcriptOf, question, unservable, command, ok, ALL, isRoot, rootEvents, ended, assemble,
+  textOf } from './lib/python.mjs';
 
 after(stopAll);
-
-const project = path.join(repoRoot, 'tests/integration/python/langgraph.json');
-
-/** What the example graph's fake model says (src/worker-python/example/agent.py, Lines). */
-const lines = {
-  searching: 'Let me search for that. ',
-  answer: (q) => `Here is what I found about "${q}".`,
-  summary: 'Summary: the search found three sources.',
-};
-const transcriptOf = (q) => [q, lines.searching, lines.answer(q), lines.summary];
-const question = (q) => ({ messages: [{ role: 'user', content: q }] });
-
-/** The graphs langgraph.json names that cannot be served, and why the worker says so at start. */
-const unservable = {
-  not_a_graph: /graph "not_a_graph" is a int, not a graph, a StateGraph or a graph factory/,
-  broken_import: /graph "broken_import": .*broken_import\.py does not import: ModuleNotFoundError: No module named 'threadcast_test_graphs_nowhere'/,
-};
-
-/**
- * Redis, one gateway, two Python workers on the test project. The workers' error lines must be
- * the two graphs that cannot be served (checked in done()).
- */
-async function stack({ tokenMs = 20 } = {}) {
-  const redis = await startRedis();
-  const gw = await startThreadcast({ redisUrl: redis.url });
-  await gw.ready();
-  const workers = await Promise.all(['py1', 'py2'].map((name) =>
-    startPythonWorker(redis.url, { config: project, name, env: { THREADCAST_FAKE_TOKEN_MS: String(tokenMs) } })));
-  const rc = redisClient(redis.port);
-  const apiUrl = `http://127.0.0.1:${gw.port}`;
-  return {
-    redis, gw, workers, rc, apiUrl,
-    client: () => new Client({ apiUrl, apiKey: null }),
-    ws: (thread) => connect(`ws://127.0.0.1:${gw.port}/threads/${thread}/stream/events`),
-    async done() {
-      const reports = gw.sanitizerReports();
-      rc.close();
-      for (const w of workers) await w.kill('SIGTERM');
-      await gw.stop();
-      await redis.cleanup();
-      assert.deepEqual(reports, [], gw.stderr);
-      for (const w of workers) {
-        const errors = w.logs.filter((l) => l.level === 'error');
-        assert.deepEqual(errors.map((l) => l.graph).sort(), Object.keys(unservable).sort(), JSON.stringify(errors));
-      }
-    },
-  };
-}
-
-let corr = 100;
-/** Sends a command on client c; resolves with its reply. */
-const command = (c, method, params = {}) => c.request({ id: ++corr, method, params });
-
-/** A command that must succeed: its result. */
-async function ok(c, method, params) {
-  const r = await command(c, method, params);
-  assert.equal(r.type, 'success', `${method}: ${JSON.stringify(r)}`);
-  return r.result;
-}
-
-const ALL = ['values', 'updates', 'messages', 'tools', 'lifecycle', 'input', 'checkpoints', 'tasks', 'custom'];
-const isRoot = (e) => e.method === 'lifecycle' && e.params.namespace.length === 0;
-const rootEvents = (events) => events.filter(isRoot).map((e) => e.params.data.event);
-
-/** Waits until c has seen the end of n runs (root lifecycle events other than started). */
-function ended(c, n = 1, ms = 30000) {
-  return waitUntil(() => {
-    const ends = c.events.filter((e) => isRoot(e) && e.params.data.event !== 'started');
-    return ends.length >= n && ends[n - 1];
-  }, ms, `the end of run ${n}`);
-}
-
-/**
- * The messages of a stream of protocol events, assembled as a client assembles them: per
- * namespace and node, message-start opens one (its id), text deltas add to it, message-finish
- * closes it, an error event cuts it (its code kept). [{id, role, ns, node, text, done, error}]
- */
-function assemble(events) {
-  const out = [];
-  const open = new Map();
-  for (const e of events) {
-    if (e.method !== 'messages') continue;
-    const key = `${e.params.namespace.join('|')} ${e.params.node ?? ''}`;
-    const d = e.params.data;
-    if (d.event === 'message-start') {
-      const m = { id: d.id, role: d.role, ns: e.params.namespace, node: e.params.node, text: '', done: false, error: null };
-      out.push(m);
-      open.set(key, m);
-    } else if (d.event === 'content-block-delta' && d.delta.type === 'text-delta') {
-      open.get(key).text += d.delta.text;
-    } else if (d.event === 'message-finish') {
-      open.get(key).done = true;
-      open.delete(key);
-    } else if (d.event === 'error') {
-      const m = open.get(key);
-      assert.ok(m, `an error event closes an open message: ${JSON.stringify(e.params)}`);
-      m.error = d.code;
-      open.delete(key);
-    }
-  }
-  return out;
-}
-
-const textOf = (m) => (typeof m.content === 'string' ? m.content
-  : m.content.filter((b) => b.type === 'text').map((b) => b.text).join(''));
 
 // One stack for the whole file: every test's thread is its own.
 let s;
@@ -133,7 +26,6 @@ before(async () => { s = await stack(); });
 after(async () => { await s?.done(); });
 
 describe('the Python worker over the protocol (WebSocket /threads/:id/stream/events)', () => {
-
   test('run.start streams the run: its lifecycle, the messages with their deltas, the tool, the subgraph, values; state as the graph has it', async () => {
     const thread = 'py-run';
     const q = 'tell me about otters';

@@ -26,6 +26,8 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
 from redis.exceptions import ResponseError
 
 from threadcast_worker import keys, serde
@@ -58,11 +60,20 @@ def redis_options(url: str, tls: dict[str, str | None] | None) -> dict[str, Any]
     return o
 
 
+RETRY = Retry(ExponentialBackoff(cap=2.0, base=0.05), retries=20)
+"""How a command whose connection broke is sent again: for about 30 s (50 ms, doubling, at most
+2 s apart), so a Redis restarting (refused, then LOADING) stops nothing. Every command the worker
+sends may be sent twice: appends carry BATCH ids, the records' writes are idempotent, a second
+answer to a command is dropped by the gateway."""
+
+
 async def connect(url: str, tls: dict[str, str | None] | None) -> tuple[Redis, Redis]:
     """The worker's clients: cmd (a pool) and block (the XREADGROUP's own connection)."""
     opts = redis_options(url, tls)
-    cmd = Redis.from_url(url, socket_timeout=30, **opts)
-    block = Redis.from_url(url, socket_timeout=30, single_connection_client=True, **opts)
+    cmd = Redis.from_url(url, socket_timeout=30, retry=RETRY, **opts)
+    block = Redis.from_url(
+        url, socket_timeout=30, single_connection_client=True, retry=RETRY, **opts
+    )
     await cmd.ping()
     await block.ping()
     return cmd, block

@@ -347,6 +347,8 @@ export async function startPythonWorker(redisUrl, { config, name, args = [], env
   if (ready === 'exited') throw new Error(`the Python worker exited (${worker.exitCode}): ${worker.stderr}`);
   worker.name = ready.name;
   worker.waitLog = (pred, ms = 5000) => waitUntil(() => worker.logs.find(pred), ms, 'a log line of the Python worker');
+  /** Whether it has not exited (nor been killed). */
+  worker.alive = () => p.exitCode === null && p.signalCode === null;
   worker.kill = async (signal = 'SIGKILL') => {
     if (p.exitCode === null && p.signalCode === null) p.kill(signal);
     return worker.exit;
