@@ -89,7 +89,7 @@ describe('the Python worker\'s faults', () => {
     assert.equal(parts[0].event, 'metadata');
     assert.equal((await client.runs.get(thread, runId)).status, 'success');
     assert.deepEqual((await client.runs.list(thread)).map((r) => r.run_id), [runId]);
-    assert.equal((await storedEvents(s.rc, thread)).filter(isRoot)[0].params.data.run_id ?? runId, runId);
+    assert.equal((await storedEvents(s.rc, thread)).filter(isRoot)[0].params.data.runId, runId);
 
     // The REST stream: every event once, in order; each step's update once (the cut step made none);
     // the last values the state; exactly as a replay of the run from its start.
@@ -176,6 +176,27 @@ describe('the Python worker\'s faults', () => {
     await whole(ws, q, { cut: 0 });
     for (const w of s.workers) assert.ok(!w.logs.some((l) => l.msg === 'taking over a run' && l.thread === thread), `${w.name} took nothing over`);
     assert.ok(runner.logs.some((l) => l.msg === 'run over' && l.thread === thread && l.status === 'completed'));
+    await ws.close();
+  });
+});
+
+describe('Redis stalled past the lease and the claim delay', () => {
+  test('the worker running the run keeps it: nothing lost, repeated or taken over', async () => {
+    if (s.workers.filter((w) => w.alive()).length < 2) await s.addWorker('py6');
+    const thread = 'py-redis-stall';
+    const q = 'a question asked while Redis stalls';
+    const ws = await s.ws(thread);
+    await ok(ws, 'subscription.subscribe', { channels: ALL });
+    await ok(ws, 'run.start', { assistant_id: 'agent', input: question(q) });
+    await midAnswer(ws, q);
+    const runner = await holder(thread);
+    // Every lease lapses and every entry looks idle on Redis' clock when it wakes up.
+    s.redis.proc.kill('SIGSTOP');
+    await sleep(4500);
+    s.redis.proc.kill('SIGCONT');
+    await whole(ws, q, { cut: 0 });
+    for (const w of s.workers) assert.ok(!w.logs.some((l) => l.msg === 'taking over a run' && l.thread === thread), `${w.name} took nothing over`);
+    assert.ok(!runner.logs.some((l) => /lost the thread's lock/.test(l.msg) && l.thread === thread), 'the worker kept the thread');
     await ws.close();
   });
 });

@@ -90,7 +90,7 @@ describe('the Python worker over the protocol (WebSocket /threads/:id/stream/eve
     const thread = 'py-interrupt';
     const c = await s.ws(thread);
     await ok(c, 'subscription.subscribe', { channels: ALL });
-    const first = await ok(c, 'run.start', { assistant_id: 'agent', input: question('look it up, then interrupt me') });
+    await ok(c, 'run.start', { assistant_id: 'agent', input: question('look it up, then interrupt me') });
     const stop = await ended(c);
     assert.deepEqual(stop.params.data, { event: 'interrupted', graph_name: 'agent' });
     const asked = c.events.filter((e) => e.method === 'input.requested');
@@ -119,7 +119,6 @@ describe('the Python worker over the protocol (WebSocket /threads/:id/stream/eve
     // Answered: it waits no more.
     const again = await command(c, 'input.respond', { namespace: [], interrupt_id: id, response: 'no' });
     assert.equal(again.error, 'no_such_interrupt');
-    assert.notEqual(first.run_id, undefined);
     await c.close();
   });
 
@@ -289,7 +288,7 @@ describe('REST runs of Python graphs', () => {
   test('cancel with interrupt keeps what the run did; with rollback the state and history are exactly as before the run', async () => {
     const client = s.client();
     const { thread_id: t1 } = await client.threads.create();
-    const a = await client.runs.create(t1, 'steps', { input: { text: 'slow please', pause: 0.8 } });
+    const a = await client.runs.create(t1, 'steps', { input: { text: 'slow please', pause: 1.5 } });
     await logged(client, t1, /^first saw slow please$/);
     await client.runs.cancel(t1, a.run_id, true, 'interrupt');
     assert.equal((await client.runs.get(t1, a.run_id)).status, 'interrupted');
@@ -306,7 +305,7 @@ describe('REST runs of Python graphs', () => {
     const stateBefore = await client.threads.getState(t2);
     const historyBefore = await client.threads.getHistory(t2, { limit: 100 });
     const keysBefore = await checkpointKeys(t2);
-    const b = await client.runs.create(t2, 'steps', { input: { text: 'slow and doomed', pause: 0.8 } });
+    const b = await client.runs.create(t2, 'steps', { input: { text: 'slow and doomed', pause: 1.5 } });
     await logged(client, t2, /^first saw slow and doomed$/);
     await client.runs.cancel(t2, b.run_id, true, 'rollback');
     await rejects(client.runs.get(t2, b.run_id), 404);
@@ -324,7 +323,7 @@ describe('REST runs of Python graphs', () => {
     const client = s.client();
     const two = async (strategy) => {
       const { thread_id: thread } = await client.threads.create();
-      const a = await client.runs.create(thread, 'steps', { input: { text: `slow first (${strategy})`, pause: 0.8 } });
+      const a = await client.runs.create(thread, 'steps', { input: { text: `slow first (${strategy})`, pause: 1.5 } });
       await logged(client, thread, /^first saw slow first/);
       const b = client.runs.create(thread, 'steps', { input: { text: `second (${strategy})` }, multitaskStrategy: strategy });
       return { thread, a, b: await b.then((r) => r, (e) => e) };

@@ -105,3 +105,25 @@ async def test_a_loop_silent_past_the_stall_bound_is_let_go(redis_srv: Any) -> N
     finally:
         await asyncio.to_thread(ka.stop)
         r.close()
+
+
+async def test_a_worker_that_left_the_registry_stays_out_keeps_its_leases(redis_srv: Any) -> None:
+    """Closing: it leaves the registry (other workers may take its runs once it is gone) while the
+    runs it still has keep their leases for its grace."""
+    w = worker(redis_srv.url)
+    r = redis_srv.client()
+    running(r, w, "t4", "run-4")
+    lease(w, "t4", "run-4", lambda: None)
+    ka = Keepalive(w, asyncio.get_running_loop())
+    ka.start()
+    try:
+        await asyncio.sleep(0.3)
+        assert r.zscore(keys.workers("g"), "ka1") is not None
+        await asyncio.to_thread(ka.leave)
+        r.zrem(keys.workers("g"), "ka1")
+        await asyncio.sleep(1.0)  # five heartbeats, two leases
+        assert r.zscore(keys.workers("g"), "ka1") is None
+        assert r.get(keys.lock("t4")) == b"ka1" and r.pttl(keys.lock("t4")) > 0
+    finally:
+        await asyncio.to_thread(ka.stop)
+        r.close()

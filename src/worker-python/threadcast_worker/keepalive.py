@@ -75,12 +75,20 @@ class Keepalive:
         self.redis = redis_sync.Redis.from_url(w.redis_url, socket_timeout=10, **w.redis_opts)
         self.renew = self.redis.register_script(LOCK_RENEW)
         self.stopping = threading.Event()
+        self.registering = threading.Lock()  # held while the registry entry is renewed
+        self.left = False  # the worker has left the registry: never renewed again
         self.seen = time.monotonic()  # when the loop last answered
         self.stalled = False
         self.thread = threading.Thread(target=self._run, name=f"keepalive {w.name}", daemon=True)
 
     def start(self) -> None:
         self.thread.start()
+
+    def leave(self) -> None:
+        """Renews the registry entry no more (the worker is closing and leaves it); once this
+        returns, no renewal is under way, so the entry can be removed for good."""
+        with self.registering:
+            self.left = True
 
     def stop(self, timeout: float = 5.0) -> None:
         self.stopping.set()
@@ -126,8 +134,8 @@ class Keepalive:
         """Stay registered (not once closing: it has left the registry), and keep the entries
         in hand from looking idle."""
         w = self.w
-        if not w.closing:
-            for a in w.assistants:
+        with self.registering:
+            for a in [] if self.left else w.assistants:
                 self.redis.fcall(
                     "threadcast_register",
                     2,

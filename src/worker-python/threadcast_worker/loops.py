@@ -300,6 +300,8 @@ async def close(w: Worker, grace_s: float = 10.0) -> None:
     for t in (w.beating, w.reading, w.controlling):
         if t is not None:
             t.cancel()
+    if w.keepalive is not None:
+        await asyncio.to_thread(w.keepalive.leave)
     for a in w.assistants:
         try:
             await w.cmd.zrem(keys.workers(a), w.name)
