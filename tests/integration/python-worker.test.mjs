@@ -13,7 +13,8 @@
 // Redis restarted).
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { stopAll, waitUntil, storedEvents, sleep } from './lib/harness.mjs';
+import path from 'node:path';
+import { stopAll, waitUntil, storedEvents, sleep, startPythonWorker, repoRoot } from './lib/harness.mjs';
 import { openSse } from './lib/rest.mjs';
 import { stack, lines, transcriptOf, question, unservable, command, ok, ALL, isRoot, rootEvents, ended, assemble,
   textOf } from './lib/python.mjs';
@@ -422,6 +423,56 @@ describe('REST runs of Python graphs', () => {
     assert.equal(t.status, 'error');
     assert.equal(t.error?.error, 'EventTooLargeError');
     assert.ok(s.workers.some((w) => w.logs.some((l) => l.msg === 'run failed' && l.thread === other && /EventTooLargeError: .*over threadcast's limit/.test(l.error))));
+  });
+});
+
+describe('commands for a run another worker holds reach it on its control channel (tc:worker:<name>)', () => {
+  // A worker serving the same graphs under other ids (agent_b, steps_b): an entry on their
+  // streams is read by it alone, so it never runs the thread the entry names — as a command read
+  // by any worker but the one running the thread.
+  let other;
+  before(async () => {
+    other = await startPythonWorker(s.redis.url, { config: path.join(repoRoot, 'tests/integration/python/langgraph-b.json'), name: 'py-b' });
+  });
+  after(async () => {
+    await other?.kill('SIGTERM');
+    assert.deepEqual(other?.logs.filter((l) => l.level === 'error'), [], 'py-b\'s error lines');
+  });
+  /** The entry the gateway would XADD for the thread, on assistant's stream (no reply wanted). */
+  const xadd = (assistant, thread, method, params) => s.rc.cmd('XADD', `{tc:commands}:a:${assistant}`, '*', 'thread', thread,
+    'method', method, 'params', JSON.stringify(params), 'corr', `test:${thread}:${method}`, 'reply', '', 'deadline', '0');
+
+  test('input.inject and run.cancel read by another worker reach the run', async () => {
+    const thread = 'py-forward';
+    const c = await s.ws(thread);
+    await ok(c, 'subscription.subscribe', { channels: ['lifecycle', 'messages'] });
+    await ok(c, 'run.start', { assistant_id: 'agent', input: question('a question to reach from afar') });
+    await waitUntil(() => assemble(c.events)[2]?.text.length > 3, 20000, 'the answer streaming');
+    const owner = await s.rc.cmd('GET', `tc:{${thread}}:lg:lock`);
+    assert.ok(s.workers.some((w) => w.name === owner), owner);
+    await xadd('agent_b', thread, 'input.inject', { namespace: [], message: { role: 'user', content: 'from afar' } });
+    await waitUntil(() => assemble(c.events).some((m) => m.node === 'input' && m.text === 'from afar' && m.done), 10000, 'the injected message shown');
+    await waitUntil(async () => (await ok(c, 'state.get', { namespace: [] })).values.messages.some((m) => m.content === 'from afar'),
+      10000, 'the injected message in the state');
+    await xadd('agent_b', thread, 'run.cancel', {});
+    const end = await ended(c);
+    assert.deepEqual(end.params.data, { event: 'failed', graph_name: 'agent', error: 'cancelled', cancelled: true });
+    assert.ok(!other.logs.some((l) => l.thread === thread && l.msg === 'run over'), 'py-b ran nothing');
+    assert.ok(s.workers.find((w) => w.name === owner).logs.some((l) => l.thread === thread && l.msg === 'run over' && l.status === 'failed'));
+    await c.close();
+  });
+
+  test('rest.cancel read by another worker reaches the run: rolled back', async () => {
+    const client = s.client();
+    const { thread_id: thread } = await client.threads.create();
+    const run = await client.runs.create(thread, 'steps', { input: { text: 'slow, cancelled from afar', pause: 1.5 } });
+    await logged(client, thread, /^first saw slow, cancelled from afar$/);
+    // As threadcast_rest hands a cancel over: the run's record marked, the entry on the stream.
+    await s.rc.cmd('HSET', `{tc:commands}:r:${run.run_id}`, 'cancel', 'rollback');
+    await xadd('steps_b', thread, 'rest.cancel', { run_id: run.run_id, thread_id: thread, action: 'rollback' });
+    await waitUntil(async () => (await client.runs.get(thread, run.run_id).then(() => 200, (e) => e.status)) === 404, 10000, 'the run rolled back');
+    assert.deepEqual((await client.threads.getState(thread)).values, {}, 'its checkpoints are gone');
+    assert.deepEqual(await checkpointKeys(thread), [0, 0, 0, 0, 0]);
   });
 });
 
