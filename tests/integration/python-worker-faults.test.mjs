@@ -1,5 +1,5 @@
 // The Python worker's faults, end to end (protocol/README.md, "When a worker dies"): two Python
-// workers behind the gateway, the example graph's model slowed to 120 ms a token so a run is
+// workers behind the gateway, the example graph's model slowed to 80 ms a token so a run is
 // mid-message when the fault comes. A worker SIGKILLed mid-run: the other takes the run over
 // about 3 s later from the last checkpoint, the cut message closed with worker_lost, one run
 // with one id, a REST stream joined across it sees everything once but the step that runs
@@ -16,7 +16,7 @@ import { stack, lines, transcriptOf, question, ok, ALL, isRoot, rootEvents, ende
 after(stopAll);
 
 let s;
-before(async () => { s = await stack({ tokenMs: 120, appendonly: true }); });
+before(async () => { s = await stack({ tokenMs: 80, appendonly: true }); });
 after(async () => { await s?.done(); });
 
 /** Waits until the thread's run is mid-answer (the model's second message, some of its text out). */
