@@ -57,7 +57,7 @@ async function whole(ws, q, { cut = 1, echoed = true } = {}) {
 }
 
 describe('the Python worker\'s faults', () => {
-  test('a worker SIGKILLed mid-run: the other takes the run over from the last checkpoint about 3 s later; a REST stream joined across it sees it all, once', async () => {
+  test('a worker SIGKILLed mid-run: the other takes the run over from the last checkpoint about 3 s later; a REST stream joined across it sees it all, once', { timeout: 90000 }, async () => {
     const client = s.client();
     const { thread_id: thread } = await client.threads.create();
     const q = 'a question for a worker that dies';
@@ -111,7 +111,7 @@ describe('the Python worker\'s faults', () => {
     await ws.close();
   });
 
-  test('a worker SIGSTOPped past its lease, then SIGCONTed: its appends are FENCED, it stops; the run is the taker\'s, whole', async () => {
+  test('a worker SIGSTOPped past its lease, then SIGCONTed: its appends are FENCED, it stops; the run is the taker\'s, whole', { timeout: 90000 }, async () => {
     if (s.workers.filter((w) => w.alive()).length < 2) await s.addWorker('py3');
     const thread = 'py-stop';
     const q = 'a question for a worker that stalls';
@@ -137,7 +137,7 @@ describe('the Python worker\'s faults', () => {
     await ws.close();
   });
 
-  test('a worker closing (SIGTERM) lets its run go on for its grace (10 s), then leaves it to another, which goes on from the last checkpoint', async () => {
+  test('a worker closing (SIGTERM) lets its run go on for its grace (10 s), then leaves it to another, which goes on from the last checkpoint', { timeout: 90000 }, async () => {
     if (s.workers.filter((w) => w.alive()).length < 2) await s.addWorker('py4');
     const client = s.client();
     const { thread_id: thread } = await client.threads.create();
@@ -160,7 +160,7 @@ describe('the Python worker\'s faults', () => {
     assert.deepEqual(root, ['started', 'completed']);
   });
 
-  test('Redis restarted mid-run (appendonly): the run goes on where it was, whole, nothing taken over', async () => {
+  test('Redis restarted mid-run (appendonly): the run goes on where it was, whole, nothing taken over', { timeout: 90000 }, async () => {
     if (s.workers.filter((w) => w.alive()).length < 2) await s.addWorker('py5');
     const thread = 'py-redis-restart';
     const q = 'a question asked while Redis restarts';
@@ -181,7 +181,7 @@ describe('the Python worker\'s faults', () => {
 });
 
 describe('Redis stalled past the lease and the claim delay', () => {
-  test('the worker running the run keeps it: nothing lost, repeated or taken over', async () => {
+  test('the worker running the run keeps it: nothing lost, repeated or taken over', { timeout: 90000 }, async () => {
     if (s.workers.filter((w) => w.alive()).length < 2) await s.addWorker('py6');
     const thread = 'py-redis-stall';
     const q = 'a question asked while Redis stalls';

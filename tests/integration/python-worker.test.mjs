@@ -27,7 +27,7 @@ before(async () => { s = await stack(); });
 after(async () => { await s?.done(); });
 
 describe('the Python worker over the protocol (WebSocket /threads/:id/stream/events)', () => {
-  test('run.start streams the run: its lifecycle, the messages with their deltas, the tool, the subgraph, values; state as the graph has it', async () => {
+  test('run.start streams the run: its lifecycle, the messages with their deltas, the tool, the subgraph, values; state as the graph has it', { timeout: 60000 }, async () => {
     const thread = 'py-run';
     const q = 'tell me about otters';
     const c = await s.ws(thread);
@@ -87,7 +87,7 @@ describe('the Python worker over the protocol (WebSocket /threads/:id/stream/eve
     await c.close();
   });
 
-  test('interrupt() is input.requested; input.respond answers it (input.answered), the run goes on; an unknown interrupt id is no_such_interrupt', async () => {
+  test('interrupt() is input.requested; input.respond answers it (input.answered), the run goes on; an unknown interrupt id is no_such_interrupt', { timeout: 60000 }, async () => {
     const thread = 'py-interrupt';
     const c = await s.ws(thread);
     await ok(c, 'subscription.subscribe', { channels: ALL });
@@ -123,7 +123,7 @@ describe('the Python worker over the protocol (WebSocket /threads/:id/stream/eve
     await c.close();
   });
 
-  test('the HITL approval: the request LangChain\'s chat UI answers with Approve; the decision resumes the run', async () => {
+  test('the HITL approval: the request LangChain\'s chat UI answers with Approve; the decision resumes the run', { timeout: 60000 }, async () => {
     const thread = 'py-approval';
     const q = 'send it after my approval';
     const c = await s.ws(thread);
@@ -144,7 +144,7 @@ describe('the Python worker over the protocol (WebSocket /threads/:id/stream/eve
     await c.close();
   });
 
-  test('input.inject into a running run: shown whole at once, in the state from the next step on; run.start on a running thread injects too', async () => {
+  test('input.inject into a running run: shown whole at once, in the state from the next step on; run.start on a running thread injects too', { timeout: 60000 }, async () => {
     const thread = 'py-inject';
     const c = await s.ws(thread);
     await ok(c, 'subscription.subscribe', { channels: ['lifecycle', 'messages', 'tools'] });
@@ -172,7 +172,7 @@ describe('the Python worker over the protocol (WebSocket /threads/:id/stream/eve
     await c.close();
   });
 
-  test('run.cancel ends the running run failed (cancelled), its open message closed; run.cancel and input.inject with no run are no_such_run', async () => {
+  test('run.cancel ends the running run failed (cancelled), its open message closed; run.cancel and input.inject with no run are no_such_run', { timeout: 60000 }, async () => {
     const thread = 'py-cancel';
     const c = await s.ws(thread);
     await ok(c, 'subscription.subscribe', { channels: ['lifecycle', 'messages'] });
@@ -195,7 +195,7 @@ describe('the Python worker over the protocol (WebSocket /threads/:id/stream/eve
     await c.close();
   });
 
-  test('state.fork from a listed checkpoint; run.start from a checkpoint; unknown checkpoints are no_such_checkpoint', async () => {
+  test('state.fork from a listed checkpoint; run.start from a checkpoint; unknown checkpoints are no_such_checkpoint', { timeout: 60000 }, async () => {
     const thread = 'py-fork';
     const c = await s.ws(thread);
     await ok(c, 'subscription.subscribe', { channels: ['lifecycle', 'input', 'checkpoints'] });
@@ -238,7 +238,7 @@ describe('the Python worker over the protocol (WebSocket /threads/:id/stream/eve
     await c.close();
   });
 
-  test('a run started over the protocol on a thread the REST API knows is one of its runs: runs.get, runs.list, runs.join see it', async () => {
+  test('a run started over the protocol on a thread the REST API knows is one of its runs: runs.get, runs.list, runs.join see it', { timeout: 60000 }, async () => {
     const client = s.client();
     const { thread_id: thread } = await client.threads.create();
     const q = 'adopt me';
@@ -286,7 +286,7 @@ const checkpointKeys = (thread) => Promise.all(['idx', 'cp', 'blobs', 'widx', 'w
   s.rc.cmd(k.endsWith('idx') ? 'ZCARD' : 'HLEN', `tc:{${thread}}:lg:${k}`)));
 
 describe('REST runs of Python graphs', () => {
-  test('cancel with interrupt keeps what the run did; with rollback the state and history are exactly as before the run', async () => {
+  test('cancel with interrupt keeps what the run did; with rollback the state and history are exactly as before the run', { timeout: 60000 }, async () => {
     const client = s.client();
     const { thread_id: t1 } = await client.threads.create();
     const a = await client.runs.create(t1, 'steps', { input: { text: 'slow please', pause: 1.5 } });
@@ -320,7 +320,7 @@ describe('REST runs of Python graphs', () => {
     assert.deepEqual(after.log, ['first saw before', 'second done', 'first saw after', 'second done']);
   });
 
-  test('multitask_strategy: reject is 409, enqueue runs after, interrupt stops the first, rollback takes it back', async () => {
+  test('multitask_strategy: reject is 409, enqueue runs after, interrupt stops the first, rollback takes it back', { timeout: 60000 }, async () => {
     const client = s.client();
     const two = async (strategy) => {
       const { thread_id: thread } = await client.threads.create();
@@ -351,7 +351,7 @@ describe('REST runs of Python graphs', () => {
     assert.deepEqual((await client.runs.list(rb.thread)).map((r) => r.run_id), [rb.b.run_id]);
   });
 
-  test('after_seconds: the run waits that long after it was created, then runs', async () => {
+  test('after_seconds: the run waits that long after it was created, then runs', { timeout: 60000 }, async () => {
     const client = s.client();
     const { thread_id: thread } = await client.threads.create();
     const t0 = Date.now();
@@ -366,7 +366,7 @@ describe('REST runs of Python graphs', () => {
     assert.ok(started.params.timestamp - t0 >= 1400, `started ${started.params.timestamp - t0} ms after it was created`);
   });
 
-  test('a stateless run (POST /runs/stream) streams, and its thread is gone after; runs.wait answers the state', async () => {
+  test('a stateless run (POST /runs/stream) streams, and its thread is gone after; runs.wait answers the state', { timeout: 60000 }, async () => {
     const { res, sse } = await openSse(`${s.apiUrl}/runs/stream`, { method: 'POST',
       json: { assistant_id: 'steps', input: { text: 'no thread' }, stream_mode: ['values', 'updates'] } });
     assert.equal(res.status, 200);
@@ -390,7 +390,7 @@ describe('REST runs of Python graphs', () => {
   });
 
   const MiB = 1024 * 1024;
-  test('an event of 16 MiB - 4 KiB is carried whole to REST and WebSocket clients; one over 16 MiB fails its run with EventTooLargeError', async () => {
+  test('an event of 16 MiB - 4 KiB is carried whole to REST and WebSocket clients; one over 16 MiB fails its run with EventTooLargeError', { timeout: 90000 }, async () => {
     const client = s.client();
     const { thread_id: thread } = await client.threads.create();
     const ws = await s.ws(thread);
@@ -442,7 +442,7 @@ describe('commands for a run another worker holds reach it on its control channe
   const xadd = (assistant, thread, method, params) => s.rc.cmd('XADD', `{tc:commands}:a:${assistant}`, '*', 'thread', thread,
     'method', method, 'params', JSON.stringify(params), 'corr', `test:${thread}:${method}`, 'reply', '', 'deadline', '0');
 
-  test('input.inject and run.cancel read by another worker reach the run', async () => {
+  test('input.inject and run.cancel read by another worker reach the run', { timeout: 60000 }, async () => {
     const thread = 'py-forward';
     const c = await s.ws(thread);
     await ok(c, 'subscription.subscribe', { channels: ['lifecycle', 'messages'] });
@@ -462,7 +462,7 @@ describe('commands for a run another worker holds reach it on its control channe
     await c.close();
   });
 
-  test('rest.cancel read by another worker reaches the run: rolled back', async () => {
+  test('rest.cancel read by another worker reaches the run: rolled back', { timeout: 60000 }, async () => {
     const client = s.client();
     const { thread_id: thread } = await client.threads.create();
     const run = await client.runs.create(thread, 'steps', { input: { text: 'slow, cancelled from afar', pause: 1.5 } });
@@ -477,7 +477,7 @@ describe('commands for a run another worker holds reach it on its control channe
 });
 
 describe('graphs that cannot run: a clear error at start or on the run, and the other graphs served on', () => {
-  test('a graph file that does not import and an attribute that is no graph: named at start, and refused', async () => {
+  test('a graph file that does not import and an attribute that is no graph: named at start, and refused', { timeout: 60000 }, async () => {
     for (const w of s.workers) {
       for (const [graph, re] of Object.entries(unservable)) {
         const line = w.logs.find((l) => l.msg === 'graph not served' && l.graph === graph);
@@ -497,7 +497,7 @@ describe('graphs that cannot run: a clear error at start or on the run, and the 
     await c.close();
   });
 
-  test('a factory that raises, a node that raises, a state that is not JSON: each run fails with its exception, over the protocol and REST', async () => {
+  test('a factory that raises, a node that raises, a state that is not JSON: each run fails with its exception, over the protocol and REST', { timeout: 60000 }, async () => {
     const c = await s.ws('py-bad-build');
     await ok(c, 'subscription.subscribe', { channels: ['lifecycle', 'custom:threadcast.modes'] });
     await ok(c, 'run.start', { assistant_id: 'broken_build', input: {} });
