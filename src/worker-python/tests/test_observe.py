@@ -458,6 +458,54 @@ async def test_cancel_stops_the_graph() -> None:
     assert state["cancelled"]
 
 
+async def test_cancel_mid_message_leaves_no_converter_running() -> None:
+    """A run cancelled while a model's message streams (run.cancel): observe() is closed at a
+    yield with the message's converter suspended in its __anext__; it must be dropped, or the
+    loop's finalizer fails to close it later ("aclose(): asynchronous generator is already
+    running", a "Task exception was never retrieved" in the worker's log)."""
+    import contextlib
+    import gc
+
+    from langchain_core.language_models import GenericFakeChatModel
+
+    class S(TypedDict):
+        messages: Annotated[list, add_messages]
+
+    async def talk(s: S) -> dict[str, Any]:
+        model = GenericFakeChatModel(messages=iter([AIMessage("one two three four five six")]))
+        return {"messages": [await model.ainvoke(s["messages"])]}
+
+    graph = StateGraph(S).add_node("talk", talk).add_edge(START, "talk").compile()
+    loop = asyncio.get_running_loop()
+    reported: list[dict[str, Any]] = []
+    previous = loop.get_exception_handler()
+    loop.set_exception_handler(lambda _loop, context: reported.append(context))
+    streaming = asyncio.Event()
+
+    async def consume() -> None:
+        stream = observe(compiled(graph), said("x"), {"configurable": {"thread_id": "m"}})
+        async with contextlib.aclosing(stream) as events:
+            async for ev in events:
+                if ev["method"] == "messages" and ev["params"]["data"]["event"] == (
+                    "content-block-delta"
+                ):
+                    streaming.set()
+                    await asyncio.sleep(30)  # cancelled here, mid-message
+
+    try:
+        task = asyncio.create_task(consume())
+        await asyncio.wait_for(streaming.wait(), 5)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(task, 5)
+        for _ in range(5):
+            gc.collect()
+            await asyncio.sleep(0.01)
+    finally:
+        loop.set_exception_handler(previous)
+    assert [str(c.get("exception") or c.get("message")) for c in reported] == []
+
+
 async def test_rest_run_renders_beside_protocol_events() -> None:
     rest = RestStream(
         stream_mode=["events", "values"],

@@ -112,6 +112,19 @@ def test_errors_name_the_class_and_hide_unknown_messages() -> None:
     }
 
 
+def test_threadcasts_own_errors_show_their_message() -> None:
+    from threadcast_worker.relay import EventTooLargeError
+    from threadcast_worker.rest_runs import InputError
+
+    big = EventTooLargeError("values", 16777300)
+    assert serde.error_payload(big) == {"error": "EventTooLargeError", "message": str(big)}
+    assert "16777300 bytes, over threadcast's limit" in str(big)
+    assert serde.error_payload(InputError("config must be an object")) == {
+        "error": "InputError",
+        "message": "config must be an object",
+    }
+
+
 def test_what_it_cannot_write_fails_naming_the_type() -> None:
     class Opaque:
         pass

@@ -219,9 +219,24 @@ async def run_start(w: Worker, entry: Entry, p: dict[str, Any]) -> Any:
                 metadata=p.get("metadata"),
                 humans=humans,
             )
-        async with _graph(w, entry, await thread_configurable(w, thread), "threads.read") as g:
-            pending = pending_interrupts(
-                await g.aget_state({"configurable": {"thread_id": thread}})
+        try:
+            async with _graph(w, entry, await thread_configurable(w, thread), "threads.read") as g:
+                pending = pending_interrupts(
+                    await g.aget_state({"configurable": {"thread_id": thread}})
+                )
+        except Exception as e:  # noqa: BLE001 — a graph factory that raises: the run fails
+            # with its exception, as a REST run's does, rather than the command.
+            value, humans = with_ids(p.get("input"))
+            return await start_run(
+                w,
+                entry,
+                thread=thread,
+                assistant=entry.assistant,
+                input=value,
+                configurable=configurable,
+                metadata=p.get("metadata"),
+                humans=humans,
+                start_error=e,
             )
         if pending:  # an interrupted run: the input answers it
             resume = {i["id"]: p.get("input") for i in pending}

@@ -2,11 +2,11 @@
 thread never overlap, on any number of workers, in either language.
 
 - ``tc:{T}:lg:lock`` holds the name of the worker running the thread's run, with a PX lease
-  (``lock_ms``) that worker renews while the run goes on; a dead worker's lock lapses, and a
-  worker taking its run over (takeover.py) waits for that. Only the owner renews or releases
-  it (the scripts below), so a late release never frees another worker's lock. A lease that
-  lapsed while nobody could renew it (Redis itself stalled past it) is taken again by its
-  worker on its next renewal, as long as the run's record still names that worker.
+  (``lock_ms``) that worker renews while the run goes on (keepalive.py); a dead worker's lock
+  lapses, and a worker taking its run over (takeover.py) waits for that. Only the owner renews or
+  releases it (the scripts below), so a late release never frees another worker's lock. A lease that
+  lapsed while nobody could renew it (Redis itself stalled past it) is taken again by its worker on
+  its next renewal, as long as the run's record still names that worker.
 - ``tc:{T}:lg:run`` records the run holding the lock (its command's entry, id, input, the
   checkpoint it started from, a REST run's options, the worker running it), so that a worker
   taking it over can go on with it, and a REST cancel that finds no worker running it (the
@@ -103,26 +103,6 @@ async def renew_lock(w: Worker, thread: str, run_id: str) -> bool:
         keys=[keys.lock(thread), keys.run(thread)], args=[w.name, w.lock_ms, run_id]
     )
     return int(got) == 1
-
-
-def keep_lock(
-    w: Worker, thread: str, run_id: str, on_lost: Callable[[], None]
-) -> Callable[[], None]:
-    """Renews the thread's lease every quarter of it while run run_id goes on; returns what
-    stops it. on_lost is called when a renewal finds the lock another's."""
-
-    async def renew() -> None:
-        while True:
-            await asyncio.sleep(w.lock_ms / 4000)
-            try:
-                if not await renew_lock(w, thread, run_id):
-                    on_lost()
-                    return
-            except Exception as e:  # noqa: BLE001 — Redis away: the next renewal tries again
-                w.log("warn", "lock renewal failed", thread=thread, error=str(e))
-
-    task = asyncio.create_task(renew())
-    return task.cancel
 
 
 async def release(w: Worker, thread: str) -> None:

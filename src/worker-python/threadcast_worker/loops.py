@@ -9,8 +9,9 @@ bridge)"), as the JavaScript worker's src/worker/loops.js:
 - the read loop: XREADGROUP on the graphs' streams, each entry handled (commands.handle) and
   acknowledged once handled (unless it answered KEEP), never twice at once (``inflight``);
 - the control channel ``tc:worker:<name>``: inject and cancel for runs this worker holds;
-- the heartbeat: stay registered, keep the entries in hand from looking idle, take over what
-  dead workers left (takeover.claim);
+- the heartbeat: take over what dead workers left (takeover.claim); staying registered, keeping
+  the entries in hand from looking idle and the leases of the threads it runs are
+  keepalive.py's, from a thread of its own (a busy loop is not a dead worker);
 - close: stop reading, leave the registry, let the runs in hand finish.
 """
 
@@ -23,6 +24,8 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
 from redis.exceptions import ResponseError
 
 from threadcast_worker import config as run_configs
@@ -57,11 +60,20 @@ def redis_options(url: str, tls: dict[str, str | None] | None) -> dict[str, Any]
     return o
 
 
+RETRY = Retry(ExponentialBackoff(cap=2.0, base=0.05), retries=20)
+"""How a command whose connection broke is sent again: for about 30 s (50 ms, doubling, at most
+2 s apart), so a Redis restarting (refused, then LOADING) stops nothing. Every command the worker
+sends may be sent twice: appends carry BATCH ids, the records' writes are idempotent, a second
+answer to a command is dropped by the gateway."""
+
+
 async def connect(url: str, tls: dict[str, str | None] | None) -> tuple[Redis, Redis]:
     """The worker's clients: cmd (a pool) and block (the XREADGROUP's own connection)."""
     opts = redis_options(url, tls)
-    cmd = Redis.from_url(url, socket_timeout=30, **opts)
-    block = Redis.from_url(url, socket_timeout=30, single_connection_client=True, **opts)
+    cmd = Redis.from_url(url, socket_timeout=30, retry=RETRY, **opts)
+    block = Redis.from_url(
+        url, socket_timeout=30, single_connection_client=True, retry=RETRY, **opts
+    )
     await cmd.ping()
     await block.ping()
     return cmd, block
@@ -259,14 +271,12 @@ async def _control(w: Worker) -> None:
 
 
 async def _beat(w: Worker) -> None:
-    """Stay registered; keep the entries in hand from looking idle (a long run is not a dead
-    worker); take over what dead workers left."""
+    """Take over what dead workers left, every heartbeat."""
     from threadcast_worker.takeover import claim
 
     while not w.closing:
         t0 = time.monotonic()
         try:
-            await register(w)
             await claim(w, lambda s, i, f, c: dispatch(w, s, i, f, c))
         except Exception as e:  # noqa: BLE001
             w.log("warn", "heartbeat", error=str(e))
@@ -274,7 +284,11 @@ async def _beat(w: Worker) -> None:
 
 
 async def start(w: Worker) -> None:
-    """Starts the control channel, the read loop and the heartbeat."""
+    """Starts the keepalive thread, the control channel, the read loop and the heartbeat."""
+    from threadcast_worker.keepalive import Keepalive
+
+    w.keepalive = Keepalive(w, asyncio.get_running_loop())
+    w.keepalive.start()
     w.pubsub = w.cmd.pubsub()
     await w.pubsub.subscribe(keys.control(w.name))
     w.controlling = w.spawn(_control(w))
@@ -288,6 +302,8 @@ async def close(w: Worker, grace_s: float = 10.0) -> None:
     for t in (w.beating, w.reading, w.controlling):
         if t is not None:
             t.cancel()
+    if w.keepalive is not None:
+        await asyncio.to_thread(w.keepalive.leave)
     for a in w.assistants:
         try:
             await w.cmd.zrem(keys.workers(a), w.name)
@@ -299,6 +315,8 @@ async def close(w: Worker, grace_s: float = 10.0) -> None:
     for t in list(w.tasks):
         t.cancel()
     await asyncio.gather(*w.tasks, return_exceptions=True)
+    if w.keepalive is not None:
+        await asyncio.to_thread(w.keepalive.stop)
     try:
         await w.pubsub.aclose()
     except Exception:  # noqa: BLE001

@@ -707,18 +707,28 @@ class _Run:
             out.extend(sse_event(ns, name, data) for ns, name, data in self.renderer.end())
         return out
 
+    def abandon(self) -> None:
+        """Drops the converters of the messages still open (their events are not made)."""
+        for _meta, feed in self.feeds.values():
+            feed.abandon()
+        self.feeds.clear()
+
     def fail(self, exc: BaseException) -> list[dict[str, Any]]:
         """What is left once the graph's stream raised exc."""
         out: list[dict[str, Any]] = []
         if self.held is not None:
             out.append(self.held)
             self.held = None
+<<<<<<< HEAD
         for _ns, _meta, feed in self.feeds.values():
             feed.abandon()  # the caller closes the run's open messages
         self.feeds.clear()
         self.slots.drop()
         out.extend(self.held_sse)  # the server writes a failed step's output before its error
         self.held_sse.clear()
+=======
+        self.abandon()  # the caller closes the run's open messages
+>>>>>>> py-faults
         self.lifecycle.fail(exc)
         out.extend(self.lifecycle.take())
         return out
@@ -815,6 +825,13 @@ async def observe(
     except Exception as exc:
         for out in run.fail(exc):
             yield out
+        raise
+    except BaseException:
+        # Cancelled or closed mid-message (run.cancel, a lost lock, the worker closing): the
+        # converters of the messages still open are dropped here, or each would be left
+        # suspended inside its __anext__ and the loop's finalizer would fail to close it
+        # ("aclose(): asynchronous generator is already running").
+        run.abandon()
         raise
     for out in run.end():
         yield out

@@ -31,7 +31,7 @@ EVENT_MAX = 16 * 1024 * 1024
 """threadcast_append's cap on one event: a bigger one fails the run."""
 
 
-class EventTooLargeError(Exception):
+class EventTooLargeError(serde.ThreadcastError):
     """An event the run made that threadcast cannot carry: the run fails with it, visibly,
     rather than go on with a hole in its stream."""
 

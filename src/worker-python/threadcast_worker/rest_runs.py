@@ -30,7 +30,7 @@ UNSTARTED_LOCK_WAIT_MS = 30000
 """How long a run cancelled before it started waits for its thread to append its end."""
 
 
-class InputError(Exception):
+class InputError(serde.ThreadcastError):
     """Input a REST run cannot run with: the run fails at once with it."""
 
 
@@ -88,7 +88,13 @@ async def rest_outcome(
         # its thread is "interrupted", not the run.
         out["status"] = "error" if status == "failed" else "success"
     if error is not None:
-        out["error"] = {"error": type(error).__name__, "message": str(error)}
+        # The thread's error as the Python server keeps it: the message hidden unless the
+        # server shows it (its stream's error event says the same).
+        out["error"] = serde.error_payload(
+            error.exceptions[0]
+            if isinstance(error, BaseExceptionGroup) and error.exceptions
+            else error
+        )
     if ctl.graph is None:
         return out  # its graph could not be built: nothing ran
     try:

@@ -23,7 +23,8 @@ from threadcast_worker import keys, serde
 from threadcast_worker.answers import KEEP, Entry, success
 from threadcast_worker.config import system_assistant_id
 from threadcast_worker.graphs import ServedGraph
-from threadcast_worker.lock import keep_lock, move_run, record_done, record_run, release, renew_lock
+from threadcast_worker.keepalive import lease
+from threadcast_worker.lock import move_run, record_done, record_run, release, renew_lock
 from threadcast_worker.observe import RestStream, cancel_events, failure_events, observe
 from threadcast_worker.relay import Relay, is_fenced
 from threadcast_worker.worker import Worker
@@ -173,7 +174,7 @@ async def run_graph(w: Worker, ctl: Run) -> Any:
         if ctl.task is not None:
             ctl.task.cancel()
 
-    stop_renewing = keep_lock(w, thread, ctl.run_id, lose)
+    stop_renewing = lease(w, thread, ctl.run_id, lose)
     w.saver.fence(thread, regain=lambda: renew_lock(w, thread, ctl.run_id), settle=relay.settle)
     status, extra, error, head = "completed", {}, None, None
     try:
@@ -368,10 +369,12 @@ async def start_run(
     answered: list[str] | None = None,
     humans: list[dict[str, Any]] | None = None,
     result: Any = None,
+    start_error: BaseException | None = None,
 ) -> Any:
     """The common start of every protocol run: the thread is claimed; records the run (so a
     worker that takes over after a crash can go on with it), appends its first events,
-    answers, then runs it."""
+    answers, then runs it. start_error: why the graph cannot be built (its factory raised):
+    the run fails at once with it."""
     served = w.graphs[assistant]
     defaults = dict(served.defaults)
     context = defaults.pop("context", None)
@@ -421,6 +424,7 @@ async def start_run(
         metadata=metadata,
         recorded=recorded,
         context=context,
+        start_error=start_error,
         graph_config={
             **defaults,
             "configurable": configurable,

@@ -57,6 +57,13 @@ _SHOWN_ERRORS: tuple[type[BaseException], ...] = (
 )
 HIDDEN_MESSAGE = "An internal error occurred"
 
+
+class ThreadcastError(Exception):
+    """An error threadcast itself fails a run with — not the graph's: input it cannot run with,
+    an event it cannot carry. The server never raises these, and a client can only act on
+    them by their message, so it is shown."""
+
+
 _TEXT_TYPES = (
     uuid.UUID,
     IPv4Address,
@@ -87,8 +94,9 @@ _SHOWN = _shown_errors()
 
 def error_payload(exc: BaseException) -> dict[str, str]:
     """An exception as the server writes it: ``{error: <class name>, message}``, the message
-    hidden (``"An internal error occurred"``) unless the class is one the server shows."""
-    message = str(exc) if isinstance(exc, _SHOWN) else HIDDEN_MESSAGE
+    hidden (``"An internal error occurred"``) unless the class is one the server shows (or
+    threadcast's own, ``ThreadcastError``)."""
+    message = str(exc) if isinstance(exc, (*_SHOWN, ThreadcastError)) else HIDDEN_MESSAGE
     return {"error": type(exc).__name__, "message": message}
 
 

@@ -2,14 +2,14 @@
 on with the runs it was running — as the JavaScript worker's src/worker/takeover.js, so a run
 left by a dead worker of either language's graphs is taken over by a live one of its graph.
 
-A worker acknowledges a run-starting command only when its run is over, so a worker killed
-mid-run leaves the entry pending in the group. Every heartbeat, ``claim`` keeps the entries
-this worker has in hand from looking idle (XCLAIM of its own) and claims those idle for
-claim_idle_ms (XAUTOCLAIM), which are handled again. A claimed entry that started the run its
-thread's record names, still ``running``, is taken over (``take_over``): once the dead
-worker's lock has lapsed, the run goes on with the same run id from the last checkpoint — or
-from the start with the same input when no step had finished — after the messages the dead
-worker left open are closed with ``worker_lost`` errors.
+A worker acknowledges a run-starting command only when its run is over, so a worker killed mid-run
+leaves the entry pending in the group. Every heartbeat, ``claim`` claims the entries idle for
+claim_idle_ms (XAUTOCLAIM), which are handled again (keepalive.py keeps the entries this worker has
+in hand from looking idle, with an XCLAIM of its own). A claimed entry that started the run its
+thread's record names, still ``running``, is taken over (``take_over``): once the dead worker's lock
+has lapsed, the run goes on with the same run id from the last checkpoint — or from the start with
+the same input when no step had finished — after the messages the dead worker left open are closed
+with ``worker_lost`` errors.
 
 Idle entries and lapsed leases are measured on Redis' clock, which runs on while Redis itself
 is stalled: when it wakes up, every entry looks idle at once. So the worker the record names
@@ -51,14 +51,8 @@ def _text(v: Any) -> str:
 
 
 async def claim(w: Worker, dispatch: Callable[[str, str, dict, bool], None]) -> None:
-    """Claims entries for this worker: those in hand again (so they never look idle, however
-    long their runs), and those idle for claim_idle_ms, each handed to dispatch(stream, id,
-    fields, True)."""
-    mine: dict[str, list[str]] = {}
-    for stream, entry_id in list(w.inflight.values()):
-        mine.setdefault(stream, []).append(entry_id)
-    for stream, ids in mine.items():
-        await w.cmd.xclaim(stream, keys.GROUP, w.name, 0, ids, justid=True)
+    """Claims the entries idle for claim_idle_ms, each handed to dispatch(stream, id, fields,
+    True). (Those in hand are claimed again by keepalive.py, so they never look idle.)"""
     for stream in w.streams:
         got = await w.cmd.xautoclaim(stream, keys.GROUP, w.name, w.claim_idle_ms, "0-0", count=16)
         for entry_id, fields in got[1] if got and len(got) > 1 else []:

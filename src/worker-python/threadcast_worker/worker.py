@@ -38,6 +38,7 @@ from threadcast_worker.logger import Log, json_log
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
+    from threadcast_worker.keepalive import Lease
     from threadcast_worker.lock import Scripts
     from threadcast_worker.runs import Run
 
@@ -76,6 +77,10 @@ class Worker:
     beating: asyncio.Task[None] | None = None
     controlling: asyncio.Task[None] | None = None
     pubsub: Any = None
+    redis_url: str = ""
+    redis_opts: dict[str, Any] = field(default_factory=dict)  # redis-py's, for the keepalive
+    leases: dict[str, Lease] = field(default_factory=dict)  # thread → the lease renewed for it
+    keepalive: Any = None
 
     @property
     def assistants(self) -> list[str]:
@@ -149,7 +154,7 @@ async def serve(
     run is taken over within claim_idle_ms (+ a heartbeat), once its lock lapsed."""
     from threadcast_worker.checkpoint import WorkerSaver
     from threadcast_worker.lock import Scripts
-    from threadcast_worker.loops import connect, prepare, start
+    from threadcast_worker.loops import connect, prepare, redis_options, start
     from threadcast_worker.store import ThreadcastStore
 
     url = redis or os.environ.get("THREADCAST_REDIS_URL") or "redis://127.0.0.1:6379"
@@ -181,6 +186,8 @@ async def serve(
         lock_ms=lock_ms,
         cmd=cmd,
         block=block,
+        redis_url=url,
+        redis_opts=redis_options(url, tls),
     )
     w.scripts = Scripts(cmd)
 

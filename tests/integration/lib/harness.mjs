@@ -319,11 +319,13 @@ export async function startWorker(redisUrl, { name, args = [], env = {}, readyMs
 }
 
 /**
+/**
  * The Python worker's command (src/worker-python), from the venv scripts/lib.sh's
- * `tc_python_env dev` makes; THREADCAST_WORKER_PYTHON (or TC_PYTHON_WORKER) names another.
+ * `tc_python_env dev` makes; THREADCAST_WORKER_PYTHON (or TC_PY_WORKER, TC_PYTHON_WORKER)
+ * names another.
  */
-export const pythonWorkerBin = process.env.THREADCAST_WORKER_PYTHON || process.env.TC_PYTHON_WORKER
-  || path.join(repoRoot, 'build-py/venv-dev/bin/threadcast-worker-python');
+export const pythonWorkerBin = process.env.THREADCAST_WORKER_PYTHON || process.env.TC_PY_WORKER
+  || process.env.TC_PYTHON_WORKER || path.join(repoRoot, 'build-py/venv-dev/bin/threadcast-worker-python');
 
 /** The example Python project (src/worker-python/example): src/worker/graphs/agent.js's twin. */
 export const pythonExampleConfig = path.join(repoRoot, 'src/worker-python/example/langgraph.json');
@@ -332,21 +334,33 @@ export const pythonExample = pythonExampleConfig;
 /**
  * Starts the Python worker serving the Python graphs of the project config (a langgraph.json;
  * default the example Python project); resolves, as startWorker does, once it is registered and
- * reading. Its JSON log lines are the JavaScript worker's ("worker ready", "taking over a run").
- * env THREADCAST_FAKE_TOKEN_MS paces the example's fake model (5 ms here).
+ * reading ("worker ready"). env THREADCAST_FAKE_TOKEN_MS paces the example's fake model (5 ms
+ * here). worker.kill(signal) signals it by PID and waits for its exit; worker.exit resolves
+ * {code, signal} when it exits; worker.alive() says whether it has not; worker.waitLog(pred)
+ * waits for a log line.
  */
 export async function startPythonWorker(redisUrl, { name, config = pythonExampleConfig, args = [], env = {}, readyMs = 60000, bin = pythonWorkerBin } = {}) {
   if (!existsSync(bin)) throw new Error(`no ${bin}: make the venv first (source scripts/lib.sh; tc_python_env dev)`);
   const p = track(spawn(bin, ['--config', config, '--redis-url', redisUrl, ...(name ? ['--name', name] : []), ...args],
-    { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, THREADCAST_FAKE_TOKEN_MS: '5', ...env } }));
-  const worker = { proc: p, stderr: '', logs: [], name };
+    { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, THREADCAST_FAKE_TOKEN_MS: '5', PYTHONUNBUFFERED: '1', ...env } }));
+  const worker = { proc: p, stderr: '', logs: [], name, exitCode: null, signal: null };
   collectLogs(p.stderr, worker);
+  worker.exit = new Promise((r) => p.once('exit', (code, signal) => {
+    worker.exitCode = code;
+    worker.signal = signal;
+    r({ code, signal });
+  }));
   // Its imports (langgraph, langchain_core) take seconds on a busy machine.
-  const ready = await waitUntil(() => worker.logs.find((l) => l.msg === 'worker ready') || (p.exitCode !== null && 'exited'),
+  const ready = await waitUntil(() => worker.logs.find((l) => l.msg === 'worker ready') || (worker.exitCode !== null && 'exited'),
     readyMs, 'the Python worker to start');
-  if (ready === 'exited') throw new Error(`the Python worker exited (${p.exitCode}): ${worker.stderr}`);
+  if (ready === 'exited') throw new Error(`the Python worker exited (${worker.exitCode}): ${worker.stderr}`);
   worker.name = ready.name;
-  worker.kill = async (signal = 'SIGKILL') => { p.kill(signal); await exited(p); };
+  worker.waitLog = (pred, ms = 5000) => waitUntil(() => worker.logs.find(pred), ms, 'a log line of the Python worker');
+  worker.alive = () => p.exitCode === null && p.signalCode === null;
+  worker.kill = async (signal = 'SIGKILL') => {
+    if (p.exitCode === null && p.signalCode === null) p.kill(signal);
+    return worker.exit;
+  };
   return worker;
 }
 
