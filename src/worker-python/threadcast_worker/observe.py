@@ -708,10 +708,12 @@ class _Run:
         return out
 
     def abandon(self) -> None:
-        """Drops the converters of the messages still open (their events are not made)."""
-        for _meta, feed in self.feeds.values():
+        """Drops the converters of the messages still open (their events are not made), and
+        the messages held behind them."""
+        for *_, feed in self.feeds.values():
             feed.abandon()
         self.feeds.clear()
+        self.slots.drop()
 
     def fail(self, exc: BaseException) -> list[dict[str, Any]]:
         """What is left once the graph's stream raised exc."""
@@ -719,16 +721,9 @@ class _Run:
         if self.held is not None:
             out.append(self.held)
             self.held = None
-<<<<<<< HEAD
-        for _ns, _meta, feed in self.feeds.values():
-            feed.abandon()  # the caller closes the run's open messages
-        self.feeds.clear()
-        self.slots.drop()
+        self.abandon()  # the caller closes the run's open messages
         out.extend(self.held_sse)  # the server writes a failed step's output before its error
         self.held_sse.clear()
-=======
-        self.abandon()  # the caller closes the run's open messages
->>>>>>> py-faults
         self.lifecycle.fail(exc)
         out.extend(self.lifecycle.take())
         return out
