@@ -208,6 +208,11 @@ void tc__rest_answer_detail(struct tc_rest *r, unsigned status, const char *deta
 	cJSON_Delete(o);
 }
 
+void tc__rest_answer_text(struct tc_rest *r, unsigned status, const char *text)
+{
+	answer(r, status, true, text, strlen(text));
+}
+
 void tc__rest_answer_json(struct tc_rest *r, unsigned status, const cJSON *body)
 {
 	char *s = cJSON_PrintUnformatted(body);

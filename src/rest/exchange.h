@@ -125,6 +125,8 @@ void tc__rest_answer(struct tc_rest *r, unsigned status, const char *body, size_
  * words): the JavaScript one its message as text, the Python one {"detail": message}.
  */
 void tc__rest_answer_detail(struct tc_rest *r, unsigned status, const char *detail);
+/** Answers status with text as it is (text/plain), whatever the flavor. */
+void tc__rest_answer_text(struct tc_rest *r, unsigned status, const char *text);
 /** Answers body as JSON. */
 void tc__rest_answer_json(struct tc_rest *r, unsigned status, const cJSON *body);
 /** The body kept for later (r->saved, a cancel's or a copy's) is the answer now. */

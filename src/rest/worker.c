@@ -42,7 +42,13 @@ static void worker_answer(struct tc_bridge_caller *caller, struct tc_buf *frame)
 			status = 422;
 		else if (code && (!strcmp(code, "not_supported") || !strcmp(code, "unknown_command")))
 			status = 501; /* (a worker of a version without the method) */
-		tc__rest_answer_detail(r, status, msg ? msg : "the worker could not answer");
+		else if (code && !strcmp(code, "unknown_error"))
+			status = 500; /* the graph's code raised (a factory, a reducer) */
+		/* The Python server answers what raised with Starlette's own words. */
+		if (status == 500 && r->python)
+			tc__rest_answer_text(r, 500, "Internal Server Error");
+		else
+			tc__rest_answer_detail(r, status, msg ? msg : "the worker could not answer");
 	}
 	cJSON_Delete(f);
 }

@@ -307,6 +307,17 @@ async def test_pending_writes_come_back_in_langgraphs_order(redis: aredis.Redis)
     ]
 
 
+async def test_a_cancelled_task_leaves_no_error_write(redis: aredis.Redis) -> None:
+    """A task stopped by its run's cancel did not fail: the worker's saver keeps no
+    CancelledError for it (the Python server's cancelled runs leave none); a real error stays."""
+    saver = WorkerSaver(redis, worker_name="w1", rest_run_of=lambda _t: False)
+    conf = await saver.aput(cfg("t-cancelled"), checkpoint(), {}, {})
+    await saver.aput_writes(conf, [(ERROR, asyncio.CancelledError())], "task-c")
+    await saver.aput_writes(conf, [(ERROR, ValueError("boom"))], "task-e")
+    writes = (await saver.aget_tuple(conf)).pending_writes
+    assert [(t, c) for t, c, _ in writes] == [("task-e", ERROR)]
+
+
 async def test_regular_writes_keep_the_first_value_special_writes_are_replaced(
     redis: aredis.Redis,
 ) -> None:

@@ -61,6 +61,7 @@ from typing import Any, NamedTuple
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
+    ERROR,
     WRITES_IDX_MAP,
     BaseCheckpointSaver,
     ChannelVersions,
@@ -1062,6 +1063,25 @@ class WorkerSaver(RedisSaver):
         return await super().aput(
             config, checkpoint, checkpoint_metadata(config, metadata), new_versions
         )
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        # A task stopped by its run's cancel (or the worker closing) did not fail: LangGraph
+        # records its CancelledError as the task's error, which the Python server never saves
+        # (its cancelled run's writes go with it). The task is simply pending again.
+        kept = [
+            (channel, value)
+            for channel, value in writes
+            if not (channel == ERROR and isinstance(value, asyncio.CancelledError))
+        ]
+        if writes and not kept:
+            return
+        await super().aput_writes(config, kept, task_id, task_path)
 
     async def _apply(self, thread_id: str, tk: keys.CheckpointKeys, ops: list[_Op]) -> None:
         """Writes ops in one script call: fenced, journaled, tracked for settle()."""

@@ -100,12 +100,14 @@ async def rest_cancel(w: Worker, entry: Entry, p: dict[str, Any]) -> Any:
 async def rest_state_get(w: Worker, entry: Entry, p: dict[str, Any]) -> Any:
     r = rest.read_state_get(entry.thread, p)
     named = r.config["configurable"].get("checkpoint_id")
-    if not named and not await w.saver.aget_tuple(
-        {"configurable": {"thread_id": entry.thread, "checkpoint_ns": ""}}
-    ):
-        return await success(w.cmd, w.log, entry, rest.empty_state())
-    # An unknown checkpoint is read as the Python server reads it: 200, a state naming it.
+    # The graph is built first, as the Python server builds it for every state read: a factory
+    # that raises fails the read, whatever the thread holds.
     async with _graph(w, entry, await thread_configurable(w, entry.thread), "threads.read") as g:
+        if not named and not await w.saver.aget_tuple(
+            {"configurable": {"thread_id": entry.thread, "checkpoint_ns": ""}}
+        ):
+            return await success(w.cmd, w.log, entry, rest.empty_state())
+        # An unknown checkpoint is read as the Python server reads it: 200, a state naming it.
         snap = await g.aget_state(r.config, subgraphs=r.subgraphs)
     return await success(w.cmd, w.log, entry, rest.thread_state(snap))
 
