@@ -48,6 +48,17 @@ token: receipt minus stamp, for starters and viewers apart; TTFT; the late
 joiner's catch-up; CPU per delivered token per server process; each client
 process's share of a core (none may be saturated for the latency to be the
 server's); every token must reach every stream once.
+
+The tokens-py scenario (issue 37) is the same for Python graphs: threadcast
+with its Python worker (threadcast-worker-python --config) beside LangGraph's
+Python server (langgraph dev from langgraph-cli[inmem], the in-memory
+runtime, --no-reload, --n-jobs-per-worker the cell's runs), both serving
+tests/bench/agent-server-py/ (graph.py, graph.mjs's twin), both from the venv
+scripts/lib.sh's tc_python_env dev makes; the same clients and cells syntax
+(--tokens-py-cells), its ratios and latency differences taken per bench run.
+Each cell also says how long the server side's processes waited, runnable,
+for their core (schedstat) and the load average: on a shared machine, whether
+the latency read is the servers'.
 """
 import argparse
 import base64
@@ -170,6 +181,23 @@ def per_event(r, n):
     r['redis_user_us_per_event'] = r['redis_user_s'] * 1e6 / n
     r['redis_sys_us_per_event'] = r['redis_sys_s'] * 1e6 / n
     r['total_us_per_event'] = (r['server_cpu_s'] + r['redis_cpu_s']) * 1e6 / n
+
+
+def runq_wait_s(pid):
+    """Seconds the threads of pid (not its children) have waited on a run queue, runnable but
+    not running (/proc/<pid>/task/*/schedstat, its second field): on this shared machine, how
+    much other tenants held the core a server is pinned to."""
+    total = 0
+    try:
+        tasks = os.listdir(f'/proc/{pid}/task')
+    except OSError:
+        return 0.0
+    for t in tasks:
+        try:
+            total += int(open(f'/proc/{pid}/task/{t}/schedstat').read().split()[1])
+        except (OSError, IndexError, ValueError):
+            pass
+    return total / 1e9
 
 
 def rss_kb(pid):
@@ -755,6 +783,10 @@ class TokenStack:
     def cpu(self):
         return {name: cpu_split(p.pid) for name, p in self.procs.items()}
 
+    def runq_wait(self):
+        """Seconds the stack's threads have waited, runnable, for a core (schedstat)."""
+        return sum(runq_wait_s(p.pid) for p in self.procs.values())
+
     def profile_start(self, label):
         """TC_BENCH_PROFILE, TC_BENCH_PERF: profiles of the window that starts now, named by label."""
         self.perf = []
@@ -851,13 +883,14 @@ def token_cell(stack, cell, *, tokens, clients, label=None):
         time.sleep(0.5)
         if label:
             stack.profile_start(label)
-        c0, k0, t0 = stack.cpu(), [cpu_split(p.pid) for p in procs], time.time()
+        w0, c0, k0, t0 = stack.runq_wait(), stack.cpu(), [cpu_split(p.pid) for p in procs], time.time()
         for p in procs:
             p.stdin.write('go\n')
             p.stdin.flush()
         res = [read_json_line(p, 'result', deadline + 30)['result'] for p in procs]
         wall = time.time() - t0
-        c1, k1 = stack.cpu(), [cpu_split(p.pid) for p in procs]
+        c1, k1, w1 = stack.cpu(), [cpu_split(p.pid) for p in procs], stack.runq_wait()
+        loadavg = os.getloadavg()[0]
         if label:
             stack.profile_stop()
     finally:
@@ -877,6 +910,11 @@ def token_cell(stack, cell, *, tokens, clients, label=None):
            'complete': sum(r['complete'] for r in res), 'errors': [e for r in res for e in r['errors']][:5],
            'seconds': wall}
     out['tokens_per_s'] = received / max(1e-9, wall)
+    # How busy the machine was: its load average as the cell ended, and how long the server
+    # side's processes waited, runnable, for their core (other tenants, or each other) over it.
+    out['loadavg'] = loadavg
+    out['server_runq_wait_ms'] = (w1 - w0) * 1000
+    out['server_runq_wait_share'] = (w1 - w0) / max(1e-9, wall)
     for name, xs in (('starter', starter), ('viewer', viewer), ('ttft', ttft), ('catchup', catchup), ('gen', gen)):
         if xs:
             out[f'{name}_p50_ms'] = percentile(xs, 50) / 1000
@@ -1317,6 +1355,8 @@ TOKEN_METRICS = [
     ('client_cpu_max', 'busiest client process, share of a core'),
     ('client_cpu_total', 'all client processes (on one core)'), ('client_us_per_token', 'client CPU µs / received token'),
     ('lost', 'tokens missing + repeated'), ('received', 'tokens delivered'),
+    ('server_runq_wait_share', 'server processes\' wait for their core, share of the cell'),
+    ('loadavg', 'load average at the cell\'s end'),
 ]
 
 

@@ -40,8 +40,9 @@ function run(name, args, env = process.env) {
     p.stdout.on('data', (d) => { out += d; });
     p.stderr.on('data', (d) => { err += d; });
     p.on('error', reject);
-    // JSON lines (scripts/bench.py's table is left out)
-    p.on('exit', (code) => resolve({ code, lines: out.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l)), err }));
+    // JSON lines (scripts/bench.py's table is left out). On 'close', not 'exit': a process may
+    // exit before its last output is read (the blaster's refusal came out empty).
+    p.on('close', (code) => resolve({ code, lines: out.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l)), err }));
   });
 }
 
@@ -462,6 +463,8 @@ test('the tokens-py scenario: Python LangGraph runs through the Python worker an
       }
       // CPU is read in clock ticks: a short window may read 0 for a process.
       assert.ok(c.server_us_per_token >= 0, kind);
+      // How busy the machine was: the server side's wait for its core, and the load average.
+      assert.ok(c.server_runq_wait_share >= 0 && c.server_runq_wait_ms >= 0 && c.loadavg >= 0, kind);
     }
     // The Python graph paces its model: 20 tokens 20 ms apart are emitted over at least 19 × 20 ms.
     assert.ok(paced.gen_p50_ms >= 380 && paced.gen_p50_ms < 5000, `${kind} emitted over ${paced.gen_p50_ms} ms`);
