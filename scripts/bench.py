@@ -48,6 +48,17 @@ token: receipt minus stamp, for starters and viewers apart; TTFT; the late
 joiner's catch-up; CPU per delivered token per server process; each client
 process's share of a core (none may be saturated for the latency to be the
 server's); every token must reach every stream once.
+
+The tokens-py scenario (issue 37) is the same for Python graphs: threadcast
+with its Python worker (threadcast-worker-python --config) beside LangGraph's
+Python server (langgraph dev from langgraph-cli[inmem], the in-memory
+runtime, --no-reload, --n-jobs-per-worker the cell's runs), both serving
+tests/bench/agent-server-py/ (graph.py, graph.mjs's twin), both from the venv
+scripts/lib.sh's tc_python_env dev makes; the same clients and cells syntax
+(--tokens-py-cells), its ratios and latency differences taken per bench run.
+Each cell also says how long the server side's processes waited, runnable,
+for their core (schedstat) and the load average: on a shared machine, whether
+the latency read is the servers'.
 """
 import argparse
 import base64
@@ -58,6 +69,7 @@ import os
 import shutil
 import signal
 import random
+import re
 import socket
 import statistics
 import subprocess
@@ -169,6 +181,23 @@ def per_event(r, n):
     r['redis_user_us_per_event'] = r['redis_user_s'] * 1e6 / n
     r['redis_sys_us_per_event'] = r['redis_sys_s'] * 1e6 / n
     r['total_us_per_event'] = (r['server_cpu_s'] + r['redis_cpu_s']) * 1e6 / n
+
+
+def runq_wait_s(pid):
+    """Seconds the threads of pid (not its children) have waited on a run queue, runnable but
+    not running (/proc/<pid>/task/*/schedstat, its second field): on this shared machine, how
+    much other tenants held the core a server is pinned to."""
+    total = 0
+    try:
+        tasks = os.listdir(f'/proc/{pid}/task')
+    except OSError:
+        return 0.0
+    for t in tasks:
+        try:
+            total += int(open(f'/proc/{pid}/task/{t}/schedstat').read().split()[1])
+        except (OSError, IndexError, ValueError):
+            pass
+    return total / 1e9
 
 
 def rss_kb(pid):
@@ -635,6 +664,20 @@ def rest_vs_ws(tmp, redis, *, viewers, count, rate, rest_first):
 AGENT_SERVER = os.path.join(ROOT, 'tests/bench/agent-server')
 TOKEN_GRAPH = os.path.join(AGENT_SERVER, 'graph.mjs')
 WORKER_BIN = os.path.join(ROOT, 'src/worker/bin/threadcast-worker.js')
+# The tokens-py scenario (issue 37): the same in Python, LangGraph's Python server as the peer.
+# Both serve the project in tests/bench/agent-server-py/ (graph.py, graph.mjs's twin); the
+# worker and the server come from the venv scripts/lib.sh's `tc_python_env dev` makes.
+PY_SERVER = os.path.join(ROOT, 'tests/bench/agent-server-py')
+PY_VENV = os.environ.get('TC_BENCH_PY_VENV') or os.path.join(ROOT, 'build-py/venv-dev')
+# Bench-only profiling of the measured windows (never on in the figures): TC_BENCH_PROFILE=DIR
+# runs the Python processes (threadcast's Python worker, LangGraph's Python server) under
+# cProfile (tests/bench/agent-server-py/profiled.py), on only inside each cell's window, one
+# .pstats file a cell and process; TC_BENCH_PERF=DIR records every server process with
+# `perf record -g` over each cell's window.
+PROFILE_DIR = os.environ.get('TC_BENCH_PROFILE')
+PERF_DIR = os.environ.get('TC_BENCH_PERF')
+# The peer of each tokens scenario: the process that is its whole server side.
+TOKEN_PEERS = {'tokens': 'agent-server', 'tokens-py': 'agent-server-py'}
 
 
 def percentile(xs, q):
@@ -646,13 +689,15 @@ def percentile(xs, q):
 
 
 class TokenStack:
-    """The server side of one system in the tokens scenario, all of it pinned to SERVER_CPU (one
+    """The server side of one system in the tokens scenarios, all of it pinned to SERVER_CPU (one
     core): threadcast is three processes there (redis-server, the gateway, the LangGraph worker
-    serving tests/bench/agent-server/graph.mjs), the Agent Server one (its in-memory dev server,
-    running up to `jobs` runs at once). CPU and RSS are read per process."""
+    serving tests/bench/agent-server/graph.mjs, or with lang 'python' the Python worker serving
+    tests/bench/agent-server-py/), the Agent Server one (its in-memory dev server, running up to
+    `jobs` runs at once), LangGraph's Python server one too (agent-server-py: `langgraph dev`,
+    the same). CPU and RSS are read per process."""
 
-    def __init__(self, kind, tmp, jobs):
-        self.kind, self.procs, self.logs = kind, {}, []
+    def __init__(self, kind, tmp, jobs, lang='js'):
+        self.kind, self.procs, self.logs, self.profiled, self.perf = kind, {}, [], [], []
         d = tempfile.mkdtemp(dir=tmp, prefix=f'{kind}.')
         pin = ['taskset', '-c', SERVER_CPU]
         try:
@@ -667,13 +712,21 @@ class TokenStack:
                                              '--redis-url', url, '--log-level', 'warn', '--max-connections', '200000',
                                              '--max-queue-bytes', str(64 << 20)], d, env={'THREADCAST_AUTH': 'off'})
                 wait_port(self.port, self.procs['gateway'])
-                log = self.start('worker', pin + ['node', WORKER_BIN, '--redis-url', url, '--graphs', TOKEN_GRAPH,
-                                                  '--name', 'bench'], d)
+                if lang == 'python':
+                    self.profiled.append('worker')
+                    log = self.start('worker', pin + self.python('threadcast-worker-python') + [
+                        '--redis-url', url, '--config', os.path.join(PY_SERVER, 'langgraph.json'), '--name', 'bench'],
+                        d, env={'LANGSMITH_TRACING': 'false'})
+                else:
+                    log = self.start('worker', pin + ['node', WORKER_BIN, '--redis-url', url, '--graphs', TOKEN_GRAPH,
+                                                      '--name', 'bench'], d)
                 end = time.time() + 60
                 while 'worker ready' not in open(log).read():
                     if self.procs['worker'].poll() is not None or time.time() > end:
                         raise RuntimeError(f'the worker did not start: {open(log).read()[-500:]}')
                     time.sleep(0.1)
+            elif kind == 'agent-server-py':
+                self.start_python_server(pin, d, jobs)
             else:
                 self.start('agent-server', pin + ['node', os.path.join(AGENT_SERVER, 'server.mjs'), '--port',
                                                   str(self.port), '--jobs', str(jobs), '--cwd', d], d, cwd=AGENT_SERVER)
@@ -683,6 +736,44 @@ class TokenStack:
             self.stop()
             raise
 
+    def python(self, script):
+        """The argv of one of the venv's console scripts, under cProfile when TC_BENCH_PROFILE is set."""
+        path = os.path.join(PY_VENV, 'bin', script)
+        if not os.path.exists(path):
+            raise RuntimeError(f'{path}: no such program (scripts/lib.sh: tc_python_env dev makes the venv)')
+        if not PROFILE_DIR:
+            return [path]
+        return [os.path.join(PY_VENV, 'bin', 'python'), os.path.join(PY_SERVER, 'profiled.py'), PROFILE_DIR, path]
+
+    def start_python_server(self, pin, d, jobs):
+        """LangGraph's Python server as `langgraph dev` runs it (langgraph-cli[inmem]: uvicorn serving
+        langgraph_api.server:app in this one process, the in-memory runtime), without its reloader,
+        on a copy of the bench project (it keeps its state in .langgraph_api/ beside the project
+        file), running up to `jobs` runs at once (its --n-jobs-per-worker; left out, it runs one)."""
+        project = os.path.join(d, 'project')
+        shutil.copytree(PY_SERVER, project, ignore=shutil.ignore_patterns('__pycache__', '.langgraph_api'))
+        self.profiled.append('agent-server-py')
+        # LOG_LEVEL: its default, INFO, logs every request (as the Agent Server's debug does).
+        log = self.start('agent-server-py', pin + self.python('langgraph') + [
+            'dev', '--no-browser', '--no-reload', '--port', str(self.port), '--n-jobs-per-worker', str(jobs),
+            '--config', 'langgraph.json'], d, cwd=project,
+            env={'LANGSMITH_TRACING': 'false', 'LANGGRAPH_NO_VERSION_CHECK': 'true', 'LOG_LEVEL': 'WARNING'})
+        end = time.time() + 120
+        while True:
+            # It takes another port than asked when that one is busy: its log's "API:" line says which.
+            found = re.search(r'API:\s*(?:\x1b\[[0-9;]*m)*http://127\.0\.0\.1:(\d+)', open(log, errors='replace').read())
+            if found:
+                self.port = int(found.group(1))
+                try:
+                    with urllib.request.urlopen(f'http://127.0.0.1:{self.port}/ok', timeout=2) as res:
+                        if res.status == 200:
+                            return
+                except OSError:
+                    pass
+            if self.procs['agent-server-py'].poll() is not None or time.time() > end:
+                raise RuntimeError(f'langgraph dev did not start: {open(log, errors="replace").read()[-800:]}')
+            time.sleep(0.2)
+
     def start(self, name, argv, d, env=None, cwd=None):
         log = os.path.join(d, f'{name}.log')
         self.procs[name] = subprocess.Popen(argv, env=dict(os.environ, **(env or {})), cwd=cwd,
@@ -691,6 +782,42 @@ class TokenStack:
 
     def cpu(self):
         return {name: cpu_split(p.pid) for name, p in self.procs.items()}
+
+    def runq_wait(self):
+        """Seconds the stack's threads have waited, runnable, for a core (schedstat)."""
+        return sum(runq_wait_s(p.pid) for p in self.procs.values())
+
+    def profile_start(self, label):
+        """TC_BENCH_PROFILE, TC_BENCH_PERF: profiles of the window that starts now, named by label."""
+        self.perf = []
+        label = label.replace('/', '-')
+        if PROFILE_DIR and self.profiled:
+            os.makedirs(PROFILE_DIR, exist_ok=True)
+            with open(os.path.join(PROFILE_DIR, 'label'), 'w') as f:
+                f.write(f'{self.kind}-{label}')
+            for name in self.profiled:
+                self.procs[name].send_signal(signal.SIGUSR1)
+        if PERF_DIR:
+            os.makedirs(PERF_DIR, exist_ok=True)
+            for name, p in self.procs.items():
+                out = os.path.join(PERF_DIR, f'{self.kind}-{label}.{name}.data')
+                self.perf.append(subprocess.Popen(
+                    ['taskset', '-c', CLIENT_CPU, 'perf', 'record', '-q', '-g', '-F', '999', '-o', out, '-p', str(p.pid)],
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            time.sleep(0.5)  # attached
+
+    def profile_stop(self):
+        if PROFILE_DIR and self.profiled:
+            for name in self.profiled:
+                self.procs[name].send_signal(signal.SIGUSR2)
+        for p in self.perf:
+            p.send_signal(signal.SIGINT)
+            try:
+                p.wait(60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        self.perf = []
 
     def rss(self):
         return {name: rss_kb(p.pid) for name, p in self.procs.items()}
@@ -740,9 +867,10 @@ def read_json_line(proc, key, timeout):
     return box[0]
 
 
-def token_cell(stack, cell, *, tokens, clients):
+def token_cell(stack, cell, *, tokens, clients, label=None):
     """One cell: its runs spread over `clients` client processes (pinned to CLIENT_CPU), every
-    run started at once; per token, emission (its stamp) to receipt; CPU per process."""
+    run started at once; per token, emission (its stamp) to receipt; CPU per process. label:
+    the name of the window's profiles (TC_BENCH_PROFILE, TC_BENCH_PERF), when profiled."""
     nproc = max(1, min(clients, cell['runs']))
     share = [cell['runs'] // nproc + (1 if i < cell['runs'] % nproc else 0) for i in range(nproc)]
     deadline = cell['pace'] * tokens / 1000 + 60 + cell['runs'] * cell['viewers'] / 50
@@ -753,13 +881,18 @@ def token_cell(stack, cell, *, tokens, clients):
         for p in procs:
             read_json_line(p, 'ready', 120)
         time.sleep(0.5)
-        c0, k0, t0 = stack.cpu(), [cpu_split(p.pid) for p in procs], time.time()
+        if label:
+            stack.profile_start(label)
+        w0, c0, k0, t0 = stack.runq_wait(), stack.cpu(), [cpu_split(p.pid) for p in procs], time.time()
         for p in procs:
             p.stdin.write('go\n')
             p.stdin.flush()
         res = [read_json_line(p, 'result', deadline + 30)['result'] for p in procs]
         wall = time.time() - t0
-        c1, k1 = stack.cpu(), [cpu_split(p.pid) for p in procs]
+        c1, k1, w1 = stack.cpu(), [cpu_split(p.pid) for p in procs], stack.runq_wait()
+        loadavg = os.getloadavg()[0]
+        if label:
+            stack.profile_stop()
     finally:
         for p in procs:
             if p.poll() is None:
@@ -773,9 +906,15 @@ def token_cell(stack, cell, *, tokens, clients):
     out = {'runs': cell['runs'], 'viewers': cell['viewers'], 'pace_ms': cell['pace'], 'route': cell['route'],
            'tokens': tokens, 'clients': nproc, 'streams': streams, 'received': received,
            'expected': streams * tokens, 'lost': sum(r['missing'] + r['duplicates'] for r in res),
+           'missing': sum(r['missing'] for r in res), 'duplicates': sum(r['duplicates'] for r in res),
            'complete': sum(r['complete'] for r in res), 'errors': [e for r in res for e in r['errors']][:5],
            'seconds': wall}
     out['tokens_per_s'] = received / max(1e-9, wall)
+    # How busy the machine was: its load average as the cell ended, and how long the server
+    # side's processes waited, runnable, for their core (other tenants, or each other) over it.
+    out['loadavg'] = loadavg
+    out['server_runq_wait_ms'] = (w1 - w0) * 1000
+    out['server_runq_wait_share'] = (w1 - w0) / max(1e-9, wall)
     for name, xs in (('starter', starter), ('viewer', viewer), ('ttft', ttft), ('catchup', catchup), ('gen', gen)):
         if xs:
             out[f'{name}_p50_ms'] = percentile(xs, 50) / 1000
@@ -798,10 +937,13 @@ def token_cell(stack, cell, *, tokens, clients):
 
 def token_idle(stack, route, viewers):
     """Idle memory per viewer of one running run on a route: RSS of the process holding the
-    viewers' connections (threadcast's gateway; the Agent Server) after they attached, less before."""
-    holder = 'gateway' if stack.kind == 'threadcast' else 'agent-server'
+    viewers' connections (threadcast's gateway; the Agent Server; the Python server) after they
+    attached, less before."""
+    holder = 'gateway' if stack.kind == 'threadcast' else stack.kind
     p = client_proc({'api': stack.api, 'idle': viewers, 'route': route, 'tokens': 10, 'pace': 60000,
-                     'runs': 0, 'viewers': 0})
+                     'runs': 0, 'viewers': 0,
+                     # its joins get nothing before the run's next token: attached once answered
+                     **({'attach': 'response'} if stack.kind == 'agent-server-py' else {})})
     try:
         read_json_line(p, 'started', 60)
         time.sleep(2)
@@ -821,37 +963,42 @@ def token_idle(stack, route, viewers):
     return (after - before) / viewers
 
 
-def tokens_scenario(kind, tmp, *, cells, tokens, clients, idle, warmup=None):
+def tokens_scenario(kind, tmp, *, cells, tokens, clients, idle, warmup=None, lang='js', run=None):
     """The tokens scenario for one system: every cell in turn on one server stack (fresh per
     bench run), after the warm-up cell (not reported: a server is measured as it runs for its
     users, its code compiled and its pools grown, not on its first runs), then idle memory per
-    viewer on each of its routes (a fresh stack each)."""
+    viewer on each of its routes (a fresh stack each). lang 'python': the tokens-py scenario
+    (threadcast with its Python worker, or LangGraph's Python server). run: the bench run's
+    number, in the profiles' names."""
+    name = 'tokens-py' if lang == 'python' else 'tokens'
     jobs = max(c['runs'] for c in cells + ([warmup] if warmup else []))
     out = {}
-    stack = TokenStack(kind, tmp, jobs)
+    stack = TokenStack(kind, tmp, jobs, lang)
     try:
         if warmup:
             try:
                 r = token_cell(stack, warmup, tokens=tokens, clients=clients)
-                print(f'tokens {kind} warm-up {warmup["name"]}: {r["received"]} of {r["expected"]} tokens, '
+                print(f'{name} {kind} warm-up {warmup["name"]}: {r["received"]} of {r["expected"]} tokens, '
                       f'{r["server_us_per_token"]:.0f} µs a token', file=sys.stderr, flush=True)
             except Exception as e:  # reported; the cells still run (cold, as the error says)
                 out['warm-up error'] = str(e)
-                print(f'tokens {kind} warm-up {warmup["name"]} failed: {e}', file=sys.stderr, flush=True)
+                print(f'{name} {kind} warm-up {warmup["name"]} failed: {e}', file=sys.stderr, flush=True)
         for cell in cells:
             if kind != 'threadcast' and cell['route'] != 'rest':
                 continue  # the Agent Server's protocol routes carry no runs.stream run's tokens
             try:
-                r = token_cell(stack, cell, tokens=tokens, clients=clients)
+                label = f'{cell["name"]}-run{run}' if run is not None else cell['name']
+                r = token_cell(stack, cell, tokens=tokens, clients=clients,
+                               label=label if PROFILE_DIR or PERF_DIR else None)
             except Exception as e:  # a failed cell is reported, the others still run
                 r = {'error': str(e)}
-            print(f'tokens {kind} {cell["name"]}: {json.dumps(r)}', file=sys.stderr, flush=True)
+            print(f'{name} {kind} {cell["name"]}: {json.dumps(r)}', file=sys.stderr, flush=True)
             out.update({f'{cell["name"]} {k}': v for k, v in r.items()})
     finally:
         stack.stop()
     if idle:
         for route in (('rest', 'websocket') if kind == 'threadcast' else ('rest', 'sse')):
-            stack = TokenStack(kind, tmp, 2)
+            stack = TokenStack(kind, tmp, 2, lang)
             try:
                 out[f'idle {route} kib_per_viewer'] = token_idle(stack, route, idle)
             except Exception as e:
@@ -945,7 +1092,7 @@ CPU_KEYS = ['us_per_event', 'user_us_per_event', 'sys_us_per_event', 'total_us_p
             'storm_cpu_s', 'storm_user_s', 'storm_sys_s']
 FANOUT = ('a', 'a-full', 'a10k', 'b', 'b1', 'e')
 SCENARIOS = ('a', 'a-full', 'a10k', 'b', 'b1', 'c', 'c50k', 'd', 'append', 'e', 'sdk', 'storm', 'deflate', 'c-deflate',
-             'rest', 'c-viewers', 'tokens')
+             'rest', 'c-viewers', 'tokens', 'tokens-py')
 # The tokens scenario's cells: 10 concurrent runs with 1 and 10 viewers each, at 20 ms a token and
 # at full speed, on REST run streams and on the WebSocket route; 3 runs x 10 viewers at 20 ms, the
 # latency at ten viewers a run with the clients' core a third busy (at 10 x 10 the SDK clients
@@ -953,13 +1100,20 @@ SCENARIOS = ('a', 'a-full', 'a10k', 'b', 'b1', 'c', 'c50k', 'd', 'append', 'e', 
 TOKEN_CELLS = ('10x1@20/rest', '10x10@20/rest', '3x10@20/rest', '10x1@0/rest', '10x10@0/rest', '10x1@20/websocket',
                '10x10@20/websocket', '3x10@20/websocket', '10x1@0/websocket', '10x10@0/websocket',
                '50x10@20/rest+late')
+# The tokens-py scenario's cells (issue 37's targets are at 200 tokens a run, 20 ms a token and
+# full speed, ten viewers a run): 10 runs x 10 viewers at 20 ms and at full speed, 10 x 1 at
+# 20 ms (the latency with the clients' core little busy), and 3 x 10 at 20 ms (ten viewers a run
+# with the clients' core a third busy, as in the tokens scenario). REST only: the Python server's
+# protocol routes carry no runs.stream run's tokens either.
+PY_TOKEN_CELLS = ('10x10@20/rest', '10x10@0/rest', '10x1@20/rest', '3x10@20/rest')
 
 
 def main():
     ap = argparse.ArgumentParser(description='threadcast beside its peers and the blaster control; '
                                  'scenarios: ' + ' '.join(SCENARIOS))
     ap.add_argument('--runs', type=int, default=3)
-    ap.add_argument('--only', default='a,a-full,a10k,b,b1,c,c-deflate,c-viewers,d,e,deflate,append,sdk,rest,storm,tokens')
+    ap.add_argument('--only', default='a,a-full,a10k,b,b1,c,c-deflate,c-viewers,d,e,deflate,append,sdk,rest,storm,tokens,'
+                    'tokens-py')
     ap.add_argument('--systems', default='threadcast,nchan,node',
                     help='the blaster is added to every fan-out scenario, sdk and storm')
     ap.add_argument('--quick', action='store_true', help='smaller counts, one run')
@@ -975,6 +1129,10 @@ def main():
     ap.add_argument('--tokens-cells', default=','.join(TOKEN_CELLS),
                     help='tokens: the cells, RUNSxVIEWERS@PACE_MS/ROUTE[+late] (route rest or websocket; +late: one '
                     'more viewer per run joins halfway, its catch-up is measured)')
+    ap.add_argument('--tokens-py-cells', default=','.join(PY_TOKEN_CELLS),
+                    help='tokens-py (threadcast with its Python worker beside LangGraph\'s Python server, on '
+                    'tests/bench/agent-server-py/): its cells, as --tokens-cells; --tokens, --tokens-clients, '
+                    '--tokens-warmup and --tokens-idle are shared with tokens')
     ap.add_argument('--tokens', type=int, default=200, help='tokens: tokens a run')
     ap.add_argument('--tokens-clients', type=int, default=4, help='tokens: client processes a cell is spread over')
     ap.add_argument('--tokens-warmup', default='10x10@0/rest',
@@ -999,12 +1157,14 @@ def main():
     unknown = [n for n in only if n not in SCENARIOS]
     if unknown:
         ap.error(f'unknown scenario {",".join(unknown)}; known: {",".join(SCENARIOS)}')
-    unknown = [k for k in systems if k not in ('threadcast', 'nchan', 'nchan-redis', 'node', 'blaster', 'agent-server')]
+    unknown = [k for k in systems if k not in ('threadcast', 'nchan', 'nchan-redis', 'node', 'blaster', 'agent-server',
+                                                'agent-server-py')]
     if unknown:
         ap.error(f'unknown system {",".join(unknown)}; known: threadcast, nchan, nchan-redis, node, blaster, '
-                 'agent-server')
+                 'agent-server, agent-server-py')
     try:
         token_cells = [parse_cell(c) for c in args.tokens_cells.split(',')]
+        py_token_cells = [parse_cell(c) for c in args.tokens_py_cells.split(',')]
         token_warmup = parse_cell(args.tokens_warmup) if args.tokens_warmup else None
     except ValueError as e:
         ap.error(str(e))
@@ -1014,6 +1174,7 @@ def main():
     netns = netns_prefix() if 'storm' in only else None
     nstorm = storm_conns(args.storm_max if not args.quick else min(args.storm_max, 2000))
     rest_runs = itertools.count()
+    bench_run = {'i': 0}  # the run being measured (1, 2, …): tokens-py names its profiles by it
     scenarios = {
         'a': ('fan-out: 1 thread, 1,000 subscribers, 100 events/s of 200 B',
               lambda k: delivery(k, tmp, redis, conns=1000, threads=1, count=int(1000 * q), rate=100, size=200)),
@@ -1057,6 +1218,12 @@ def main():
                    lambda k: tokens_scenario(k, tmp, cells=token_cells, tokens=max(10, int(args.tokens * q)), clients=args.tokens_clients,
                                              idle=args.tokens_idle,
                                              warmup=token_warmup)),
+        'tokens-py': (f'tokens-py: Python LangGraph runs of {args.tokens} stamped tokens through the SDK (runs.stream + '
+                      f'joinStream, messages-tuple), threadcast with its Python worker beside LangGraph\'s Python '
+                      f'server (langgraph dev)',
+                      lambda k: tokens_scenario(k, tmp, cells=py_token_cells, tokens=max(10, int(args.tokens * q)),
+                                                clients=args.tokens_clients, idle=args.tokens_idle,
+                                                warmup=token_warmup, lang='python', run=bench_run['i'])),
         'storm': (f'reconnect storm: {nstorm:,} clients connect at once'
                   + (' (in a fresh network namespace, somaxconn 65535)' if netns else
                      ' (root network namespace: no unshare here)'),
@@ -1073,10 +1240,11 @@ def main():
                 kinds = [k for k in systems if k == 'threadcast']  # the only one that speaks 0.0.21 and the REST API
             elif name == 'storm':
                 kinds = [k for k in systems if k in ('threadcast', 'nchan')]
-            elif name == 'tokens':  # the Agent Server is its peer: --systems threadcast leaves it out
-                kinds = [k for k in systems if k in ('threadcast', 'agent-server')]
-                if 'agent-server' not in kinds and args.systems == ap.get_default('systems'):
-                    kinds.append('agent-server')
+            elif name in TOKEN_PEERS:  # the Agent Server is its peer: --systems threadcast leaves it out
+                peer = TOKEN_PEERS[name]
+                kinds = [k for k in systems if k in ('threadcast', peer)]
+                if peer not in kinds and args.systems == ap.get_default('systems'):
+                    kinds.append(peer)
             else:
                 kinds = list(systems)
             if (name in FANOUT or name in ('sdk', 'storm')) and 'blaster' not in kinds:
@@ -1085,6 +1253,7 @@ def main():
                 results[name][k] = []
             # Each run measures every system in turn: the ratios compare runs made side by side.
             for i in range(args.runs):
+                bench_run['i'] = i + 1
                 row = {}
                 for kind in kinds:
                     try:
@@ -1105,9 +1274,11 @@ def main():
     stamp = time.strftime('%Y%m%d-%H%M%S')
     path = os.path.join(args.out, f'bench-{stamp}.json')
     json.dump(results, open(path, 'w'), indent=1)
-    report({k: v for k, v in results.items() if k != 'tokens'})
+    report({k: v for k, v in results.items() if k not in TOKEN_PEERS})
     if 'tokens' in results:
         report_tokens(results['tokens'])
+    if 'tokens-py' in results:
+        report_tokens(results['tokens-py'], peer='agent-server-py', paired_runs=True)
     print(f'\nresults: {path}')
 
 
@@ -1184,16 +1355,29 @@ TOKEN_METRICS = [
     ('client_cpu_max', 'busiest client process, share of a core'),
     ('client_cpu_total', 'all client processes (on one core)'), ('client_us_per_token', 'client CPU µs / received token'),
     ('lost', 'tokens missing + repeated'), ('received', 'tokens delivered'),
+    ('server_runq_wait_share', 'server processes\' wait for their core, share of the cell'),
+    ('loadavg', 'load average at the cell\'s end'),
 ]
 
 
-def report_tokens(res):
-    """The tokens scenario: a row per cell and metric, threadcast beside the Agent Server."""
-    kinds = [k for k in ('threadcast', 'agent-server') if k in res]
+def paired(res, peer, key, fn):
+    """fn(threadcast's value, the peer's) of each bench run where both have key: their median."""
+    pairs = zip(res.get('threadcast', []), res.get(peer, []))
+    return median([fn(a[key], b[key]) for a, b in pairs
+                   if 'error' not in a and 'error' not in b and a.get(key) is not None and b.get(key)])
+
+
+def report_tokens(res, peer='agent-server', paired_runs=False):
+    """A tokens scenario: a row per cell and metric, threadcast beside its peer (the Agent Server,
+    LangGraph's Python server). paired_runs: the ratio column is the median of the per-run ratios
+    (each bench run measures both sides), and the latency rows say threadcast − peer too."""
+    kinds = [k for k in ('threadcast', peer) if k in res]
     good = {k: [r for r in res[k] if 'error' not in r] for k in kinds}
+    both = len(kinds) == 2
     print(f'\n### {res["title"]}\n')
-    print('| cell | metric | ' + ' | '.join(kinds) + (' | threadcast / agent-server |' if len(kinds) == 2 else ' |'))
-    print('|---|---|' + '---|' * (len(kinds) + (len(kinds) == 2)))
+    print('| cell | metric | ' + ' | '.join(kinds) + (f' | threadcast / {peer}' if both else '')
+          + (' | threadcast − ' + peer if both and paired_runs else '') + ' |')
+    print('|---|---|' + '---|' * (len(kinds) + both + (both and paired_runs)))
     cells = []
     for runs in good.values():
         for r in runs:
@@ -1210,7 +1394,12 @@ def report_tokens(res):
         if all(v is None for v in vals):
             continue
         line = f'| {cell} | {label} | ' + ' | '.join('—' if v is None else f'{v:,.2f}' for v in vals)
-        if len(kinds) == 2:
+        if both and paired_runs:
+            ratio = paired(res, peer, key, lambda a, b: a / b)
+            line += ' | ' + ('—' if ratio is None else f'{ratio:.2f}')
+            diff = paired(res, peer, key, lambda a, b: a - b) if key.endswith('_ms') else None
+            line += ' | ' + ('—' if diff is None else f'{diff:+,.2f}')
+        elif both:
             line += ' | ' + ('—' if None in vals or not vals[1] else f'{vals[0] / vals[1]:.2f}')
         print(line + ' |')
     for k in kinds:

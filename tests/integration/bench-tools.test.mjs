@@ -40,8 +40,9 @@ function run(name, args, env = process.env) {
     p.stdout.on('data', (d) => { out += d; });
     p.stderr.on('data', (d) => { err += d; });
     p.on('error', reject);
-    // JSON lines (scripts/bench.py's table is left out)
-    p.on('exit', (code) => resolve({ code, lines: out.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l)), err }));
+    // JSON lines (scripts/bench.py's table is left out). On 'close', not 'exit': a process may
+    // exit before its last output is read (the blaster's refusal came out empty).
+    p.on('close', (code) => resolve({ code, lines: out.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l)), err }));
   });
 }
 
@@ -371,11 +372,11 @@ test('loadgen --sse-get counts the units that come in one read with a chunked st
 });
 
 /** scripts/bench.py run with args into a temporary --out: its results file, parsed. */
-async function benchResults(args) {
+async function benchResults(args, extraEnv = {}) {
   const os = await import('node:os');
   const fs = await import('node:fs');
   const out = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-results-'));
-  const env = { ...process.env, TC_BENCH_BUILD: path.dirname(threadcastBin) };
+  const env = { ...process.env, TC_BENCH_BUILD: path.dirname(threadcastBin), ...extraEnv };
   try {
     const r = await run('python3', [path.join(repoRoot, 'scripts/bench.py'), ...args, '--out', out], env);
     assert.equal(r.code, 0, r.err);
@@ -439,4 +440,85 @@ test('the tokens scenario: a LangGraph run through the worker reaches its starte
   }
   assert.ok(rest.catchup_p50_ms >= 0, 'the late viewer caught up');
   assert.equal(ws.catchup_p50_ms, undefined, 'no late viewer on that cell');
+});
+
+/** The Python venv the tokens-py scenario runs from (scripts/lib.sh's tc_python_env dev: made from
+ * the lock when missing or stale, else at once), as an absolute path. */
+function pythonEnv() {
+  return new Promise((resolve, reject) => {
+    const p = spawn('bash', ['-c', 'source scripts/lib.sh && tc_python_env dev'], { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    p.stdout.on('data', (d) => { out += d; });
+    p.stderr.on('data', (d) => { err += d; });
+    p.on('error', reject);
+    p.on('exit', (code) => (code === 0 ? resolve(path.resolve(repoRoot, out.trim().split('\n').at(-1))) : reject(new Error(err))));
+  });
+}
+
+/** A cell's figures out of a tokens scenario's result for one system ("<cell> <key>" keys). */
+const tokenCell = (res, name) => Object.fromEntries(Object.entries(res).filter(([k]) => k.startsWith(`${name} `))
+  .map(([k, v]) => [k.slice(name.length + 1), v]));
+
+test('the tokens-py scenario: Python LangGraph runs through the Python worker and through LangGraph\'s Python server, each token once, stamped', async () => {
+  // Both sides of one bench run on tests/bench/agent-server-py/: a run of 20 tokens at full speed
+  // with two viewers from the start and one joined halfway, and a run at 20 ms a token with one
+  // viewer; each stack serves a warm-up run first, not reported.
+  const venv = await pythonEnv();
+  const all = await benchResults(['--only', 'tokens-py', '--systems', 'threadcast,agent-server-py', '--runs', '1',
+    '--tokens-py-cells', '1x2@0/rest+late,1x1@20/rest', '--tokens', '20', '--tokens-clients', '1', '--tokens-idle', '0',
+    '--tokens-warmup', '1x1@0/rest'], { TC_BENCH_PY_VENV: venv });
+  const results = all['tokens-py'];
+  assert.deepEqual(Object.keys(results).filter((k) => k !== 'title'), ['threadcast', 'agent-server-py']);
+  assert.equal(all.tokens, undefined, 'the JavaScript tokens scenario did not run');
+  for (const kind of ['threadcast', 'agent-server-py']) {
+    assert.match(all.log, new RegExp(`tokens-py ${kind} warm-up 1x1@0/rest: 40 of 40 tokens`));
+    const [res] = results[kind];
+    assert.equal(res.error, undefined, res.error);
+    assert.ok(!Object.keys(res).some((k) => k.startsWith('1x1@0/rest ')), 'the warm-up is not in the results');
+    const fast = tokenCell(res, '1x2@0/rest+late');
+    const paced = tokenCell(res, '1x1@20/rest');
+    // The starter, two viewers from the start and the late one; the starter and one viewer.
+    // Every stream gets every token; threadcast's once each. LangGraph's Python server may repeat
+    // some to a viewer that joins (it subscribes the viewer's queue before replaying what the run
+    // stored, and what arrives in between is in both): counted, apart, as duplicates.
+    assert.deepEqual([fast.streams, fast.expected, fast.received, fast.complete, fast.missing], [4, 80, 80, 4, 0], `${kind} ${JSON.stringify(fast.errors)}`);
+    assert.deepEqual([paced.streams, paced.expected, paced.received, paced.complete, paced.missing], [2, 40, 40, 2, 0], `${kind} ${JSON.stringify(paced.errors)}`);
+    for (const c of [fast, paced]) assert.equal(c.lost, c.missing + c.duplicates);
+    if (kind === 'threadcast') assert.deepEqual([fast.duplicates, paced.duplicates], [0, 0]);
+    for (const c of [fast, paced]) {
+      assert.deepEqual(c.errors, []);
+      for (const k of ['starter_p50_ms', 'starter_p99_ms', 'viewer_p50_ms', 'viewer_p99_ms', 'ttft_p50_ms']) {
+        assert.ok(c[k] >= 0 && c[k] < 60000, `${kind} ${k} ${c[k]}`);
+      }
+      // CPU is read in clock ticks: a short window may read 0 for a process.
+      assert.ok(c.server_us_per_token >= 0, kind);
+      // How busy the machine was: the server side's wait for its core, and the load average.
+      assert.ok(c.server_runq_wait_share >= 0 && c.server_runq_wait_ms >= 0 && c.loadavg >= 0, kind);
+    }
+    // The Python graph paces its model: 20 tokens 20 ms apart are emitted over at least 19 × 20 ms.
+    assert.ok(paced.gen_p50_ms >= 380 && paced.gen_p50_ms < 5000, `${kind} emitted over ${paced.gen_p50_ms} ms`);
+    assert.ok(fast.catchup_p50_ms >= 0, 'the late viewer caught up');
+  }
+  // threadcast's side is three processes (its Python worker among them), the peer's one.
+  const tc = tokenCell(results.threadcast[0], '1x1@20/rest');
+  for (const k of ['gateway', 'worker', 'redis']) assert.ok(tc[`${k}_us_per_token`] >= 0, k);
+  assert.equal(tc['agent-server-py_us_per_token'], undefined);
+  const peer = tokenCell(results['agent-server-py'][0], '1x1@20/rest');
+  assert.equal(peer.worker_us_per_token, undefined);
+  assert.equal(peer['agent-server-py_us_per_token'], peer.server_us_per_token);
+});
+
+test('the tokens-py scenario: idle viewers of LangGraph\'s Python server, on REST joins (attached once answered) and its protocol SSE', async () => {
+  const venv = await pythonEnv();
+  const all = await benchResults(['--only', 'tokens-py', '--systems', 'agent-server-py', '--runs', '1',
+    '--tokens-py-cells', '1x1@0/rest', '--tokens', '10', '--tokens-clients', '1', '--tokens-idle', '20',
+    '--tokens-warmup', ''], { TC_BENCH_PY_VENV: venv });
+  const [res] = all['tokens-py']['agent-server-py'];
+  assert.equal(res.error, undefined, res.error);
+  assert.equal(res['idle rest error'], undefined, res['idle rest error']);
+  assert.equal(res['idle sse error'], undefined, res['idle sse error']);
+  // RSS is read in pages, per process: 20 viewers may read as little as nothing, never nonsense.
+  for (const route of ['rest', 'sse']) assert.ok(Number.isFinite(res[`idle ${route} kib_per_viewer`]), route);
+  assert.equal(res['idle websocket kib_per_viewer'], undefined, 'the Python server has no WebSocket route here');
 });

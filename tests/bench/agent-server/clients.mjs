@@ -189,7 +189,10 @@ const heard = (word) => new Promise((resolve) => {
 /**
  * Idle viewers (spec.idle = how many): one run that stays running (a token a
  * minute), then, on "go", that many viewers of it on the route; {"ready"} once
- * all are attached, exit on "stop".
+ * all are attached, exit on "stop". A REST viewer is attached once it has the
+ * stream's first unit (its metadata), or with spec.attach "response" once the
+ * stream's response has begun: LangGraph's Python server sends a join that asks
+ * for messages-tuple nothing before the run's next token (a minute away here).
  */
 async function idleViewers(n) {
   const threadId = (await client.threads.create()).thread_id;
@@ -202,7 +205,17 @@ async function idleViewers(n) {
   const held = [];
   const attached = [];
   for (let v = 0; v < n; v++) {
-    if (route === 'rest') {
+    if (route === 'rest' && spec.attach === 'response') {
+      let began;
+      attached.push(new Promise((resolve) => { began = resolve; }));
+      const viewer = new Client({
+        apiUrl: api, apiKey: null,
+        callerOptions: { fetch: (...a) => fetch(...a).then((res) => { began(); return res; }) },
+      });
+      const it = viewer.runs.joinStream(threadId, run.run_id, { streamMode, lastEventId: '-1' })[Symbol.asyncIterator]();
+      it.next().catch(() => {});
+      held.push(it);
+    } else if (route === 'rest') {
       const it = newClient().runs.joinStream(threadId, run.run_id, { streamMode, lastEventId: '-1' })[Symbol.asyncIterator]();
       attached.push(it.next()); // the metadata unit: attached
       held.push(it);
